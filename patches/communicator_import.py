@@ -1,0 +1,149 @@
+"""communicator-import: bring ``is_sm120_supported`` into the fusion-gate module."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import libcst as cst
+
+from sm120patch.cst_helpers import binds_at_import, bound_name, import_froms, imported_names, module_assignments
+from sm120patch.imports import find_import_site, insert_after
+from sm120patch.registry import Example, Finding, Patch, PatchContext, State
+from sm120patch.sm_terms import Flavor, probe_of
+from sm120patch.targets import gate_module
+from sm120patch.widening import HELPER_MODULES, PROBE
+
+_SM_NAMES = ("is_sm90_supported", "is_sm100_supported", PROBE)
+
+
+def _flags_use_platform(module: cst.Module) -> bool:
+    for line in module_assignments(module, "_is_sm100_supported"):
+        for node in _walk(line):
+            probe = probe_of(node)
+            if probe is not None and probe.flavor is Flavor.PLATFORM:
+                return True
+    return False
+
+
+def _walk(node: cst.CSTNode):
+    yield node
+    for child in node.children:
+        yield from _walk(child)
+
+
+def _import_evidence(module: cst.Module) -> list[cst.CSTNode]:
+    return [
+        alias
+        for imp in import_froms(module)
+        for alias in imported_names(imp)
+        if bound_name(alias) in _SM_NAMES
+    ]
+
+
+class CommunicatorImport(Patch):
+    """Import ``is_sm120_supported`` where the fusion gate's SM flags are computed.
+
+    Why: ``layers/communicator.py`` caches ``_is_sm90_supported`` and
+    ``_is_sm100_supported`` from helpers imported out of ``sglang.srt.utils``; the SM120
+    flag (communicator-flag) needs the SM120 helper in the same namespace.  This is the
+    first of the three edits of the original hand fix (sglang#18758 did the same).
+
+    Releases: 0.5.4 - 0.5.18 (``is_sm120_supported`` exists from 0.5.4).  From 0.5.19 the
+    flags read ``get_platform().is_smXX`` and nothing needs importing: not-needed.
+    The name is added on its own line right after ``is_sm100_supported``, after checking
+    statically that ``sglang.srt.utils`` really defines it.
+
+    Remove when: upstream's gate admits SM12x (sglang#32330 was closed unmerged).
+    """
+
+    id = "communicator-import"
+    summary = "import is_sm120_supported next to is_sm100_supported in the fusion-gate module"
+    examples = (
+        Example(
+            before=(
+                "from sglang.srt.utils import (\n"
+                "    is_cuda,\n"
+                "    is_sm90_supported,\n"
+                "    is_sm100_supported,\n"
+                ")\n"
+                "_is_sm100_supported = _is_cuda and is_sm100_supported()\n"
+            ),
+            after=(
+                "from sglang.srt.utils import (\n"
+                "    is_cuda,\n"
+                "    is_sm90_supported,\n"
+                "    is_sm100_supported,\n"
+                "    is_sm120_supported,\n"
+                ")\n"
+                "_is_sm100_supported = _is_cuda and is_sm100_supported()\n"
+            ),
+        ),
+        Example(
+            before=(
+                "from sglang.srt.utils import (\n"
+                "    is_sm100_supported,  # Blackwell\n"
+                "    is_npu,\n"
+                ")\n"
+            ),
+            after=(
+                "from sglang.srt.utils import (\n"
+                "    is_sm100_supported,  # Blackwell\n"
+                "    is_sm120_supported,\n"
+                "    is_npu,\n"
+                ")\n"
+            ),
+        ),
+        Example(
+            before="from sglang.srt.utils import is_cuda, is_sm100_supported, is_sm120_supported\n",
+            state=State.APPLIED,
+        ),
+        Example(
+            before=(
+                "from sglang.srt.runtime_context import get_platform\n"
+                "_is_sm100_supported = _is_cuda and get_platform().is_sm100\n"
+            ),
+            state=State.NOT_NEEDED,
+            detail="get_platform()",
+        ),
+        Example(
+            before="from sglang.srt.utils import is_cuda\n",
+            state=State.DRIFT,
+            detail="is_sm100_supported",
+        ),
+    )
+
+    def target(self, exists: Callable[[str], bool]) -> str:
+        return gate_module(exists)
+
+    def absent(self, ctx: PatchContext, rel: str) -> Finding:
+        return Finding(State.DRIFT, f"no fusion-gate module ({rel}) in {ctx.release}")
+
+    def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
+        if _flags_use_platform(module):
+            return Finding(
+                State.NOT_NEEDED,
+                "the SM flags come from get_platform(), which already has is_sm120",
+            )
+        if binds_at_import(module, PROBE):
+            return Finding(
+                State.APPLIED, f"{PROBE} is imported", evidence=_import_evidence(module)
+            )
+        site = find_import_site(module, HELPER_MODULES, "is_sm100_supported")
+        if site is None:
+            return Finding(
+                State.DRIFT,
+                "expected a module-level `from sglang.srt.utils import (..., "
+                "is_sm100_supported, ...)`; none imports is_sm100_supported",
+            )
+        if not ctx.defines(site.source, PROBE):
+            return Finding(
+                State.DRIFT,
+                f"{site.source} does not define {PROBE} in {ctx.release} "
+                "(it first appears in sglang 0.5.4)",
+            )
+        return Finding(
+            State.PENDING,
+            f"will add {PROBE} after is_sm100_supported in `from {site.source} import`",
+            evidence=_import_evidence(module),
+            apply=lambda tree: tree.deep_replace(site.node, insert_after(site, PROBE)),
+        )

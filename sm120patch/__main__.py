@@ -1,0 +1,3 @@
+from sm120patch.cli import main
+
+main()

@@ -1,0 +1,331 @@
+"""apply / verify / revert / list as plain functions: locate -> plan -> write -> Outcome.
+
+The CLI only parses options and renders an ``Outcome``; tests and the matrix script call
+these directly.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sm120patch import releases
+from sm120patch.errors import EnvironmentProblem
+from sm120patch.fsutil import sha256_file
+from sm120patch.locate import SglangTree
+from sm120patch.plan import Plan, make_plan, sha256
+from sm120patch.registry import Patch, State, all_patches
+from sm120patch.state import FileRecord, Manifest, StateDir
+from sm120patch.transaction import Entry, commit, recover
+
+OK, NOT_AS_ASKED = 0, 1
+
+
+@dataclass
+class FileStatus:
+    rel: str
+    sha256: str | None
+    record_sha256: str | None
+    recorded: str | None  # "patched" / "original" per the manifest, or None
+
+    @property
+    def pristine(self) -> bool | None:
+        if self.record_sha256 is None:
+            return None
+        return self.sha256 == self.record_sha256
+
+
+@dataclass
+class Outcome:
+    command: str
+    tree: SglangTree
+    exit_code: int
+    headline: str
+    plan: Plan | None = None
+    messages: list[str] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+    diff: str = ""
+    files: list[FileStatus] = field(default_factory=list)
+    state: dict = field(default_factory=dict)
+
+
+def _diff(plan_files: list[tuple[str, bytes, bytes]]) -> str:
+    chunks = []
+    for rel, old, new in plan_files:
+        chunks.extend(
+            difflib.unified_diff(
+                old.decode("utf-8", "replace").splitlines(keepends=True),
+                new.decode("utf-8", "replace").splitlines(keepends=True),
+                f"a/sglang/{rel}",
+                f"b/sglang/{rel}",
+            )
+        )
+    return "".join(chunks)
+
+
+def _file_statuses(tree: SglangTree, rels: list[str], manifest: Manifest | None) -> list[FileStatus]:
+    statuses = []
+    for rel in rels:
+        current = sha256_file(tree.path(rel))
+        recorded = None
+        if manifest is not None and rel in manifest.files:
+            rec = manifest.files[rel]
+            recorded = {rec.sha256_after: "patched", rec.sha256_before: "original"}.get(current or "")
+        statuses.append(FileStatus(rel, current, tree.record.get(rel), recorded))
+    return statuses
+
+
+def _state_info(state: StateDir, manifest: Manifest | None, tree: SglangTree) -> dict:
+    return {
+        "dir": str(state.root),
+        "present": manifest is not None,
+        "sglang_version": manifest.sglang_version if manifest else None,
+        "tool_version": manifest.tool_version if manifest else None,
+        "stale": bool(manifest and manifest.sglang_version != tree.version),
+        "files": sorted(manifest.files) if manifest else [],
+        "interrupted": state.journal_path.exists(),
+    }
+
+
+def _flashinfer_message(tree: SglangTree) -> list[str]:
+    warning = releases.flashinfer_warning(tree.flashinfer, tree.version)
+    return [f"warning: {warning}"] if warning else []
+
+
+def _plan_problems(plan: Plan) -> str | None:
+    if plan.refusal:
+        return plan.refusal
+    if plan.drift:
+        return "; ".join(f"{r.file}: {r.patch.id}: {r.detail}" for r in plan.drift)
+    return None
+
+
+def _check_writable(paths: list[Path]) -> None:
+    for path in paths:
+        real = Path(os.path.realpath(path))
+        for target, what in ((real, "file"), (real.parent, "directory")):
+            if not os.access(target, os.W_OK):
+                raise EnvironmentProblem(
+                    f"{target}: the {what} is read-only; nothing was written. Run as the user "
+                    "that owns the sglang install (or make it writable)"
+                )
+
+
+def verify(tree: SglangTree, patches: list[Patch] | None = None) -> Outcome:
+    patches = list(patches or all_patches())
+    state = StateDir(tree.package_dir)
+    manifest = state.load()
+    plan = make_plan(tree, patches, change=False)
+    outcome = Outcome("verify", tree, OK, "", plan, state=_state_info(state, manifest, tree))
+    rels = [f.rel for f in plan.files if f.original is not None]
+    outcome.files = _file_statuses(tree, rels, manifest)
+    if outcome.state["interrupted"]:
+        outcome.messages.append(
+            f"an apply/revert was interrupted ({state.journal_path}); the next "
+            "`sm120patch apply` or `revert` finishes it"
+        )
+    if plan.refusal:
+        outcome.exit_code, outcome.headline = NOT_AS_ASKED, plan.refusal
+        return outcome
+    states = {r.state for r in plan.reports}
+    pending_files = {r.file for r in plan.reports if r.state is State.PENDING}
+    pristine = {f.rel for f in outcome.files if f.pristine}
+    if manifest is not None and manifest.sglang_version != tree.version:
+        outcome.messages.append(
+            f"the saved state is from sglang {manifest.sglang_version}, but {tree.version} is "
+            "installed: an upgrade or reinstall replaced the patched files (apply sets the old "
+            "state aside)"
+        )
+    if State.DRIFT in states:
+        outcome.exit_code = NOT_AS_ASKED
+        outcome.headline = "drift: the code is not what the patches know; see the details"
+    elif pending_files and pending_files <= pristine:
+        outcome.exit_code = NOT_AS_ASKED
+        outcome.headline = (
+            f"the files are the pristine sglang {tree.version} release files again (RECORD "
+            "hashes match): sglang was reinstalled or upgraded. Run `sm120patch apply`."
+        )
+    elif pending_files:
+        outcome.exit_code = NOT_AS_ASKED
+        outcome.headline = "not patched: run `sm120patch apply`"
+    else:
+        outcome.headline = "all patches applied"
+    outcome.messages += _flashinfer_message(tree)
+    return outcome
+
+
+def list_patches(tree: SglangTree) -> Outcome:
+    plan = make_plan(tree, list(all_patches()), change=False)
+    return Outcome("list", tree, OK, f"{len(all_patches())} patches", plan)
+
+
+def apply(
+    tree: SglangTree, patches: list[Patch], dry_run: bool = False, notes: list[str] | None = None
+) -> Outcome:
+    state = StateDir(tree.package_dir)
+    outcome = Outcome("apply", tree, OK, "", messages=list(notes or []))
+    plan = make_plan(tree, patches, change=True)
+    interrupted = state.journal_path.exists()
+    if dry_run or (not plan.changes and not interrupted) or _plan_problems(plan):
+        return _finish_plan(outcome, plan, state, dry_run)
+    with state.lock():
+        recovered = recover(state)
+        if recovered:
+            outcome.messages.append(recovered)
+        # Plan again under the lock: another run may have patched the tree meanwhile.
+        plan = make_plan(tree, patches, change=True)
+        if not plan.changes or _plan_problems(plan):
+            return _finish_plan(outcome, plan, state, dry_run)
+        _check_writable([f.path for f in plan.changes])
+        manifest = state.load()
+        if manifest is not None and manifest.sglang_version != tree.version:
+            aside = state.set_aside(manifest.sglang_version or "unknown")
+            outcome.messages.append(
+                f"the saved state was for sglang {manifest.sglang_version}; {tree.version} is "
+                f"installed now. Old state and backups kept in {aside}"
+            )
+            manifest = None
+        manifest = manifest or Manifest(tree.version, str(tree.package_dir))
+        entries = []
+        for f in plan.changes:
+            assert f.original is not None and f.updated is not None
+            before, after = sha256(f.original), sha256(f.updated)
+            record = manifest.files.get(f.rel)
+            if record is None or record.sha256_before != before and record.sha256_after != before:
+                # First time this file is patched (or its old record no longer applies).
+                state.put(state.backup_path(f.rel), f.original)
+                record = FileRecord(before, after, [], f"backups/{f.rel}")
+            state.put(state.staged_path(f.rel), f.updated)
+            applied_here = [r.patch.id for r in f.reports if r.state is State.PENDING]
+            record.sha256_after = after
+            record.patches = sorted(set(record.patches) | set(applied_here))
+            manifest.files[f.rel] = record
+            entries.append(Entry(f.rel, str(f.path), before, after, f"staged/{f.rel}"))
+        commit(state, entries, manifest, "apply")
+        outcome.written = [e.rel for e in entries]
+        outcome.diff = _diff([(f.rel, f.original, f.updated) for f in plan.changes])  # type: ignore[misc]
+        return _finish_plan(outcome, plan, state, dry_run)
+
+
+def _finish_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool) -> Outcome:
+    tree = outcome.tree
+    outcome.plan = plan
+    manifest = state.load()
+    outcome.state = _state_info(state, manifest, tree)
+    outcome.files = _file_statuses(tree, [f.rel for f in plan.files if f.original is not None], manifest)
+    problem = _plan_problems(plan)
+    if problem:
+        outcome.exit_code = NOT_AS_ASKED
+        outcome.headline = (
+            plan.refusal if plan.refusal else "drift: nothing was written; see the details"
+        )
+        return outcome
+    if dry_run:
+        outcome.diff = _diff([(f.rel, f.original, f.updated) for f in plan.changes])  # type: ignore[misc]
+        outcome.headline = (
+            f"dry run: would change {len(plan.changes)} file(s); nothing written"
+            if plan.changes
+            else "dry run: nothing to change"
+        )
+    elif outcome.written:
+        outcome.headline = f"patched {len(outcome.written)} file(s); backups in {state.root}"
+    else:
+        outcome.headline = "already applied: nothing to change"
+    outcome.messages += _flashinfer_message(tree)
+    return outcome
+
+
+def revert(tree: SglangTree, force: bool = False, dry_run: bool = False) -> Outcome:
+    state = StateDir(tree.package_dir)
+    outcome = Outcome("revert", tree, OK, "")
+    if not state.exists():
+        return _revert_without_state(outcome, state)
+    with state.lock():
+        recovered = recover(state)
+        if recovered:
+            outcome.messages.append(recovered)
+        manifest = state.load()
+        if manifest is None:
+            return _revert_without_state(outcome, state)
+        outcome.state = _state_info(state, manifest, tree)
+        statuses = _file_statuses(tree, sorted(manifest.files), manifest)
+        outcome.files = statuses
+        if manifest.sglang_version != tree.version:
+            if all(s.pristine for s in statuses):
+                if not dry_run:
+                    aside = state.set_aside(manifest.sglang_version or "unknown")
+                    outcome.messages.append(f"old state kept in {aside}")
+                outcome.headline = (
+                    f"nothing to revert: the saved state is from sglang {manifest.sglang_version} "
+                    f"and the installed {tree.version} files are pristine (RECORD)"
+                )
+                return outcome
+            outcome.exit_code = NOT_AS_ASKED
+            outcome.headline = (
+                f"the saved state is from sglang {manifest.sglang_version} but {tree.version} is "
+                "installed and its files are not pristine; restore them with `pip install "
+                f"--force-reinstall --no-deps sglang=={tree.version}`"
+            )
+            return outcome
+        changed = [s for s in statuses if s.recorded is None]
+        if changed and not force:
+            outcome.exit_code = NOT_AS_ASKED
+            outcome.headline = (
+                "refusing to revert: changed since apply (hash differs from the patched one): "
+                + ", ".join(s.rel for s in changed)
+                + ". Nothing was written. --force restores the originals anyway (the changed "
+                "files are kept aside)."
+            )
+            return outcome
+        entries, diffs = [], []
+        for status in statuses:
+            record = manifest.files[status.rel]
+            if status.sha256 == record.sha256_before:
+                continue
+            backup = state.root / record.backup
+            data = backup.read_bytes() if backup.is_file() else b""
+            if sha256(data) != record.sha256_before:
+                raise EnvironmentProblem(
+                    f"backup {backup} is missing or damaged; nothing was written. Reinstall "
+                    f"sglang to restore: pip install --force-reinstall --no-deps sglang=={tree.version}"
+                )
+            path = tree.path(status.rel)
+            diffs.append((status.rel, path.read_bytes(), data))
+            if status.recorded is None and not dry_run:  # --force: keep what we overwrite
+                aside = state.root / "stale-overwritten" / status.rel
+                state.put(aside, path.read_bytes())
+                outcome.messages.append(f"kept the changed {status.rel} as {aside}")
+            entries.append(Entry(status.rel, str(path), status.sha256 or "", record.sha256_before, record.backup))
+        outcome.diff = _diff(diffs)
+        if dry_run:
+            outcome.headline = f"dry run: would restore {len(entries)} file(s); nothing written"
+            return outcome
+        _check_writable([Path(e.path) for e in entries])
+        commit(state, entries, None, "revert")
+        outcome.written = [e.rel for e in entries]
+        outcome.files = _file_statuses(tree, sorted(manifest.files), None)
+        outcome.state = _state_info(state, None, tree)
+        outcome.headline = f"restored {len(entries)} file(s) byte for byte; state removed"
+        return outcome
+
+
+def _revert_without_state(outcome: Outcome, state: StateDir) -> Outcome:
+    tree = outcome.tree
+    plan = make_plan(tree, list(all_patches()), change=False)
+    rels = [f.rel for f in plan.files if f.original is not None]
+    outcome.plan = plan
+    outcome.files = _file_statuses(tree, rels, None)
+    outcome.state = _state_info(state, None, tree)
+    modified = [f.rel for f in outcome.files if f.pristine is False]
+    if modified:
+        outcome.exit_code = NOT_AS_ASKED
+        outcome.headline = (
+            f"no saved state in {state.root}, but {', '.join(modified)} differ from the release "
+            f"(RECORD); sm120patch did not write them. Restore with `pip install "
+            f"--force-reinstall --no-deps sglang=={tree.version}`"
+        )
+    else:
+        outcome.headline = "nothing to revert: no saved state, files as released"
+    return outcome

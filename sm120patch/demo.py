@@ -1,0 +1,95 @@
+"""``sm120patch demo``: the whole cycle on a real sglang release in a scratch directory."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from rich.rule import Rule
+
+from sm120patch import commands, report
+from sm120patch.errors import EnvironmentProblem
+from sm120patch.fsutil import sha256_file
+from sm120patch.locate import from_directory
+from sm120patch.registry import all_patches
+
+DEMO_VERSION = "0.5.9"  # the release the original hand fix (seeds/) was verified on
+
+
+def wheel_cache() -> Path:
+    base = os.environ.get("SM120PATCH_WHEEL_CACHE")
+    if base:
+        return Path(base)
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "sm120patch" / "wheels"
+
+
+def fetch_wheel(version: str) -> Path:
+    """The sglang wheel of ``version`` from the cache, or downloaded (no dependencies)."""
+    cache = wheel_cache()
+    cached = sorted(cache.glob(f"sglang-{version}-*.whl"))
+    if cached:
+        return cached[0]
+    cache.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+        "--python-version", "3.11", "--implementation", "cp",
+        "--platform", "manylinux_2_34_x86_64", "--platform", "any",
+        "-d", str(cache), f"sglang=={version}",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    cached = sorted(cache.glob(f"sglang-{version}-*.whl"))
+    if proc.returncode != 0 or not cached:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise EnvironmentProblem(f"could not download sglang=={version} with pip: {tail}")
+    return cached[0]
+
+
+def install_wheel(wheel: Path, site: Path) -> Path:
+    """Unpack a wheel the way pip lays it out in site-packages (RECORD included)."""
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(site)
+    return site / "sglang"
+
+
+def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
+    out = report.console()
+    version = version or DEMO_VERSION
+    wheel = wheel or fetch_wheel(version)
+    scratch = Path(tempfile.mkdtemp(prefix="sm120patch-demo-"))
+    try:
+        out.print(f"[bold]sm120patch demo[/]: {wheel.name} unpacked into {scratch}")
+        tree = from_directory(install_wheel(wheel, scratch / "site-packages"))
+        steps = [
+            ("apply", lambda: commands.apply(tree, list(all_patches()))),
+            ("verify", lambda: commands.verify(tree)),
+            ("apply again (must change nothing)", lambda: commands.apply(tree, list(all_patches()))),
+            ("revert", lambda: commands.revert(tree)),
+        ]
+        failed = 0
+        for title, step in steps:
+            out.print(Rule(f"sm120patch {title}"))
+            outcome = step()
+            report.render(outcome)
+            failed += outcome.exit_code != 0
+        touched = [r.file for r in commands.verify(tree).plan.reports] if not failed else []
+        mismatched = [rel for rel in set(touched) if sha256_file(tree.path(rel)) != tree.record.get(rel)]
+        out.print(Rule("result"))
+        if failed or mismatched:
+            out.print(f"[bold red]demo failed[/]: {failed} step(s) failed; differ from RECORD: {mismatched}")
+            return 1
+        out.print(
+            f"[bold green]demo ok[/]: sglang {tree.version} patched, verified, re-applied as a no-op "
+            f"and reverted; {len(set(touched))} files match their RECORD hashes again"
+        )
+        return 0
+    finally:
+        if keep:
+            out.print(f"scratch directory kept: {scratch}")
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)

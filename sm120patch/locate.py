@@ -1,0 +1,213 @@
+"""Locate the sglang to patch: this interpreter, another one (``--python``) or a directory."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from sm120patch import probe as probe_module
+from sm120patch.errors import EnvironmentProblem
+
+
+@dataclass(frozen=True)
+class SglangTree:
+    """An sglang package directory and what is known about how it got there."""
+
+    package_dir: Path
+    version: str | None
+    install_kind: str  # "wheel" | "editable" | "path"
+    dist_info: Path | None
+    how_found: str
+    python: str | None = None
+    flashinfer: str | None = None
+    searched: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def parsed_version(self) -> Version | None:
+        try:
+            return Version(self.version) if self.version else None
+        except InvalidVersion:
+            return None
+
+    def path(self, rel: str) -> Path:
+        return self.package_dir / rel
+
+    def exists(self, rel: str) -> bool:
+        return self.path(rel).is_file()
+
+    @cached_property
+    def record(self) -> dict[str, str]:
+        """RECORD sha256 (hex) per file, relative to the package dir; empty if unknown."""
+        if self.dist_info is None or self.install_kind == "editable":
+            return {}
+        record = self.dist_info / "RECORD"
+        try:
+            text = record.read_text(encoding="utf-8")
+        except OSError:
+            return {}
+        site = self.dist_info.parent
+        hashes: dict[str, str] = {}
+        for row in csv.reader(text.splitlines()):
+            if len(row) < 2 or not row[1].startswith("sha256="):
+                continue
+            try:
+                rel = (site / row[0]).resolve().relative_to(self.package_dir.resolve())
+            except ValueError:
+                continue
+            digest = row[1][len("sha256=") :]
+            raw = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4))
+            hashes[rel.as_posix()] = raw.hex()
+        return hashes
+
+
+def _from_probe(data: dict, how_found: str) -> SglangTree | None:
+    if not data.get("package_dir"):
+        return None
+    direct_url = data.get("direct_url") or {}
+    editable = bool((direct_url.get("dir_info") or {}).get("editable"))
+    dist_info = Path(data["dist_info"]) if data.get("dist_info") else None
+    return SglangTree(
+        package_dir=Path(data["package_dir"]),
+        version=data.get("version"),
+        install_kind="editable" if editable else ("wheel" if dist_info else "path"),
+        dist_info=dist_info,
+        how_found=how_found,
+        python=data.get("python"),
+        flashinfer=data.get("flashinfer"),
+        searched=tuple(data.get("sys_path") or ()),
+    )
+
+
+def run_probe(python: str) -> dict:
+    """Run the stdlib probe in another interpreter and return what it found."""
+    exe = Path(python)
+    if exe.is_dir():  # a venv or conda env given by its root
+        for candidate in (exe / "bin" / "python", exe / "Scripts" / "python.exe"):
+            if candidate.exists():
+                exe = candidate
+                break
+    if not exe.exists():
+        raise EnvironmentProblem(f"--python {python}: no such interpreter")
+    with tempfile.TemporaryDirectory() as cwd:  # keep the caller's cwd off sys.path
+        try:
+            proc = subprocess.run(
+                [str(exe), probe_module.__file__],
+                capture_output=True,
+                text=True,
+                cwd=cwd,
+                timeout=120,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise EnvironmentProblem(f"--python {python}: could not run it ({exc})") from exc
+    if proc.returncode != 0:
+        raise EnvironmentProblem(
+            f"--python {python}: the probe failed (exit {proc.returncode}): "
+            f"{proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else 'no output'}"
+        )
+    try:
+        return json.loads(proc.stdout)
+    except ValueError as exc:
+        raise EnvironmentProblem(f"--python {python}: unreadable probe output") from exc
+
+
+_VERSION_ASSIGN = re.compile(r"""^(?:__version__|version)\s*=\s*["']([^"']+)["']""", re.M)
+
+
+def _metadata_field(metadata: Path, name: str) -> str | None:
+    try:
+        with metadata.open(encoding="utf-8") as fh:
+            for line in fh:
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                if key.strip().lower() == name:
+                    return value.strip()
+    except OSError:
+        return None
+    return None
+
+
+def _sibling_dist_info(package_dir: Path) -> Path | None:
+    matches = []
+    for candidate in package_dir.parent.glob("sglang-*.dist-info"):
+        name = _metadata_field(candidate / "METADATA", "name")
+        if name and re.sub(r"[-_.]+", "-", name).lower() == "sglang":
+            matches.append(candidate)
+    return max(matches, key=lambda p: p.stat().st_mtime) if matches else None
+
+
+def from_directory(directory: Path) -> SglangTree:
+    """``--sglang-path``: the ``sglang`` package dir, or a dir that contains it."""
+    if not directory.is_dir():
+        raise EnvironmentProblem(f"--sglang-path {directory}: not a directory")
+    candidates = [directory, directory / "sglang"]
+    package_dir = next(
+        (c for c in candidates if c.name == "sglang" and (c / "__init__.py").is_file() and (c / "srt").is_dir()),
+        None,
+    )
+    if package_dir is None:
+        inner = (directory / "__init__.py").is_file()
+        raise EnvironmentProblem(
+            f"--sglang-path {directory}: not an sglang package"
+            + (f" (it is the package '{directory.name}')" if inner else "")
+            + "; pass the 'sglang' directory that holds srt/ (site-packages/sglang, "
+            "or a checkout's python/sglang) or the directory above it"
+        )
+    package_dir = package_dir.resolve()
+    dist_info = _sibling_dist_info(package_dir)
+    version = _metadata_field(dist_info / "METADATA", "version") if dist_info else None
+    install_kind = "wheel" if dist_info else "path"
+    if dist_info is not None:
+        try:
+            direct = json.loads((dist_info / "direct_url.json").read_text(encoding="utf-8"))
+            if (direct.get("dir_info") or {}).get("editable"):
+                install_kind = "editable"
+        except (OSError, ValueError):
+            pass
+    if version is None:
+        for source in (package_dir / "version.py", package_dir.parent / "pyproject.toml"):
+            try:
+                match = _VERSION_ASSIGN.search(source.read_text(encoding="utf-8"))
+            except OSError:
+                continue
+            if match:
+                version = match.group(1)
+                break
+    return SglangTree(package_dir, version, install_kind, dist_info, how_found=f"--sglang-path {directory}")
+
+
+def locate(python: str | None = None, sglang_path: Path | None = None) -> SglangTree:
+    """Find sglang without importing it; EnvironmentProblem (exit 2) says what was searched."""
+    if python and sglang_path:
+        raise EnvironmentProblem("give either --python or --sglang-path, not both")
+    if sglang_path is not None:
+        return from_directory(sglang_path)
+    if python:
+        data = run_probe(python)
+        how = f"--python {python}"
+    else:
+        data = probe_module.probe()
+        how = f"this interpreter ({sys.executable})"
+    tree = _from_probe(data, how)
+    if tree is None:
+        paths = "\n  ".join(data.get("sys_path") or ["(empty)"])
+        raise EnvironmentProblem(
+            f"no sglang found in {how}.\nSearched sys.path:\n  {paths}\n"
+            "Pass --python /path/to/the/serving/env/bin/python (e.g. when sm120patch runs "
+            "from pipx), or --sglang-path DIR (the sglang package directory), or run "
+            "`sm120patch demo` to try it on a downloaded release."
+        )
+    if not os.access(tree.package_dir, os.R_OK):
+        raise EnvironmentProblem(f"{tree.package_dir}: not readable")
+    return tree

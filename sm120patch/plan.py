@@ -1,0 +1,184 @@
+"""Plan: parse each target file once, run its patches in memory, compile-check the result.
+
+Nothing here writes.  A plan says, per patch, the state before and after and the
+evidence lines; per file, the bytes before and (if anything changes) after.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+from sm120patch import releases
+from sm120patch.errors import EnvironmentProblem, ToolError
+from sm120patch.locate import SglangTree
+from sm120patch.registry import Finding, Patch, PatchContext, State
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class Evidence:
+    line: int
+    text: str
+
+
+@dataclass
+class PatchReport:
+    patch: Patch
+    file: str  # relative to the sglang package dir
+    state: State  # as found
+    detail: str
+    where: str = ""
+    evidence: list[Evidence] = field(default_factory=list)
+    state_after: State | None = None  # after the planned change (== state when nothing changes)
+
+
+@dataclass
+class FilePlan:
+    rel: str
+    path: Path
+    original: bytes | None  # None: the file does not exist
+    updated: bytes | None = None  # None: unchanged
+    reports: list[PatchReport] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.updated is not None and self.updated != self.original
+
+
+@dataclass
+class Plan:
+    tree: SglangTree
+    files: list[FilePlan]
+    refusal: str | None = None
+
+    @property
+    def reports(self) -> list[PatchReport]:
+        return [r for f in self.files for r in f.reports]
+
+    @property
+    def changes(self) -> list[FilePlan]:
+        return [f for f in self.files if f.changed]
+
+    @property
+    def drift(self) -> list[PatchReport]:
+        return [r for r in self.reports if r.state is State.DRIFT]
+
+
+class InternalPatchError(ToolError):
+    """A patch produced code that does not compile or does not re-check as applied."""
+
+
+class _Lines:
+    """Line numbers of nodes in one module, resolved once and only if asked."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self._positions: Mapping[cst.CSTNode, CodeRange] | None = None
+        self._lines: list[str] = []
+
+    def evidence(self, finding: Finding) -> list[Evidence]:
+        if not finding.evidence:
+            return []
+        if self._positions is None:
+            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
+            self._positions = wrapper.resolve(PositionProvider)
+            self._lines = self.module.code.splitlines()
+        return _evidence(self._positions, self._lines, finding)
+
+
+def _evidence(
+    positions: Mapping[cst.CSTNode, CodeRange], lines: list[str], finding: Finding
+) -> list[Evidence]:
+    seen: dict[int, Evidence] = {}
+    for node in finding.evidence:
+        pos = positions.get(node)
+        if pos is not None:
+            line = pos.start.line
+            seen.setdefault(line, Evidence(line, lines[line - 1].rstrip()))
+    return sorted(seen.values(), key=lambda e: e.line)
+
+
+def _parse(rel: str, data: bytes) -> cst.Module | str:
+    try:
+        return cst.parse_module(data)
+    except cst.ParserSyntaxError as exc:
+        return f"{rel} does not parse (line {exc.raw_line}: {exc.message}); a broken hand edit?"
+    except (UnicodeDecodeError, ValueError) as exc:
+        return f"{rel} cannot be read as Python source ({exc})"
+
+
+def plan_file(
+    tree: SglangTree, rel: str, patches: list[Patch], change: bool
+) -> FilePlan:
+    path = tree.path(rel)
+    ctx = PatchContext(tree.package_dir, tree.parsed_version)
+    try:
+        original = path.read_bytes() if path.is_file() else None
+    except OSError as exc:
+        raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror})") from exc
+    plan = FilePlan(rel, path, original)
+    if original is None:
+        for patch in patches:
+            f = patch.absent(ctx, rel)
+            plan.reports.append(PatchReport(patch, rel, f.state, f.detail, f.where, state_after=f.state))
+        return plan
+    parsed = _parse(rel, original)
+    if isinstance(parsed, str):
+        for patch in patches:
+            plan.reports.append(PatchReport(patch, rel, State.DRIFT, parsed, state_after=State.DRIFT))
+        return plan
+    module = parsed
+    before: list[Finding] = []
+    for patch in patches:
+        finding = patch.check(module, ctx)
+        before.append(finding)
+        if change and finding.state is State.PENDING and finding.apply is not None:
+            module = finding.apply(module)
+    if change and module.bytes != original:
+        plan.updated = module.bytes
+        try:
+            compile(plan.updated, str(path), "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as exc:
+            raise InternalPatchError(
+                f"{rel}: the patched code does not compile ({exc}); nothing was written"
+            ) from exc
+    located = _Lines(module)
+    for patch, first in zip(patches, before):
+        final = patch.check(module, ctx) if plan.updated is not None else first
+        if change and first.state is State.PENDING and final.state is not State.APPLIED:
+            raise InternalPatchError(
+                f"{rel}: {patch.id} did not re-check as applied ({final.state.value}: "
+                f"{final.detail}); nothing was written"
+            )
+        plan.reports.append(
+            PatchReport(
+                patch,
+                rel,
+                first.state,
+                final.detail if plan.updated is not None else first.detail,
+                first.where or final.where,
+                located.evidence(final),
+                state_after=final.state,
+            )
+        )
+    return plan
+
+
+def make_plan(tree: SglangTree, patches: list[Patch], change: bool) -> Plan:
+    """Check (and with ``change``, transform in memory) every selected patch."""
+    refused = releases.refusal(tree)
+    if refused:
+        return Plan(tree, [], refused)
+    by_file: dict[str, list[Patch]] = {}
+    for patch in patches:
+        by_file.setdefault(patch.target(tree.exists), []).append(patch)
+    return Plan(tree, [plan_file(tree, rel, group, change) for rel, group in by_file.items()])

@@ -1,0 +1,59 @@
+"""Find sglang and FlashInfer in an interpreter without importing either.
+
+Standard library only: ``locate`` runs this file with another interpreter (``--python``)
+and reads the JSON it prints, so it must work on any Python >= 3.8 that sglang runs on.
+"""
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import sys
+
+
+def _dist_info_dir(dist):
+    for file in dist.files or ():
+        if file.name == "METADATA" and file.parent.name.endswith(".dist-info"):
+            return str(dist.locate_file(file).parent)
+    path = getattr(dist, "_path", None)
+    return str(path) if path is not None else None
+
+
+def _version(name):
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def probe():
+    result = {
+        "python": sys.executable,
+        "python_version": "%d.%d.%d" % sys.version_info[:3],
+        "sys_path": [p for p in sys.path if p],
+        "package_dir": None,
+        "version": None,
+        "dist_info": None,
+        "direct_url": None,
+        "flashinfer": _version("flashinfer-python") or _version("flashinfer_python") or _version("flashinfer"),
+    }
+    spec = importlib.util.find_spec("sglang")
+    if spec is None or not spec.submodule_search_locations:
+        return result
+    result["package_dir"] = os.path.realpath(list(spec.submodule_search_locations)[0])
+    try:
+        dist = importlib.metadata.distribution("sglang")
+    except importlib.metadata.PackageNotFoundError:
+        return result
+    result["version"] = dist.version
+    result["dist_info"] = _dist_info_dir(dist)
+    try:
+        direct_url = dist.read_text("direct_url.json")
+        result["direct_url"] = json.loads(direct_url) if direct_url else None
+    except (OSError, ValueError):
+        pass
+    return result
+
+
+if __name__ == "__main__":
+    sys.stdout.write(json.dumps(probe()))

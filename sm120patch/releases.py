@@ -1,0 +1,81 @@
+"""What is known about sglang and FlashInfer releases (shared/research, checked on wheels).
+
+The patches find their targets by structure; this module only words the refusals and
+the FlashInfer warning, and says which releases the project has run end to end.
+"""
+
+from __future__ import annotations
+
+from packaging.version import InvalidVersion, Version
+
+from sm120patch import static_names
+from sm120patch.locate import SglangTree
+from sm120patch.targets import COMM_FUSION
+
+FUSION_SINCE = Version("0.4.9")  # FlashInfer allreduce fusion appears
+FIRST_SUPPORTED = Version("0.5.4")  # is_sm120_supported appears
+FLASHINFER_SM12X = Version("0.6.17")  # first FlashInfer with an SM12x trtllm allreduce kernel (fi#3903)
+
+#: The FlashInfer each sglang release pins (shared/research/sglang-flashinfer-pins.txt).
+FLASHINFER_PINS: dict[str, str] = {
+    "0.4.6": "0.2.3", "0.4.6.post1": "0.2.3", "0.4.6.post2": "0.2.5", "0.4.6.post3": "0.2.5",
+    "0.4.6.post4": "0.2.5", "0.4.6.post5": "0.2.5", "0.4.7": "0.2.6.post1",
+    "0.4.7.post1": "0.2.6.post1", "0.4.8": "0.2.6.post1", "0.4.8.post1": "0.2.6.post1",
+    "0.4.9": "0.2.7.post1", "0.4.9.post1": "0.2.7.post1", "0.4.9.post2": "0.2.7.post1",
+    "0.4.9.post3": "0.2.7.post1", "0.4.9.post4": "0.2.9rc1", "0.4.9.post5": "0.2.9rc2",
+    "0.4.9.post6": "0.2.9rc2", "0.4.10": "0.2.9rc2", "0.4.10.post1": "0.2.9rc2",
+    "0.4.10.post2": "0.2.9rc2", "0.5.1": "0.2.11.post3", "0.5.1.post1": "0.2.11.post3",
+    "0.5.1.post2": "0.2.14.post1", "0.5.1.post3": "0.2.14.post1", "0.5.2": "0.3.1",
+    "0.5.3": "0.4.0rc3", "0.5.3.post1": "0.4.0", "0.5.3.post2": "0.4.0", "0.5.3.post3": "0.4.0",
+    "0.5.4": "0.4.1", "0.5.4.post1": "0.4.1", "0.5.4.post2": "0.4.1", "0.5.4.post3": "0.5.0",
+    "0.5.5": "0.5.0", "0.5.5.post1": "0.5.0", "0.5.5.post2": "0.5.0", "0.5.5.post3": "0.5.2",
+    "0.5.6": "0.5.3", "0.5.6.post1": "0.5.3", "0.5.6.post2": "0.5.3", "0.5.7": "0.5.3",
+    "0.5.8": "0.6.1", "0.5.8.post1": "0.6.1", "0.5.9": "0.6.3", "0.5.10": "0.6.7.post2",
+    "0.5.10.post1": "0.6.7.post3", "0.5.11": "0.6.8.post1", "0.5.12": "0.6.11.post1",
+    "0.5.12.post1": "0.6.11.post1", "0.5.13": "0.6.12", "0.5.13.post1": "0.6.12",
+    "0.5.14": "0.6.12", "0.5.15": "0.6.12", "0.5.15.post1": "0.6.12", "0.5.16": "0.6.14",
+    "0.5.17": "0.6.15.post1", "0.5.18": "0.6.17", "0.5.19": "0.6.18", "0.5.20": "0.6.18",
+    "0.5.21": "0.6.18", "0.5.22": "0.7.1", "0.5.23": "0.7.2",
+}
+
+ALL_RELEASES = tuple(FLASHINFER_PINS)
+
+
+def refusal(tree: SglangTree) -> str | None:
+    """Why this release cannot be patched at all, judged by its code; None if it can."""
+    if static_names.defines(tree.package_dir, "sglang.srt.utils", "is_sm120_supported"):
+        return None
+    release = f"sglang {tree.version}" if tree.version else "this sglang"
+    if not tree.exists(COMM_FUSION):
+        return (
+            f"{release} has no FlashInfer allreduce fusion (it arrived in {FUSION_SINCE}): "
+            f"there is nothing to widen. The first release sm120patch supports is {FIRST_SUPPORTED}."
+        )
+    return (
+        f"{release} has no SM12x probe (sglang.srt.utils.is_sm120_supported, added in "
+        f"{FIRST_SUPPORTED}), so its fusion gates cannot be widened without adding GPU detection "
+        f"to sglang. Upgrade to sglang >= {FIRST_SUPPORTED}."
+    )
+
+
+def flashinfer_has_sm12x_kernel(version: str | None) -> bool | None:
+    if not version:
+        return None
+    try:
+        return Version(version) >= FLASHINFER_SM12X
+    except InvalidVersion:
+        return None
+
+
+def flashinfer_warning(installed: str | None, sglang_version: str | None) -> str | None:
+    """A warning when the FlashInfer at hand cannot run the fusion on SM12x."""
+    version = installed or FLASHINFER_PINS.get(sglang_version or "")
+    if flashinfer_has_sm12x_kernel(version) is not False:
+        return None
+    where = "installed" if installed else f"pinned by sglang {sglang_version}"
+    return (
+        f"FlashInfer {version} ({where}) has no SM12x allreduce kernel; the first one is in "
+        f"{FLASHINFER_SM12X} (fi#3903). With fusion on, an SM12x server fails at JIT with "
+        f"'No supported CUDA architectures found for major versions [9, 10]'. "
+        f"Upgrade: pip install -U 'flashinfer-python>={FLASHINFER_SM12X}'."
+    )

@@ -1,0 +1,112 @@
+"""Answer "does ``sglang.x.y`` define name N?" from source, without importing sglang.
+
+Importing sglang pulls in torch and CUDA; a patch tool must work on a host where that is
+slow or impossible.  ``ast`` reads the module, follows ``from ... import *`` chains (how
+``sglang.srt.utils`` re-exports ``utils/common.py``) and honours a literal ``__all__``.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import lru_cache
+from pathlib import Path
+
+
+def module_file(package_dir: Path, dotted: str) -> Path | None:
+    """Source file of ``dotted`` (``sglang.srt.utils``) inside the package at ``package_dir``."""
+    parts = dotted.split(".")
+    if parts[0] != package_dir.name:
+        return None
+    base = package_dir.joinpath(*parts[1:])
+    for candidate in (base / "__init__.py", base.with_suffix(".py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+@lru_cache(maxsize=256)
+def _parse(path: Path, mtime_ns: int) -> ast.Module | None:
+    try:
+        return ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def _import_time_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    out: list[ast.stmt] = []
+    for stmt in body:
+        out.append(stmt)
+        if isinstance(stmt, ast.If):
+            out += _import_time_statements(stmt.body) + _import_time_statements(stmt.orelse)
+        elif isinstance(stmt, ast.Try):
+            out += _import_time_statements(stmt.body + stmt.orelse + stmt.finalbody)
+            for handler in stmt.handlers:
+                out += _import_time_statements(handler.body)
+    return out
+
+
+def _resolve_relative(dotted_here: str, is_package: bool, level: int, module: str | None) -> str:
+    parts = dotted_here.split(".")
+    if not is_package:
+        parts = parts[:-1]
+    if level > 1:
+        parts = parts[: len(parts) - (level - 1)]
+    return ".".join(parts + ([module] if module else []))
+
+
+def defines(package_dir: Path, dotted: str, name: str, _seen: frozenset[str] = frozenset()) -> bool:
+    """Whether importing ``dotted`` binds ``name`` (statically, following star imports)."""
+    if dotted in _seen:
+        return False
+    path = module_file(package_dir, dotted)
+    if path is None:
+        return False
+    tree = _parse(path, path.stat().st_mtime_ns)
+    if tree is None:
+        return False
+    statements = _import_time_statements(tree.body)
+    for stmt in statements:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stmt.name == name:
+            return True
+        if isinstance(stmt, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in stmt.targets
+        ):
+            return True
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == name:
+            return True
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            for alias in stmt.names:
+                if alias.name != "*" and (alias.asname or alias.name.split(".")[0]) == name:
+                    return True
+    is_package = path.name == "__init__.py"
+    for stmt in statements:
+        if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
+            source = (
+                _resolve_relative(dotted, is_package, stmt.level, stmt.module)
+                if stmt.level
+                else (stmt.module or "")
+            )
+            target = module_file(package_dir, source)
+            if target is not None and _exports(target, name) and defines(
+                package_dir, source, name, _seen | {dotted}
+            ):
+                return True
+    return False
+
+
+def _exports(path: Path, name: str) -> bool:
+    """A star import takes ``name`` unless it is private or left out of a literal ``__all__``."""
+    if name.startswith("_"):
+        return False
+    tree = _parse(path, path.stat().st_mtime_ns)
+    if tree is None:
+        return False
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets
+        ):
+            try:
+                return name in ast.literal_eval(stmt.value)
+            except ValueError:
+                return True
+    return True
