@@ -6,25 +6,16 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from sm120patch.cst_helpers import code, module_assignments
+from sm120patch.cst_helpers import code, module_assignments, replace_all, walk
 from sm120patch.registry import Example, Finding, Patch, PatchContext, State
-from sm120patch.sm_terms import probe_of, sm120_term
+from sm120patch.sm_terms import Probe, probe_of, sm120_term
 from sm120patch.targets import gate_module
 
 FLAG = "_is_sm120_supported"
 
 
-def _sm100_probes(node: cst.CSTNode) -> list:
-    found = []
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        probe = probe_of(current)
-        if probe is not None and probe.arch == "sm100":
-            found.append(probe)
-            continue
-        stack.extend(current.children)
-    return found
+def _sm100_probes(node: cst.CSTNode) -> list[Probe]:
+    return [p for p in map(probe_of, walk(node)) if p is not None and p.arch == "sm100"]
 
 
 class CommunicatorFlag(Patch):
@@ -118,7 +109,7 @@ class CommunicatorFlag(Patch):
                 State.DRIFT,
                 f"`{code(line)}`: expected exactly one SM100 probe on the right-hand side",
             )
-        value = assign.value.deep_replace(probes[0].node, sm120_term(probes[0]))
+        value = assign.value.deep_replace(probes[0].node, sm120_term(probes[0]))  # a one-line expression
         new_line = line.with_changes(
             body=[
                 assign.with_changes(
@@ -132,5 +123,5 @@ class CommunicatorFlag(Patch):
             State.PENDING,
             f"will add `{code(new_line)}` after `{code(line)}`",
             evidence=flags,
-            apply=lambda tree: tree.deep_replace(line, cst.FlattenSentinel([line, new_line])),
+            apply=lambda tree: replace_all(tree, [(line, cst.FlattenSentinel([line, new_line]))]),
         )

@@ -6,7 +6,15 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from sm120patch.cst_helpers import binds_at_import, bound_name, import_froms, imported_names, module_assignments
+from sm120patch.cst_helpers import (
+    binds_at_import,
+    bound_name,
+    import_froms,
+    imported_names,
+    module_assignments,
+    replace_all,
+    walk,
+)
 from sm120patch.imports import find_import_site, insert_after
 from sm120patch.registry import Example, Finding, Patch, PatchContext, State
 from sm120patch.sm_terms import Flavor, probe_of
@@ -18,17 +26,11 @@ _SM_NAMES = ("is_sm90_supported", "is_sm100_supported", PROBE)
 
 def _flags_use_platform(module: cst.Module) -> bool:
     for line in module_assignments(module, "_is_sm100_supported"):
-        for node in _walk(line):
+        for node in walk(line):
             probe = probe_of(node)
             if probe is not None and probe.flavor is Flavor.PLATFORM:
                 return True
     return False
-
-
-def _walk(node: cst.CSTNode):
-    yield node
-    for child in node.children:
-        yield from _walk(child)
 
 
 def _import_evidence(module: cst.Module) -> list[cst.CSTNode]:
@@ -145,5 +147,5 @@ class CommunicatorImport(Patch):
             State.PENDING,
             f"will add {PROBE} after is_sm100_supported in `from {site.source} import`",
             evidence=_import_evidence(module),
-            apply=lambda tree: tree.deep_replace(site.node, insert_after(site, PROBE)),
+            apply=lambda tree: replace_all(tree, [(site.node, insert_after(site, PROBE))]),
         )

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import libcst as cst
 from packaging.version import Version
 
-from sm120patch.cst_helpers import find_functions
+from sm120patch.cst_helpers import find_functions, walk
 from sm120patch.registry import Example, Finding, Patch, PatchContext, State
 from sm120patch.sm_terms import admits_sm12x, clauses_in_test, describe, has_sm120_term
 from sm120patch.targets import COMM_FUSION
@@ -18,13 +18,7 @@ SINCE = Version("0.5.14")
 
 
 def _raises(block: cst.BaseSuite) -> bool:
-    stack: list[cst.CSTNode] = [block]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.Raise):
-            return True
-        stack.extend(node.children)
-    return False
+    return any(isinstance(node, cst.Raise) for node in walk(block))
 
 
 class FusionBackendResolver(Patch):
@@ -116,13 +110,13 @@ class FusionBackendResolver(Patch):
             return Finding(State.DRIFT, f"no function {FUNCTION}: the backend resolver moved")
         if len(functions) > 1:
             return Finding(State.DRIFT, f"{len(functions)} functions named {FUNCTION}", FUNCTION)
-        guards = []
-        stack: list[cst.CSTNode] = [functions[0].body]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, cst.If) and _raises(node.body):
-                guards += [c for c in clauses_in_test(node.test) if c.negated and len(c.probes) > 1]
-            stack.extend(node.children)
+        guards = [
+            clause
+            for node in walk(functions[0].body)
+            if isinstance(node, cst.If) and _raises(node.body)
+            for clause in clauses_in_test(node.test)
+            if clause.negated and len(clause.probes) > 1
+        ]
         if len(guards) != 1:
             return Finding(
                 State.DRIFT,

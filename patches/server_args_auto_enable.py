@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 
 import libcst as cst
 
-from sm120patch.cst_helpers import find_functions
+from sm120patch.cst_helpers import find_functions, iter_children, walk
 from sm120patch.registry import Example, Finding, Patch, PatchContext, State
 from sm120patch.sm_terms import Clause, admits_sm12x, clauses_in_test, describe, has_sm120_term
 from sm120patch.targets import auto_enable_module
@@ -63,15 +63,13 @@ def _enables(node: cst.CSTNode, chain: tuple[cst.If, ...] = ()) -> Iterator[tupl
         if node.orelse is not None:  # an elif/else body does not run under this test
             yield from _enables(node.orelse, chain)
         return
-    for child in node.children:
+    for child in iter_children(node):
         yield from _enables(child, chain)
 
 
 def _only_fusion(body: cst.CSTNode) -> bool:
     """Whether a block decides nothing but fusion (no other ``self.x =`` or returned key)."""
-    stack = [body]
-    while stack:
-        node = stack.pop()
+    for node in walk(body):
         if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
             targets = (
                 [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
@@ -82,7 +80,6 @@ def _only_fusion(body: cst.CSTNode) -> bool:
         if isinstance(node, cst.Return) and isinstance(node.value, cst.Dict):
             if any(key not in FUSION_FIELDS for key in _dict_keys(node.value)):
                 return False
-        stack.extend(node.children)
     return True
 
 

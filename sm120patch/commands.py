@@ -102,6 +102,18 @@ def _plan_problems(plan: Plan) -> str | None:
     return None
 
 
+def _still_current(plan: Plan) -> bool:
+    """Whether every planned file still has the bytes the plan was made from."""
+    for f in plan.files:
+        try:
+            current = f.path.read_bytes() if f.path.is_file() else None
+        except OSError:
+            return False
+        if current != f.original:
+            return False
+    return True
+
+
 def _check_writable(paths: list[Path]) -> None:
     for path in paths:
         real = Path(os.path.realpath(path))
@@ -174,8 +186,9 @@ def apply(
         recovered = recover(state)
         if recovered:
             outcome.messages.append(recovered)
-        # Plan again under the lock: another run may have patched the tree meanwhile.
-        plan = make_plan(tree, patches, change=True)
+        if recovered or not _still_current(plan):
+            # Another run changed the tree while we waited for the lock: plan again.
+            plan = make_plan(tree, patches, change=True)
         if not plan.changes or _plan_problems(plan):
             return _finish_plan(outcome, plan, state, dry_run)
         _check_writable([f.path for f in plan.changes])

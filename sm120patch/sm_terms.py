@@ -22,6 +22,8 @@ from enum import Enum
 
 import libcst as cst
 
+from sm120patch.cst_helpers import walk
+
 
 class Flavor(str, Enum):
     CALL = "call"
@@ -133,7 +135,7 @@ def clauses_in_test(test: cst.BaseExpression, negated: bool = False) -> list[Cla
 
 def boolean_roots(node: cst.CSTNode) -> Iterator[cst.BaseExpression]:
     """Expressions used as truth tests or returned as a verdict inside ``node``."""
-    for child in _walk(node):
+    for child in walk(node):
         if isinstance(child, (cst.If, cst.While)):
             yield child.test
         elif isinstance(child, cst.IfExp):
@@ -142,12 +144,6 @@ def boolean_roots(node: cst.CSTNode) -> Iterator[cst.BaseExpression]:
             yield child.value
         elif isinstance(child, cst.Assert):
             yield child.test
-
-
-def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    yield node
-    for child in node.children:
-        yield from _walk(child)
 
 
 def clauses_in(node: cst.CSTNode) -> list[Clause]:

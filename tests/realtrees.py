@@ -1,0 +1,154 @@
+"""Real sglang releases for the tests: downloaded from the package index, installed by pip.
+
+Wheels are cached in ``~/.cache/sm120patch/wheels`` (``SM120PATCH_WHEEL_CACHE``), installed
+trees (``pip install --no-deps --target``) in ``~/.cache/sm120patch/trees``.  Each test gets a
+hard-linked copy: the tool replaces files by rename, never in place, so the cached tree
+stays pristine (``assert_cache_pristine`` checks that at the end of the session).
+
+The ``ast`` checks here are written independently of the tool's libcst code: they compare
+the release file with the patched one node by node and accept only the intended changes.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import csv
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from sm120patch.demo import fetch_wheel, wheel_cache
+
+TREES = Path(os.environ.get("SM120PATCH_TREE_CACHE") or wheel_cache().parent / "trees")
+
+
+def installed_release(version: str) -> Path:
+    """site-packages-like dir with sglang==version installed by pip (cached)."""
+    site = TREES / version
+    if (site / "sglang" / "__init__.py").is_file() and any(site.glob("sglang-*.dist-info/RECORD")):
+        return site
+    wheel = fetch_wheel(version)
+    TREES.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=TREES, prefix=f".{version}-"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
+         "--disable-pip-version-check", "--target", str(tmp), str(wheel)],
+        check=True,
+    )
+    shutil.rmtree(site, ignore_errors=True)
+    os.replace(tmp, site)
+    return site
+
+
+def copy_release(version: str, dest: Path, hardlink: bool = True) -> Path:
+    """A private copy of the installed release; returns the ``sglang`` package dir."""
+    site = installed_release(version)
+    dest.mkdir(parents=True, exist_ok=True)
+    for entry in site.iterdir():
+        if entry.name == "bin":
+            continue
+        if hardlink:
+            subprocess.run(["cp", "-al", str(entry), str(dest / entry.name)], check=True)
+        else:
+            shutil.copytree(entry, dest / entry.name, symlinks=True)
+    return dest / "sglang"
+
+
+def record_hashes(package_dir: Path) -> dict[str, str]:
+    """RECORD sha256 (hex) by path relative to the package dir (read independently)."""
+    (dist_info,) = package_dir.parent.glob("sglang-*.dist-info")
+    hashes = {}
+    with open(dist_info / "RECORD", newline="") as fh:
+        for row in csv.reader(fh):
+            if len(row) >= 2 and row[0].startswith("sglang/") and row[1].startswith("sha256="):
+                digest = row[1][7:]
+                hashes[row[0][len("sglang/"):]] = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4)).hex()
+    return hashes
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def assert_matches_record(package_dir: Path, rels: list[str]) -> None:
+    record = record_hashes(package_dir)
+    for rel in rels:
+        assert sha256(package_dir / rel) == record[rel], f"{rel} differs from RECORD"
+
+
+# --- independent ast comparison ------------------------------------------------------------
+
+SM120_TERMS = {
+    ast.dump(ast.parse(src, mode="eval").body)
+    for src in ("_is_sm120_supported", "is_sm120_supported()", "get_platform().is_sm120")
+}
+
+
+def _inserted_kind(node: object) -> str | None:
+    """What an element that exists only in the patched file is, if it is an intended one."""
+    if isinstance(node, ast.alias) and node.name == "is_sm120_supported" and node.asname is None:
+        return "import"
+    if isinstance(node, ast.Assign) and [ast.dump(t) for t in node.targets] == [
+        ast.dump(ast.Name("_is_sm120_supported", ast.Store()))
+    ]:
+        return "flag"
+    if isinstance(node, ast.expr) and ast.dump(node) in SM120_TERMS:
+        return "or-term"
+    return None
+
+
+def _show(node: object) -> str:
+    if isinstance(node, list):
+        return "[" + ", ".join(_show(n) for n in node) + "]"
+    return ast.unparse(node) if isinstance(node, ast.AST) else repr(node)
+
+
+def _differences(a: object, b: object, out: list[str]) -> None:
+    """Walk two trees in step; name each intended change, raise AssertionError on any other."""
+    if isinstance(a, list) and isinstance(b, list) and len(b) == len(a) + 1:
+        for i, node in enumerate(b):
+            kind = _inserted_kind(node)
+            if kind is None:
+                continue
+            trial: list[str] = []
+            try:
+                for x, y in zip(a, b[:i] + b[i + 1:]):
+                    _differences(x, y, trial)
+            except AssertionError:
+                continue
+            out += [kind, *trial]
+            return
+    if (
+        isinstance(a, ast.expr)
+        and isinstance(b, ast.BoolOp)
+        and isinstance(b.op, ast.Or)
+        and len(b.values) == 2
+        and ast.dump(b.values[0]) == ast.dump(a)
+        and ast.dump(b.values[1]) in SM120_TERMS
+    ):
+        out.append("or-term")  # a bare probe became `probe or <SM120 term>`
+        return
+    if type(a) is not type(b):
+        raise AssertionError(f"unexpected change: {_show(a)} -> {_show(b)}")
+    if isinstance(a, ast.AST):
+        for name in a._fields:
+            _differences(getattr(a, name), getattr(b, name), out)
+    elif isinstance(a, list):
+        if len(a) != len(b):
+            raise AssertionError(f"unexpected change: {_show(a)} -> {_show(b)}")
+        for x, y in zip(a, b):
+            _differences(x, y, out)
+    elif a != b:
+        raise AssertionError(f"unexpected change: {a!r} -> {b!r}")
+
+
+def intended_changes(old_src: bytes, new_src: bytes) -> list[str]:
+    """Every difference between two versions of a file, each named (else AssertionError)."""
+    changes: list[str] = []
+    _differences(ast.parse(old_src), ast.parse(new_src), changes)
+    return changes

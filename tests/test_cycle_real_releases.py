@@ -1,0 +1,92 @@
+"""The full cycle on real, pip-installed sglang releases of the hand fix's era (0.5.8-0.5.13.post1)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sm120patch import commands
+from sm120patch.locate import from_directory
+from sm120patch.registry import State, all_patches
+from tests.realtrees import assert_matches_record, intended_changes, record_hashes, sha256
+
+E12 = ["0.5.8", "0.5.9", "0.5.10", "0.5.11", "0.5.12", "0.5.13", "0.5.13.post1"]
+SEED = Path(__file__).resolve().parent / "data" / "verification-msg-743.txt"
+
+# The seed's check, run after `sm120patch apply` on 0.5.9 (shared/seeds/verification-msg-743.txt).
+SEED_LINES = [
+    "66:    is_sm90_supported,",
+    "67:    is_sm100_supported,",
+    "68:    is_sm120_supported,",
+    "73:_is_sm90_supported = _is_cuda and is_sm90_supported()",
+    "74:_is_sm100_supported = _is_cuda and is_sm100_supported()",
+    "75:_is_sm120_supported = _is_cuda and is_sm120_supported()",
+    "97:        (_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)",
+]
+
+
+def test_apply_on_0_5_9_reproduces_the_hand_fix_exactly(release) -> None:
+    package = release("0.5.9")
+    outcome = commands.apply(from_directory(package), list(all_patches()))
+    assert outcome.exit_code == 0, outcome.headline
+    grep = subprocess.run(
+        ["grep", "-n", r"sm120\|sm100_supported\|sm90_supported",
+         str(package / "srt/layers/communicator.py")],
+        capture_output=True, text=True, check=True,
+    )
+    assert grep.stdout.splitlines()[:10] == SEED_LINES
+    report = commands.verify(from_directory(package))
+    evidence = [
+        f"{e.line}:{e.text}"
+        for r in report.plan.reports
+        if r.file == "srt/layers/communicator.py"
+        for e in r.evidence
+    ]
+    assert sorted(set(evidence), key=lambda s: int(s.split(":")[0])) == SEED_LINES
+
+
+@pytest.mark.parametrize("version", E12)
+def test_full_cycle(release, version: str) -> None:
+    package = release(version)
+    tree = from_directory(package)
+    originals = {rel: (package / rel).read_bytes() for rel in record_hashes(package) if rel.endswith(".py")}
+
+    first = commands.apply(tree, list(all_patches()))
+    assert first.exit_code == 0, first.headline
+    touched = sorted(first.written)
+    assert touched == ["srt/layers/communicator.py", "srt/server_args.py"]
+    states = {r.patch.id: r.state_after for r in first.plan.reports}
+    assert states == {
+        "communicator-import": State.APPLIED,
+        "communicator-flag": State.APPLIED,
+        "communicator-fusion-gate": State.APPLIED,
+        "server-args-auto-enable": State.APPLIED,
+        "fusion-backend-resolver": State.NOT_NEEDED,  # arrives in 0.5.14
+    }
+    for rel in touched:
+        compile((package / rel).read_bytes(), rel, "exec")
+    assert sorted(intended_changes(originals["srt/layers/communicator.py"],
+                                   (package / "srt/layers/communicator.py").read_bytes())) == [
+        "flag", "import", "or-term"]
+    # server_args.py differs from the release in exactly one expression.
+    assert intended_changes(originals["srt/server_args.py"], (package / "srt/server_args.py").read_bytes()) == ["or-term"]
+    # Nothing else in the tree changed.
+    for rel, data in originals.items():
+        if rel not in touched:
+            assert (package / rel).read_bytes() == data, rel
+
+    assert commands.verify(tree).exit_code == 0
+    patched = {rel: sha256(package / rel) for rel in touched}
+    again = commands.apply(tree, list(all_patches()))
+    assert again.exit_code == 0 and again.written == []
+    assert {rel: sha256(package / rel) for rel in touched} == patched
+
+    back = commands.revert(tree)
+    assert back.exit_code == 0, back.headline
+    assert sorted(back.written) == touched
+    assert_matches_record(package, touched)
+    assert not (package / ".sm120patch" / "manifest.json").exists()
+    after = commands.verify(tree)
+    assert after.exit_code == 1 and "pristine" in after.headline
