@@ -135,6 +135,13 @@ class CommunicatorFusionGate(Patch):
             else function.name.value
         )
         clauses = [c for c in clauses_in(function) if not c.negated]
+        if not clauses and where != function.name.value:
+            return Finding(
+                State.DRIFT,
+                f"no function {' / '.join(GATE_FUNCTIONS)}, and {where} (the gate up to "
+                "0.5.7) tests no SM clause: the fusion gate was renamed or moved",
+                where,
+            )
         if len(clauses) != 1:
             return Finding(
                 State.DRIFT,

@@ -231,8 +231,10 @@ def _finish_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool) -
     problem = _plan_problems(plan)
     if problem:
         outcome.exit_code = NOT_AS_ASKED
-        outcome.headline = (
-            plan.refusal if plan.refusal else "drift: nothing was written; see the details"
+        release = f"sglang {tree.version}" if tree.version else "this sglang"
+        outcome.headline = plan.refusal or (
+            f"drift in {release}, nothing was written: "
+            + "; ".join(f"sglang/{r.file}: {r.patch.id}: {r.detail}" for r in plan.drift)
         )
         return outcome
     if dry_run:

@@ -1,0 +1,97 @@
+"""Trees someone already edited by hand, and trees whose code moved."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from sm120patch import commands
+from sm120patch.locate import from_directory
+from sm120patch.registry import State, all_patches
+from tests.realtrees import sha256
+from tests.test_cycle_real_releases import SEED_LINES
+
+COMM = "srt/layers/communicator.py"
+
+# The seed's sed for the flag (shared/seeds/sed-flag-insertion.txt), and the same style for
+# the import line it mentions ([msg 740]).
+SED_FLAG = (
+    r"s/^_is_sm100_supported = _is_cuda and is_sm100_supported()/"
+    r"_is_sm100_supported = _is_cuda and is_sm100_supported()\n"
+    r"_is_sm120_supported = _is_cuda and is_sm120_supported()/"
+)
+SED_IMPORT = r"s/^    is_sm100_supported,$/    is_sm100_supported,\n    is_sm120_supported,/"
+
+
+def grep(path: Path) -> list[str]:
+    proc = subprocess.run(
+        ["grep", "-n", r"sm120\|sm100_supported\|sm90_supported", str(path)],
+        capture_output=True, text=True, check=True,
+    )
+    return proc.stdout.splitlines()
+
+
+def all_files(package: Path) -> dict[str, str]:
+    return {str(p.relative_to(package)): sha256(p) for p in package.rglob("*") if p.is_file()}
+
+
+def test_apply_completes_a_partial_sed_fix_without_duplicating(release) -> None:
+    package = release("0.5.9", hardlink=False)
+    target = package / COMM
+    subprocess.run(["sed", "-i", SED_IMPORT, str(target)], check=True)
+    subprocess.run(["sed", "-i", SED_FLAG, str(target)], check=True)
+    assert len(grep(target)) == 7  # import and flag added, gate not yet
+
+    outcome = commands.apply(from_directory(package), list(all_patches()))
+    assert outcome.exit_code == 0, outcome.headline
+    states = {r.patch.id: (r.state, r.state_after) for r in outcome.plan.reports}
+    assert states["communicator-import"] == (State.APPLIED, State.APPLIED)
+    assert states["communicator-flag"] == (State.APPLIED, State.APPLIED)
+    assert states["communicator-fusion-gate"] == (State.PENDING, State.APPLIED)
+    assert grep(target)[:10] == SEED_LINES
+    assert commands.verify(from_directory(package)).exit_code == 0
+
+
+def test_sed_run_twice_is_reported_and_not_made_worse(release) -> None:
+    package = release("0.5.9", hardlink=False)
+    target = package / COMM
+    subprocess.run(["sed", "-i", SED_FLAG, str(target)], check=True)
+    subprocess.run(["sed", "-i", SED_FLAG, str(target)], check=True)
+    flags_before = [line for line in grep(target) if line.split(":", 1)[1].startswith("_is_sm120")]
+    assert len(flags_before) == 2
+    outcome = commands.apply(from_directory(package), list(all_patches()))
+    assert outcome.exit_code == 0
+    flag = next(r for r in outcome.plan.reports if r.patch.id == "communicator-flag")
+    assert "2 times" in flag.detail
+    flags_after = [line for line in grep(target) if line.split(":", 1)[1].startswith("_is_sm120")]
+    assert len(flags_after) == 2
+
+
+def test_renamed_gate_is_drift_and_nothing_is_written(release) -> None:
+    package = release("0.5.9", hardlink=False)
+    target = package / COMM
+    text = target.read_text()
+    target.write_text(text.replace("def apply_flashinfer_allreduce_fusion(", "def fusion_allowed("))
+    before = all_files(package)
+
+    outcome = commands.apply(from_directory(package), list(all_patches()))
+    assert outcome.exit_code == 1
+    drift = [r for r in outcome.plan.reports if r.state is State.DRIFT]
+    assert [r.patch.id for r in drift] == ["communicator-fusion-gate"]
+    assert drift[0].file == COMM
+    assert "apply_flashinfer_allreduce_fusion" in drift[0].detail
+    assert "nothing was written" in outcome.headline
+    assert all_files(package) == before  # server_args.py was patchable, and still untouched
+    assert not (package / ".sm120patch").exists()
+
+
+def test_broken_hand_edit_that_does_not_parse(release) -> None:
+    package = release("0.5.9", hardlink=False)
+    target = package / COMM
+    target.write_text(target.read_text().replace("_is_cuda = is_cuda()", "_is_cuda = is_cuda("))
+    before = all_files(package)
+    outcome = commands.apply(from_directory(package), list(all_patches()))
+    assert outcome.exit_code == 1
+    details = {r.detail for r in outcome.plan.reports if r.file == COMM}
+    assert any("does not parse" in d for d in details)
+    assert all_files(package) == before

@@ -1,0 +1,87 @@
+"""Finding sglang: another interpreter (--python), an editable install, a checkout."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sm120patch.errors import EnvironmentProblem
+from sm120patch.locate import from_directory, locate
+from tests.realtrees import installed_release
+
+
+def make_venv(root: Path) -> tuple[Path, Path]:
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    python = root / "bin" / "python"
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()
+    )
+    return python, site
+
+
+def test_python_option_finds_sglang_in_another_venv(tmp_path: Path) -> None:
+    python, site = make_venv(tmp_path / "serving-env")
+    source = installed_release("0.5.9")
+    for entry in ("sglang", "sglang-0.5.9.dist-info"):
+        subprocess.run(["cp", "-al", str(source / entry), str(site / entry)], check=True)
+
+    tree = locate(python=str(python))
+    assert tree.version == "0.5.9"
+    assert tree.package_dir == (site / "sglang").resolve()
+    assert tree.install_kind == "wheel"
+    assert tree.python and tree.python.startswith(str(tmp_path))
+    assert tree.record["srt/layers/communicator.py"]  # RECORD read through the probe's dist-info
+    assert locate(python=str(tmp_path / "serving-env")).package_dir == tree.package_dir  # env root
+
+    cli = subprocess.run(
+        [sys.executable, "-m", "sm120patch", "verify", "--python", str(python), "--json"],
+        capture_output=True, text=True,
+    )
+    data = json.loads(cli.stdout)
+    assert cli.returncode == 1 and data["sglang"]["location"] == str(tree.package_dir)
+    assert data["sglang"]["found_by"] == f"--python {python}"
+
+
+def test_python_option_without_sglang_says_what_was_searched(tmp_path: Path) -> None:
+    python, site = make_venv(tmp_path / "empty-env")
+    with pytest.raises(EnvironmentProblem) as info:
+        locate(python=str(python))
+    assert "no sglang found in --python" in str(info.value)
+    assert str(site) in str(info.value)
+    with pytest.raises(EnvironmentProblem, match="no such interpreter"):
+        locate(python=str(tmp_path / "nope" / "python"))
+
+
+def test_editable_install_is_reported_as_such(tmp_path: Path) -> None:
+    """pip install -e of a checkout: dist-info in site-packages, code in the checkout."""
+    python, site = make_venv(tmp_path / "env")
+    checkout = tmp_path / "sgl-workspace" / "sglang" / "python"
+    checkout.mkdir(parents=True)
+    source = installed_release("0.5.9")
+    shutil.copytree(source / "sglang", checkout / "sglang")
+    (checkout / "pyproject.toml").write_text('[project]\nname = "sglang"\nversion = "0.5.9"\n')
+    dist = site / "sglang-0.5.9.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.9\n")
+    (dist / "RECORD").write_text("sglang-0.5.9.dist-info/METADATA,,\n__editable__.sglang.pth,,\n")
+    (dist / "direct_url.json").write_text(
+        json.dumps({"url": checkout.as_uri(), "dir_info": {"editable": True}})
+    )
+    (site / "__editable__.sglang.pth").write_text(str(checkout) + "\n")
+
+    tree = locate(python=str(python))
+    assert tree.install_kind == "editable"
+    assert tree.package_dir == (checkout / "sglang").resolve()
+    assert tree.version == "0.5.9"
+
+    bare = from_directory(checkout)  # --sglang-path on the checkout: version from pyproject
+    assert (bare.install_kind, bare.version) == ("path", "0.5.9")
+    assert bare.record == {}
