@@ -152,3 +152,59 @@ def intended_changes(old_src: bytes, new_src: bytes) -> list[str]:
     changes: list[str] = []
     _differences(ast.parse(old_src), ast.parse(new_src), changes)
     return changes
+
+
+# --- the full cycle, shared by the matrix tests and scripts/compat_table.py ------------------
+
+def _py_files(package: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(package)): p.read_bytes()
+        for p in package.rglob("*.py")
+        if ".sm120patch" not in p.parts
+    }
+
+
+def run_cycle(package: Path) -> dict:
+    """apply, verify, apply again, revert on ``package``; check each step independently.
+
+    Returns what happened (per-patch states, files written, the verdict); raises
+    AssertionError on anything that is not as it must be.
+    """
+    from sm120patch import commands
+    from sm120patch.locate import from_directory
+    from sm120patch.registry import all_patches
+
+    tree = from_directory(package)
+    originals = _py_files(package)
+    first = commands.apply(tree, list(all_patches()))
+    result: dict = {
+        "version": tree.version,
+        "exit_code": first.exit_code,
+        "refusal": first.plan.refusal if first.plan else None,
+        "states": {r.patch.id: r.state.value for r in (first.plan.reports if first.plan else [])},
+        "written": sorted(first.written),
+        "changes": {},
+    }
+    if first.exit_code != 0:
+        assert _py_files(package) == originals, "a refused/drifting apply changed files"
+        assert not (package / ".sm120patch" / "manifest.json").exists()
+        assert first.written == []
+        return result
+    for rel, data in _py_files(package).items():
+        if rel in first.written:
+            compile(data, rel, "exec")
+            result["changes"][rel] = intended_changes(originals[rel], data)
+        else:
+            assert data == originals[rel], f"{rel} changed but was not reported as written"
+    assert all(r.state_after.value in ("applied", "not-needed") for r in first.plan.reports)
+    assert commands.verify(tree).exit_code == 0
+    patched = _py_files(package)
+    again = commands.apply(tree, list(all_patches()))
+    assert again.exit_code == 0 and again.written == [], "second apply was not a no-op"
+    assert _py_files(package) == patched
+    back = commands.revert(tree)
+    assert back.exit_code == 0, back.headline
+    assert sorted(back.written) == result["written"]
+    assert_matches_record(package, result["written"])
+    assert _py_files(package) == originals
+    return result
