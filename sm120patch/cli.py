@@ -44,6 +44,9 @@ def _target_options(func: Callable[..., Any]) -> Callable[..., Any]:
         except ToolError as exc:
             _fail(exc, as_json)
             ctx.exit(exc.exit_code)
+        except OSError as exc:  # an unreadable file or directory met while reading
+            _fail(EnvironmentProblem(f"{exc.filename or ''}: {exc.strerror or exc}"), as_json)
+            ctx.exit(EnvironmentProblem.exit_code)
         except SelectionError as exc:
             raise click.UsageError(str(exc)) from exc
         if as_json:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import difflib
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,14 +117,21 @@ def _still_current(plan: Plan) -> bool:
 
 
 def _check_writable(paths: list[Path]) -> None:
+    """Prove each file can be replaced before replacing any: open it for appending (writes
+    nothing) and create a temp file beside it.  ``os.access`` would say yes to root even
+    for an immutable file or a read-only mount."""
     for path in paths:
         real = Path(os.path.realpath(path))
-        for target, what in ((real, "file"), (real.parent, "directory")):
-            if not os.access(target, os.W_OK):
-                raise EnvironmentProblem(
-                    f"{target}: the {what} is read-only; nothing was written. Run as the user "
-                    "that owns the sglang install (or make it writable)"
-                )
+        try:
+            with open(real, "ab"):
+                pass
+            with tempfile.NamedTemporaryFile(dir=real.parent, prefix=".sm120patch-probe-"):
+                pass
+        except OSError as exc:
+            raise EnvironmentProblem(
+                f"{real}: cannot be replaced ({exc.strerror}); no sglang file was changed. Run "
+                "as the user that owns the sglang install, or make it writable"
+            ) from exc
 
 
 def verify(tree: SglangTree, patches: list[Patch] | None = None) -> Outcome:
@@ -201,25 +210,37 @@ def apply(
             )
             manifest = None
         manifest = manifest or Manifest(tree.version, str(tree.package_dir))
-        entries = []
-        for f in plan.changes:
-            assert f.original is not None and f.updated is not None
-            before, after = sha256(f.original), sha256(f.updated)
-            record = manifest.files.get(f.rel)
-            if record is None or record.sha256_before != before and record.sha256_after != before:
-                # First time this file is patched (or its old record no longer applies).
-                state.put(state.backup_path(f.rel), f.original)
-                record = FileRecord(before, after, [], f"backups/{f.rel}")
-            state.put(state.staged_path(f.rel), f.updated)
-            applied_here = [r.patch.id for r in f.reports if r.state is State.PENDING]
-            record.sha256_after = after
-            record.patches = sorted(set(record.patches) | set(applied_here))
-            manifest.files[f.rel] = record
-            entries.append(Entry(f.rel, str(f.path), before, after, f"staged/{f.rel}"))
+        try:
+            entries = _stage(state, plan, manifest)
+        except OSError as exc:
+            shutil.rmtree(state.root / "staged", ignore_errors=True)
+            raise EnvironmentProblem(
+                f"cannot write backups into {state.root} ({exc.strerror}); no sglang file was changed"
+            ) from exc
         commit(state, entries, manifest, "apply")
         outcome.written = [e.rel for e in entries]
         outcome.diff = _diff([(f.rel, f.original, f.updated) for f in plan.changes])  # type: ignore[misc]
         return _finish_plan(outcome, plan, state, dry_run)
+
+
+def _stage(state: StateDir, plan: Plan, manifest: Manifest) -> list[Entry]:
+    """Back up each original (first apply only) and stage each new content, durably."""
+    entries = []
+    for f in plan.changes:
+        assert f.original is not None and f.updated is not None
+        before, after = sha256(f.original), sha256(f.updated)
+        record = manifest.files.get(f.rel)
+        if record is None or record.sha256_before != before and record.sha256_after != before:
+            # First time this file is patched (or its old record no longer applies).
+            state.put(state.backup_path(f.rel), f.original)
+            record = FileRecord(before, after, [], f"backups/{f.rel}")
+        state.put(state.staged_path(f.rel), f.updated)
+        applied_here = [r.patch.id for r in f.reports if r.state is State.PENDING]
+        record.sha256_after = after
+        record.patches = sorted(set(record.patches) | set(applied_here))
+        manifest.files[f.rel] = record
+        entries.append(Entry(f.rel, str(f.path), before, after, f"staged/{f.rel}"))
+    return entries
 
 
 def _finish_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool) -> Outcome:
@@ -310,7 +331,12 @@ def revert(tree: SglangTree, force: bool = False, dry_run: bool = False) -> Outc
             diffs.append((status.rel, path.read_bytes(), data))
             if status.recorded is None and not dry_run:  # --force: keep what we overwrite
                 aside = state.root / "stale-overwritten" / status.rel
-                state.put(aside, path.read_bytes())
+                try:
+                    state.put(aside, path.read_bytes())
+                except OSError as exc:
+                    raise EnvironmentProblem(
+                        f"cannot keep the changed {status.rel} aside ({exc.strerror}); nothing was written"
+                    ) from exc
                 outcome.messages.append(f"kept the changed {status.rel} as {aside}")
             entries.append(Entry(status.rel, str(path), status.sha256 or "", record.sha256_before, record.backup))
         outcome.diff = _diff(diffs)

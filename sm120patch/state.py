@@ -138,7 +138,9 @@ class StateDir:
         """Move the current state under ``stale-<label>-<time>/``, never deleting it."""
         target = self.root / f"stale-{label}-{time.strftime('%Y%m%dT%H%M%S')}"
         target.mkdir(parents=True)
-        for name in ("manifest.json", "backups"):
+        # Backups first: a kill in between leaves the manifest, which the next run sets
+        # aside again; the backups are never left where a new apply would overwrite them.
+        for name in ("backups", "manifest.json"):
             if (self.root / name).exists():
                 os.replace(self.root / name, target / name)
         fsync_dir(self.root)

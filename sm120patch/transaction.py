@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sm120patch.errors import NotAsAsked
+from sm120patch.errors import EnvironmentProblem, NotAsAsked
 from sm120patch.fsutil import atomic_write, drop_pycache, fault, sha256_file
 from sm120patch.state import Manifest, StateDir
 
@@ -47,9 +47,22 @@ def commit(state: StateDir, entries: list[Entry], manifest: Manifest | None, op:
         "entries": [e.__dict__ for e in entries],
         "manifest": manifest.to_json() if manifest is not None else None,
     }
-    fault("journal")
-    state.write_json(state.journal_path, journal)
-    _finish(state, journal)
+    try:
+        fault("journal")
+        state.write_json(state.journal_path, journal)
+    except OSError as exc:
+        raise EnvironmentProblem(
+            f"{op} stopped before changing any sglang file: cannot write {state.journal_path} "
+            f"({exc.strerror})"
+        ) from exc
+    try:
+        _finish(state, journal)
+    except OSError as exc:
+        raise EnvironmentProblem(
+            f"{op} was stopped by an I/O error ({exc.strerror}: {exc.filename or '?'}). Each "
+            f"file is either as before or fully changed; {state.journal_path} lets the next "
+            "`sm120patch apply` or `revert` finish the job once the problem is fixed"
+        ) from exc
 
 
 def _finish(state: StateDir, journal: dict) -> list[str]:
