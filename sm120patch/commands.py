@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sm120patch import releases
 from sm120patch.errors import EnvironmentProblem
-from sm120patch.fsutil import sha256_file
+from sm120patch.fsutil import remove_stale_temps, sha256_file
 from sm120patch.locate import SglangTree
 from sm120patch.plan import Plan, make_plan, sha256
 from sm120patch.registry import Patch, State, all_patches
@@ -102,6 +102,13 @@ def _plan_problems(plan: Plan) -> str | None:
     if plan.drift:
         return "; ".join(f"{r.file}: {r.patch.id}: {r.detail}" for r in plan.drift)
     return None
+
+
+def _remove_temps(state: StateDir, targets: list[Path]) -> None:
+    """Temp files of a killed run: beside the targets and anywhere in the state dir."""
+    dirs = [Path(os.path.realpath(p)).parent for p in targets]
+    dirs += [d for d in state.root.rglob("*") if d.is_dir()] + [state.root]
+    remove_stale_temps(d for d in dirs if d.is_dir())
 
 
 def _still_current(plan: Plan) -> bool:
@@ -195,6 +202,7 @@ def apply(
         recovered = recover(state)
         if recovered:
             outcome.messages.append(recovered)
+        _remove_temps(state, [f.path for f in plan.files])
         if recovered or not _still_current(plan):
             # Another run changed the tree while we waited for the lock: plan again.
             plan = make_plan(tree, patches, change=True)
@@ -285,6 +293,7 @@ def revert(tree: SglangTree, force: bool = False, dry_run: bool = False) -> Outc
         manifest = state.load()
         if manifest is None:
             return _revert_without_state(outcome, state)
+        _remove_temps(state, [tree.path(rel) for rel in manifest.files])
         outcome.state = _state_info(state, manifest, tree)
         statuses = _file_statuses(tree, sorted(manifest.files), manifest)
         outcome.files = statuses

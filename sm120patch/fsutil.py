@@ -13,6 +13,7 @@ import os
 import signal
 import tempfile
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 _hits: Counter[str] = Counter()
@@ -64,7 +65,7 @@ def atomic_write(path: Path, data: bytes, like: Path | None = None) -> None:
         st: os.stat_result | None = os.stat(reference)
     except FileNotFoundError:
         st = None
-    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".sm120patch-tmp")
+    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as fh:
             fault("write")
@@ -88,6 +89,22 @@ def atomic_write(path: Path, data: bytes, like: Path | None = None) -> None:
             pass
         raise
     fsync_dir(real.parent)
+
+
+TEMP_SUFFIX = ".sm120patch-tmp"
+
+
+def remove_stale_temps(directories: Iterable[Path]) -> int:
+    """Delete temp files a killed run left behind (callers hold the tree's lock)."""
+    removed = 0
+    for directory in set(directories):
+        for leftover in directory.glob(f".*{TEMP_SUFFIX}"):
+            try:
+                leftover.unlink()
+                removed += 1
+            except FileNotFoundError:
+                pass
+    return removed
 
 
 def drop_pycache(source: Path) -> list[Path]:

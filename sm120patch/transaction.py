@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sm120patch.errors import EnvironmentProblem, NotAsAsked
-from sm120patch.fsutil import atomic_write, drop_pycache, fault, sha256_file
+from sm120patch.fsutil import atomic_write, drop_pycache, fault, remove_stale_temps, sha256_file
 from sm120patch.state import Manifest, StateDir
 
 
@@ -106,6 +106,7 @@ def recover(state: StateDir) -> str | None:
     if journal is None:
         shutil.rmtree(state.root / "staged", ignore_errors=True)  # never committed
         return None
+    remove_stale_temps(Path(os.path.realpath(e["path"])).parent for e in journal["entries"])
     done = _finish(state, journal)
     files = ", ".join(done) if done else "no file needed it"
     return (
