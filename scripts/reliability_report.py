@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Break sm120patch on purpose and write the figures to docs/reliability.md.
+
+Runs, on real pip-installed sglang releases:
+  * the fault-injection suite (tests/faultsuite.py): SIGKILL, ENOSPC and EACCES at every
+    step of the apply and revert write paths, each followed by a recovering run;
+  * rounds of eight concurrent ``apply`` processes on one tree;
+  * the hostile-input, hand-edit, concurrency and upgrade tests (pytest), counted.
+
+    python3 scripts/reliability_report.py [--rounds 5] [--release 0.5.9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tests.faultsuite import ACTIONS, STEPS, Stats, cli, run_suite  # noqa: E402
+from tests.realtrees import copy_release  # noqa: E402
+
+
+def concurrent_rounds(version: str, rounds: int) -> dict:
+    runs = writers_ok = corrupted = 0
+    for _ in range(rounds):
+        with tempfile.TemporaryDirectory() as tmp:
+            package = copy_release(version, Path(tmp))
+            procs = [
+                subprocess.Popen(
+                    [sys.executable, "-m", "sm120patch", "apply", "--sglang-path", str(package), "--json"],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                )
+                for _ in range(8)
+            ]
+            results = [(p.wait(), json.loads(p.stdout.read())) for p in procs]
+            runs += len(results)
+            writers = [d for code, d in results if code == 0 and d["written"]]
+            writers_ok += len(writers) == 1 and all(code == 0 for code, _ in results)
+            text = (package / "srt/layers/communicator.py").read_text()
+            corrupted += text.count("_is_sm120_supported = ") != 1
+            corrupted += cli(package, "verify").returncode != 0
+    return {"rounds": rounds, "processes": runs, "rounds_with_exactly_one_writer": writers_ok, "corrupted": corrupted}
+
+
+def pytest_counts(files: list[str]) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files],
+        capture_output=True, text=True, cwd=REPO,
+    )
+    tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|error)", tail)}
+    return {"summary": tail, **counts}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--release", default="0.5.9")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--output", type=Path, default=REPO / "docs" / "reliability.md")
+    args = parser.parse_args()
+    started = time.time()
+    suites = {op: run_suite(args.release, op) for op in ("apply", "revert")}
+    total = Stats()
+    for stats in suites.values():
+        total.add(stats)
+    concurrency = concurrent_rounds(args.release, args.rounds)
+    hostile_files = ["tests/test_hostile.py", "tests/test_hand_edits.py", "tests/test_properties.py"]
+    hostile = pytest_counts(hostile_files)
+    upgrades = pytest_counts(["tests/test_concurrency_and_upgrades.py"])
+    elapsed = time.time() - started
+    rows = "\n".join(
+        f"| `{op}` | {s.kill_points} | {s.io_faults} | {s.recovered} | {s.lost_or_half_written} | {s.leftover_temp_files} |"
+        for op, s in suites.items()
+    )
+    failures = "\n".join(f"- {f}" for f in total.failures) or "none"
+    args.output.write_text(f"""# Reliability
+
+sm120patch rewrites files in someone's serving image, so it is tested the way package
+managers and databases test themselves: by breaking it on purpose. Figures below come from
+`python3 scripts/reliability_report.py` (sglang {args.release}, pip-installed from the package
+index; {time.strftime('%Y-%m-%d')}, {elapsed:.0f} s). The same suite runs in CI
+(`tests/test_faults.py`, `tests/test_hostile.py`, `tests/test_concurrency_and_upgrades.py`,
+`tests/test_properties.py`).
+
+## How a write can fail, and what happens
+
+The write path (`sm120patch/transaction.py`): plan everything in memory and compile it;
+write and fsync the backups and the new contents into the state directory; write the journal
+atomically; replace each target atomically (temp file in the same directory, fsync,
+`os.replace`, directory fsync); write the manifest; delete the journal. A run killed anywhere
+leaves either no journal (no sglang file was replaced yet) or a whole one, and the next
+`apply`/`revert` finishes it file by file — each target is then at its "before" or "after"
+hash — and says so (`recovered an interrupted apply ...: finished it (...)`). An I/O error
+is reported in one line with exit 2: before the journal, "no sglang file was changed"; after
+it, the next run finishes the job once the disk has room again.
+
+## Fault injection
+
+`SM120PATCH_FAULT=<step>@<n>:<kill|ENOSPC|EACCES>` makes the n-th occurrence of a step
+SIGKILL the process or raise that error. Steps: {", ".join(STEPS)} (write/fsync/rename of every
+atomic write: backups, staged contents, journal, targets, manifest). Every occurrence of
+every step was hit, each in a fresh real `python -m sm120patch` process, with
+{", ".join(ACTIONS)}; after each, every target was checked to be the release's original
+(RECORD hash) or the fully patched file, then the next run had to finish the job and leave
+no temp file.
+
+| operation | kill points | I/O faults (ENOSPC, EACCES) | recovered by the next run | files lost or half-written | temp files left |
+|---|---|---|---|---|---|
+{rows}
+| **total** | **{total.kill_points}** | **{total.io_faults}** | **{total.recovered}** | **{total.lost_or_half_written}** | **{total.leftover_temp_files}** |
+
+Failures: {failures}
+
+## Concurrency
+
+{concurrency["rounds"]} rounds of eight `sm120patch apply` processes started at once on one
+tree ({concurrency["processes"]} processes): rounds where exactly one patched and the other
+seven found the tree already applied and exited 0: **{concurrency["rounds_with_exactly_one_writer"]} / {concurrency["rounds"]}**;
+corrupted or duplicated results: **{concurrency["corrupted"]}**. Writers serialize on an
+`flock` in the state directory; the kernel releases it when a process dies, so a killed
+holder never blocks the next run (tested).
+
+## Hostile and odd input, upgrades
+
+`{" ".join(hostile_files)}`: {hostile["summary"]} — a file edited after apply (revert
+refuses without `--force`, keeps the changed file aside with it), a symlinked target (the
+real file is patched, the link stays), CRLF + BOM + coding cookie + tab indentation (kept byte
+for byte outside the change), mode and owner (kept), an immutable file or directory
+(`chattr +i`: refused before anything is written, exit 2), a read-only package directory, a
+corrupted manifest or one from a newer sm120patch (exit 2), a `--python` that is not an
+interpreter, the seed's `sed` run once or twice, a renamed gate and a file that does not parse
+(drift, nothing written), and generated variants of the gate code (property tests).
+
+`tests/test_concurrency_and_upgrades.py`: {upgrades["summary"]} — real `pip install -U`
+upgrades and downgrades (0.5.8 ⇄ 0.5.9) under a patched tree: `verify` reports the pristine
+release files and the stale state, `apply` keeps the old state aside in `stale-<version>-<time>/`
+and patches the new release, `revert` restores the new release's files.
+""")
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0 if not total.failures and concurrency["corrupted"] == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
