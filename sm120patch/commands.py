@@ -186,7 +186,7 @@ def verify(tree: SglangTree, patches: list[Patch] | None = None) -> Outcome:
 
 def list_patches(tree: SglangTree) -> Outcome:
     plan = make_plan(tree, list(all_patches()), change=False)
-    return Outcome("list", tree, OK, f"{len(all_patches())} patches", plan)
+    return Outcome("list", tree, OK, plan.refusal or f"{len(all_patches())} patches", plan)
 
 
 def apply(

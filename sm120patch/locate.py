@@ -184,7 +184,24 @@ def from_directory(directory: Path) -> SglangTree:
             if match:
                 version = match.group(1)
                 break
-    return SglangTree(package_dir, version, install_kind, dist_info, how_found=f"--sglang-path {directory}")
+    return SglangTree(
+        package_dir,
+        version,
+        install_kind,
+        dist_info,
+        how_found=f"--sglang-path {directory}",
+        flashinfer=_sibling_flashinfer(package_dir.parent),
+    )
+
+
+def _sibling_flashinfer(site: Path) -> str | None:
+    """FlashInfer's version when it is installed beside sglang (same site-packages)."""
+    for pattern in ("flashinfer_python-*.dist-info", "flashinfer-*.dist-info"):
+        for dist in site.glob(pattern):
+            version = _metadata_field(dist / "METADATA", "version")
+            if version:
+                return version
+    return None
 
 
 def locate(python: str | None = None, sglang_path: Path | None = None) -> SglangTree:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -31,3 +32,4 @@ def test_demo_with_a_given_wheel_and_keep(tmp_path: Path) -> None:
     assert "fusion-backend-resolver    pending -> applied" in result.stderr
     kept = result.stderr.split("scratch directory kept: ")[1].split()[0]
     assert Path(kept, "site-packages", "sglang").is_dir()
+    shutil.rmtree(kept)

@@ -85,3 +85,18 @@ def test_editable_install_is_reported_as_such(tmp_path: Path) -> None:
     bare = from_directory(checkout)  # --sglang-path on the checkout: version from pyproject
     assert (bare.install_kind, bare.version) == ("path", "0.5.9")
     assert bare.record == {}
+
+
+def test_flashinfer_beside_sglang_is_read_for_the_warning(release) -> None:
+    package = release("0.5.18")
+    tree = from_directory(package)
+    assert tree.flashinfer is None  # --no-deps: not installed, the pin is used for the warning
+    dist = package.parent / "flashinfer_python-0.6.17.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 0.6.17\n")
+    assert from_directory(package).flashinfer == "0.6.17"
+    from sm120patch import releases
+
+    assert releases.flashinfer_warning("0.6.17", "0.5.18") is None
+    assert "0.6.12" in releases.flashinfer_warning("0.6.12", "0.5.18")
+    assert "pinned by sglang 0.5.14" in releases.flashinfer_warning(None, "0.5.14")
