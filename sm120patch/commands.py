@@ -54,7 +54,7 @@ class Outcome:
 
 
 def _diff(plan_files: list[tuple[str, bytes, bytes]]) -> str:
-    chunks = []
+    chunks: list[str] = []
     for rel, old, new in plan_files:
         chunks.extend(
             difflib.unified_diff(

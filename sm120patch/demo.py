@@ -77,7 +77,8 @@ def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
             outcome = step()
             report.render(outcome)
             failed += outcome.exit_code != 0
-        touched = [r.file for r in commands.verify(tree).plan.reports] if not failed else []
+        final = commands.verify(tree).plan
+        touched = [r.file for r in final.reports] if final and not failed else []
         mismatched = [rel for rel in set(touched) if sha256_file(tree.path(rel)) != tree.record.get(rel)]
         out.print(Rule("result"))
         if failed or mismatched:

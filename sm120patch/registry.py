@@ -112,7 +112,7 @@ def _topological(patches: dict[str, Patch]) -> list[Patch]:
 @lru_cache(maxsize=1)
 def all_patches() -> tuple[Patch, ...]:
     """Every patch in ``sm120patch.patches``, dependencies before dependants."""
-    from sm120patch import patches as package
+    from sm120patch import patches as package  # type: ignore[attr-defined]  # mapped from patches/
 
     found: dict[str, Patch] = {}
     for info in pkgutil.iter_modules(package.__path__, f"{package.__name__}."):

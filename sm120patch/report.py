@@ -30,9 +30,9 @@ _STYLE = {
 def to_json(outcome: Outcome) -> dict[str, Any]:
     tree = outcome.tree
     plan = outcome.plan
-    patches = []
+    patches: list[dict[str, Any]] = []
     for report in plan.reports if plan else []:
-        entry = {
+        entry: dict[str, Any] = {
             "id": report.patch.id,
             "summary": report.patch.summary,
             "requires": list(report.patch.requires),
