@@ -12,17 +12,28 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sm120patch import releases
 from sm120patch.errors import EnvironmentProblem
-from sm120patch.fsutil import remove_stale_temps, sha256_file
+from sm120patch.fsutil import remove_stale_temps, sha256, sha256_file
 from sm120patch.locate import SglangTree
-from sm120patch.plan import Plan, make_plan, sha256
 from sm120patch.registry import Patch, State, all_patches
 from sm120patch.state import FileRecord, Manifest, StateDir
 from sm120patch.transaction import Entry, commit, recover
 
+if TYPE_CHECKING:
+    from sm120patch.plan import Plan
+
 OK, NOT_AS_ASKED = 0, 1
+
+
+def make_plan(tree: SglangTree, patches: list[Patch], change: bool) -> Plan:
+    """Parse and check the targets.  Imported on use: a revert from saved state compares
+    hashes only and never loads libcst."""
+    from sm120patch.plan import make_plan as plan
+
+    return plan(tree, patches, change)
 
 
 @dataclass

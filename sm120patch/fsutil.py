@@ -36,6 +36,10 @@ def fault(step: str) -> None:
     raise OSError(code, os.strerror(code), step)
 
 
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def sha256_file(path: Path) -> str | None:
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -6,7 +6,6 @@ evidence lines; per file, the bytes before and (if anything changes) after.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +17,6 @@ from sm120patch import releases
 from sm120patch.errors import EnvironmentProblem, ToolError
 from sm120patch.locate import SglangTree
 from sm120patch.registry import Finding, Patch, PatchContext, State
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from enum import Enum
 from functools import lru_cache
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-import libcst as cst
 from packaging.version import Version
 
 from sm120patch import static_names
+
+if TYPE_CHECKING:  # libcst loads only when a patch runs (revert from saved state never does)
+    import libcst as cst
 
 
 class State(str, Enum):

@@ -153,7 +153,8 @@ def render(outcome: Outcome, show_docs: bool = False) -> None:
                 kind = "no RECORD entry"
             else:
                 kind = "matches the release (RECORD)" if f.pristine else "differs from the release"
-            out.print(Text(f"  sglang/{f.rel}: {kind}" + (f", {f.recorded} per saved state" if f.recorded else ""), style="dim"))
+            recorded = f", {f.recorded} per saved state" if f.recorded else ""
+            out.print(Text(f"  sglang/{f.rel}: {kind}{recorded}", style="dim"), soft_wrap=True)
     for message in outcome.messages:
         out.print(Text(message, style="yellow" if message.startswith("warning") else ""), soft_wrap=True)
     style = "bold green" if outcome.exit_code == 0 else "bold red"

@@ -163,3 +163,23 @@ def test_piped_output_has_no_colour(release) -> None:
     )
     assert proc.returncode == 1
     assert "\x1b[" not in proc.stderr and "communicator-fusion-gate" in proc.stderr
+
+
+def test_revert_from_saved_state_never_loads_libcst(release) -> None:
+    """Restoring compares hashes and copies backups; it must not pay for (or depend on) the
+    parser, e.g. in a slim image where only the state and the tool are left."""
+    package = release("0.5.9")
+    assert run("apply", "--sglang-path", str(package))[0] == 0
+    probe = (
+        "import sys\n"
+        "from sm120patch.cli import main\n"
+        "try:\n"
+        f"    main(['revert', '--sglang-path', {str(package)!r}])\n"
+        "except SystemExit as exit:\n"
+        "    assert exit.code == 0, exit.code\n"
+        "print('libcst' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "False"
+    assert sha256(package / COMM) == record_hashes(package)[COMM]
