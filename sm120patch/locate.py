@@ -10,7 +10,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -31,7 +31,6 @@ class SglangTree:
     how_found: str
     python: str | None = None
     flashinfer: str | None = None
-    searched: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def parsed_version(self) -> Version | None:
@@ -85,7 +84,6 @@ def _from_probe(data: dict, how_found: str) -> SglangTree | None:
         how_found=how_found,
         python=data.get("python"),
         flashinfer=data.get("flashinfer"),
-        searched=tuple(data.get("sys_path") or ()),
     )
 
 
