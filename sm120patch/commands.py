@@ -250,7 +250,10 @@ def _stage(state: StateDir, plan: Plan, manifest: Manifest) -> list[Entry]:
         before, after = sha256(f.original), sha256(f.updated)
         record = manifest.files.get(f.rel)
         if record is None or record.sha256_before != before and record.sha256_after != before:
-            # First time this file is patched (or its old record no longer applies).
+            # First time this file is patched, or it was edited by hand since: back up what
+            # is there now, and keep the earlier backup aside rather than overwrite it.
+            if record is not None:
+                state.keep_aside(f"superseded-{f.rel.replace('/', '_')}", state.backup_path(f.rel))
             state.put(state.backup_path(f.rel), f.original)
             record = FileRecord(before, after, [], f"backups/{f.rel}")
         state.put(state.staged_path(f.rel), f.updated)

@@ -146,6 +146,16 @@ class StateDir:
         fsync_dir(self.root)
         return target
 
+    def keep_aside(self, label: str, path: Path) -> Path | None:
+        """Move one file under ``stale-<label>-<time>/`` (never delete a backup)."""
+        if not path.exists():
+            return None
+        target = self.root / f"stale-{label}-{time.strftime('%Y%m%dT%H%M%S')}" / path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+        fsync_dir(target.parent)
+        return target
+
     def clear(self) -> None:
         """Remove manifest and backups after a completed revert (stale-* dirs stay)."""
         try:

@@ -182,3 +182,22 @@ def test_python_that_is_not_an_interpreter(tmp_path: Path) -> None:
         capture_output=True, text=True,
     )
     assert proc.returncode == 2 and "either --python or --sglang-path" in proc.stderr
+
+
+def test_reapply_after_a_hand_edit_keeps_the_earlier_backup(release) -> None:
+    """Someone undid the gate by hand and added a line; apply patches again and backs up
+    their version, but the pristine backup of the first apply is kept aside, not lost."""
+    package = release("0.5.9", hardlink=False)
+    assert apply(package).exit_code == 0
+    target = package / COMM
+    hand = target.read_text().replace(
+        "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)",
+        "(_is_sm90_supported or _is_sm100_supported)",
+    ) + "# tuned by hand\n"
+    target.write_text(hand)
+    outcome = apply(package)
+    assert outcome.exit_code == 0 and outcome.written == [COMM]
+    (kept,) = (package / ".sm120patch").glob("stale-superseded-*/communicator.py")
+    assert sha256(kept) == record_hashes(package)[COMM]
+    assert commands.revert(from_directory(package)).exit_code == 0
+    assert target.read_text() == hand  # revert undoes sm120patch's change, not the user's
