@@ -135,8 +135,8 @@ refuses without `--force`, keeps the changed file aside with it), a symlinked ta
 real file is patched, the link stays), CRLF + BOM + coding cookie + tab indentation (kept byte
 for byte outside the change), mode and owner (kept), an immutable file or directory
 (`chattr +i`: refused before anything is written, exit 2), a read-only package directory, a
-corrupted manifest or one from a newer sm120patch (exit 2), a `--python` that is not an
-interpreter, the seed's `sed` run once or twice, a renamed gate and a file that does not parse
+corrupted manifest or one from a newer sm120patch (exit 2), a re-apply over a hand edit (the
+earlier backup is kept aside), a `--python` that is not an interpreter, the seed's `sed` run once or twice, a renamed gate and a file that does not parse
 (drift, nothing written), and generated variants of the gate code (property tests).
 
 `tests/test_concurrency_and_upgrades.py`: {upgrades["summary"]} — real `pip install -U`
