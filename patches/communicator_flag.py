@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import libcst as cst
 
 from sm120patch.cst_helpers import code, module_assignments, replace_all, walk
-from sm120patch.registry import Example, Finding, Patch, PatchContext, State
+from sm120patch.registry import Example, Finding, PatchContext, State
 from sm120patch.sm_terms import Probe, probe_of, sm120_term
-from sm120patch.targets import gate_module
+from sm120patch.targets import GateModulePatch
 
 FLAG = "_is_sm120_supported"
 
@@ -18,7 +16,7 @@ def _sm100_probes(node: cst.CSTNode) -> list[Probe]:
     return [p for p in map(probe_of, walk(node)) if p is not None and p.arch == "sm100"]
 
 
-class CommunicatorFlag(Patch):
+class CommunicatorFlag(GateModulePatch):
     """Add ``_is_sm120_supported = <same shape as the SM100 flag>`` after the SM100 flag.
 
     Why: the fusion gate reads module-level flags computed once at import
@@ -74,12 +72,6 @@ class CommunicatorFlag(Patch):
             detail="_is_sm100_supported",
         ),
     )
-
-    def target(self, exists: Callable[[str], bool]) -> str:
-        return gate_module(exists)
-
-    def absent(self, ctx: PatchContext, rel: str) -> Finding:
-        return Finding(State.DRIFT, f"no fusion-gate module ({rel}) in {ctx.release}")
 
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
         flags = [

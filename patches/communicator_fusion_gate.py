@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import libcst as cst
 
 from sm120patch.cst_helpers import find_functions
-from sm120patch.registry import Example, Finding, Patch, PatchContext, State
+from sm120patch.registry import Example, Finding, PatchContext, State
 from sm120patch.sm_terms import admits_sm12x, clauses_in, describe, has_sm120_term
-from sm120patch.targets import gate_module
+from sm120patch.targets import GateModulePatch
 from sm120patch.widening import applied_or_missing_import, widen_clauses
 
 GATE_FUNCTIONS = ("apply_flashinfer_allreduce_fusion", "flashinfer_ar_fusion_applies")
 GATE_CLASS, GATE_METHOD = "CommunicateWithAllReduceAndLayerNormFn", "_gather_hidden_states_and_residual"
 
 
-class CommunicatorFusionGate(Patch):
+class CommunicatorFusionGate(GateModulePatch):
     """Widen ``(_is_sm90_supported or _is_sm100_supported)`` with ``or _is_sm120_supported``.
 
     Why: this is the runtime gate of FlashInfer's allreduce(+residual+RMSNorm) fusion.
@@ -103,12 +101,6 @@ class CommunicatorFusionGate(Patch):
             detail="found 0",
         ),
     )
-
-    def target(self, exists: Callable[[str], bool]) -> str:
-        return gate_module(exists)
-
-    def absent(self, ctx: PatchContext, rel: str) -> Finding:
-        return Finding(State.DRIFT, f"no fusion-gate module ({rel}) in {ctx.release}")
 
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
         # Up to 0.5.7 the gate is inside the method; from 0.5.8 the method calls the

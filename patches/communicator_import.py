@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import libcst as cst
 
 from sm120patch.cst_helpers import (
@@ -16,9 +14,9 @@ from sm120patch.cst_helpers import (
     walk,
 )
 from sm120patch.imports import find_import_site, insert_after
-from sm120patch.registry import Example, Finding, Patch, PatchContext, State
+from sm120patch.registry import Example, Finding, PatchContext, State
 from sm120patch.sm_terms import Flavor, probe_of
-from sm120patch.targets import gate_module
+from sm120patch.targets import GateModulePatch
 from sm120patch.widening import HELPER_MODULES, PROBE
 
 _SM_NAMES = ("is_sm90_supported", "is_sm100_supported", PROBE)
@@ -42,7 +40,7 @@ def _import_evidence(module: cst.Module) -> list[cst.CSTNode]:
     ]
 
 
-class CommunicatorImport(Patch):
+class CommunicatorImport(GateModulePatch):
     """Import ``is_sm120_supported`` where the fusion gate's SM flags are computed.
 
     Why: ``layers/communicator.py`` caches ``_is_sm90_supported`` and
@@ -113,12 +111,6 @@ class CommunicatorImport(Patch):
             detail="is_sm100_supported",
         ),
     )
-
-    def target(self, exists: Callable[[str], bool]) -> str:
-        return gate_module(exists)
-
-    def absent(self, ctx: PatchContext, rel: str) -> Finding:
-        return Finding(State.DRIFT, f"no fusion-gate module ({rel}) in {ctx.release}")
 
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
         if _flags_use_platform(module):
