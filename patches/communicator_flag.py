@@ -6,7 +6,7 @@ import libcst as cst
 
 from sm120patch.cst_helpers import code, module_assignments, replace_all, walk
 from sm120patch.registry import Example, Finding, PatchContext, State
-from sm120patch.sm_terms import Probe, probe_of, sm120_term
+from sm120patch.sm_terms import Flavor, Probe, probe_of, sm120_term
 from sm120patch.targets import GateModulePatch
 
 FLAG = "_is_sm120_supported"
@@ -71,6 +71,14 @@ class CommunicatorFlag(GateModulePatch):
             state=State.DRIFT,
             detail="_is_sm100_supported",
         ),
+        Example(
+            before=(
+                "def flashinfer_ar_fusion_applies(batch_size):\n"
+                "    return (get_platform().is_sm90 or get_platform().is_sm100) and batch_size > 0\n"
+            ),
+            state=State.NOT_NEEDED,
+            detail="inline",
+        ),
     )
 
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
@@ -86,6 +94,13 @@ class CommunicatorFlag(GateModulePatch):
                 detail += f" {len(existing)} times (a hand edit run twice?); harmless, left as is"
             return Finding(State.APPLIED, detail, evidence=flags)
         sm100 = module_assignments(module, "_is_sm100_supported")
+        if not sm100 and not any(
+            probe is not None and probe.flavor is Flavor.FLAG for probe in map(probe_of, walk(module))
+        ):
+            return Finding(
+                State.NOT_NEEDED,
+                "no cached _is_smXX_supported flags here: the gate tests its probes inline",
+            )
         if len(sm100) != 1:
             return Finding(
                 State.DRIFT,

@@ -79,6 +79,16 @@ class CommunicatorFusionGate(GateModulePatch):
         ),
         Example(
             before=(
+                "def flashinfer_ar_fusion_applies(batch_size):\n"
+                "    return (get_platform().is_sm90 or get_platform().is_sm100) and batch_size > 0\n"
+            ),
+            after=(
+                "def flashinfer_ar_fusion_applies(batch_size):\n"
+                "    return (get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120) and batch_size > 0\n"
+            ),
+        ),
+        Example(
+            before=(
                 "def flashinfer_ar_fusion_applies(batch_size: int):\n"
                 "    return _is_flashinfer_available and (_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)\n"
             ),

@@ -9,7 +9,6 @@ from sm120patch.cst_helpers import (
     bound_name,
     import_froms,
     imported_names,
-    module_assignments,
     replace_all,
     walk,
 )
@@ -22,13 +21,11 @@ from sm120patch.widening import HELPER_MODULES, PROBE
 _SM_NAMES = ("is_sm90_supported", "is_sm100_supported", PROBE)
 
 
-def _flags_use_platform(module: cst.Module) -> bool:
-    for line in module_assignments(module, "_is_sm100_supported"):
-        for node in walk(line):
-            probe = probe_of(node)
-            if probe is not None and probe.flavor is Flavor.PLATFORM:
-                return True
-    return False
+def _calls_helpers(module: cst.Module) -> bool:
+    """Whether anything in the module calls an ``is_smXX_supported()`` helper."""
+    return any(
+        probe is not None and probe.flavor is Flavor.CALL for probe in map(probe_of, walk(module))
+    )
 
 
 def _import_evidence(module: cst.Module) -> list[cst.CSTNode]:
@@ -84,6 +81,7 @@ class CommunicatorImport(GateModulePatch):
                 "    is_sm100_supported,  # Blackwell\n"
                 "    is_npu,\n"
                 ")\n"
+                "_is_sm100_supported = is_cuda() and is_sm100_supported()\n"
             ),
             after=(
                 "from sglang.srt.utils import (\n"
@@ -91,6 +89,7 @@ class CommunicatorImport(GateModulePatch):
                 "    is_sm120_supported,\n"
                 "    is_npu,\n"
                 ")\n"
+                "_is_sm100_supported = is_cuda() and is_sm100_supported()\n"
             ),
         ),
         Example(
@@ -106,21 +105,34 @@ class CommunicatorImport(GateModulePatch):
             detail="get_platform()",
         ),
         Example(
-            before="from sglang.srt.utils import is_cuda\n",
+            before=(
+                "def flashinfer_ar_fusion_applies(batch_size):\n"
+                "    return (get_platform().is_sm90 or get_platform().is_sm100) and batch_size > 0\n"
+            ),
+            state=State.NOT_NEEDED,
+            detail="get_platform()",
+        ),
+        Example(
+            before=(
+                "from sglang.srt.utils import is_cuda\n"
+                "from sglang.srt.layers.utils import is_sm100_supported\n"
+                "_is_sm100_supported = is_cuda() and is_sm100_supported()\n"
+            ),
             state=State.DRIFT,
             detail="is_sm100_supported",
         ),
     )
 
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
-        if _flags_use_platform(module):
-            return Finding(
-                State.NOT_NEEDED,
-                "the SM flags come from get_platform(), which already has is_sm120",
-            )
         if binds_at_import(module, PROBE):
             return Finding(
                 State.APPLIED, f"{PROBE} is imported", evidence=_import_evidence(module)
+            )
+        if not _calls_helpers(module):
+            return Finding(
+                State.NOT_NEEDED,
+                "no is_smXX_supported() call here: the SM checks read get_platform() (or "
+                "cached flags), which already know is_sm120",
             )
         site = find_import_site(module, HELPER_MODULES, "is_sm100_supported")
         if site is None:

@@ -173,3 +173,67 @@ def replace_all(
     result = rebuild(module)
     assert isinstance(result, cst.Module)
     return result
+
+
+def ancestry(root: cst.CSTNode, target: cst.CSTNode) -> list[cst.CSTNode]:
+    """The nodes from ``root`` down to ``target`` (both included), or [] if it is not there."""
+    stack: list[tuple[cst.CSTNode, list[cst.CSTNode]]] = [(root, [root])]
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path
+        stack.extend((child, [*path, child]) for child in iter_children(node))
+    return []
+
+
+def _binding_names(target: cst.BaseExpression) -> Iterator[cst.Name]:
+    """The names an assignment target binds (``a``, ``a, b``); ``x.a = `` binds none."""
+    if isinstance(target, cst.Name):
+        yield target
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _binding_names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _binding_names(target.value)
+
+
+def _targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    if isinstance(node, cst.Assign):
+        return [t.target for t in node.targets]
+    if isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor)):
+        return [node.target]
+    return []
+
+
+def binds(node: cst.CSTNode) -> set[str]:
+    """Names ``node`` itself assigns (plain, tuple, annotated, augmented, ``for`` targets)."""
+    return {n.value for t in _targets(node) for n in _binding_names(t)}
+
+
+def names_bound(node: cst.CSTNode) -> set[str]:
+    """Names assigned anywhere under ``node``."""
+    return {name for child in walk(node) for name in binds(child)}
+
+
+def names_read(node: cst.CSTNode, exclude: Iterable[cst.CSTNode] = ()) -> set[str]:
+    """Names read under ``node`` (outside the ``exclude`` subtrees): every ``Name`` except
+    pure assignment targets, attribute members (``x.name``) and keyword-argument names (a
+    safe over-approximation of "uses x")."""
+    pruned = {id(n) for n in exclude}
+    nodes: list[cst.CSTNode] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if id(current) in pruned:
+            continue
+        nodes.append(current)
+        stack.extend(iter_children(current))
+    skip: set[int] = set()
+    for child in nodes:
+        if not isinstance(child, cst.AugAssign):  # ``x += 1`` reads x too
+            skip.update(id(n) for t in _targets(child) for n in _binding_names(t))
+        if isinstance(child, cst.Attribute):
+            skip.add(id(child.attr))
+        elif isinstance(child, cst.Arg) and child.keyword is not None:
+            skip.add(id(child.keyword))
+    return {c.value for c in nodes if isinstance(c, cst.Name) and id(c) not in skip}

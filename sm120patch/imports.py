@@ -26,15 +26,23 @@ class ImportSite:
 
 
 def find_import_site(
-    module: cst.Module, sources: Iterable[str], anchor: str
+    module: cst.Module, sources: Iterable[str], anchor: str | None, name: str = ""
 ) -> ImportSite | None:
-    """The import-time ``from <source> import`` that imports ``anchor``."""
+    """The import-time ``from <source> import`` that imports ``anchor``.
+
+    Without an anchor, the first such import of any name: ``name`` then goes after the
+    last name that sorts before it (isort's order), or last.
+    """
     wanted = set(sources)
     for node in import_froms(module):
         source = from_module_name(node)
         if source not in wanted:
             continue
-        for alias in imported_names(node):
+        names = imported_names(node)
+        if anchor is None and names:
+            before = [a for a in names if bound_name(a) < name]
+            return ImportSite(node, (before or names)[-1], source)
+        for alias in names:
             if bound_name(alias) == anchor and alias.asname is None:
                 return ImportSite(node, alias, source)
     return None

@@ -176,4 +176,9 @@ def make_plan(tree: SglangTree, patches: list[Patch], change: bool) -> Plan:
     by_file: dict[str, list[Patch]] = {}
     for patch in patches:
         by_file.setdefault(patch.target(tree.exists), []).append(patch)
-    return Plan(tree, [plan_file(tree, rel, group, change) for rel, group in by_file.items()])
+    plan = Plan(tree, [plan_file(tree, rel, group, change) for rel, group in by_file.items()])
+    if change and plan.drift:
+        # Drift anywhere means nothing is written: report every file as it is now, not as
+        # the change that will not happen would leave it.
+        return make_plan(tree, patches, change=False)
+    return plan

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from sm120patch.demo import fetch_wheel, wheel_cache
@@ -108,8 +109,37 @@ def _show(node: object) -> str:
     return ast.unparse(node) if isinstance(node, ast.AST) else repr(node)
 
 
+def _sm12x_guard(node: object) -> bool:
+    """``if not <SM120 term>:`` with no else."""
+    return (
+        isinstance(node, ast.If)
+        and not node.orelse
+        and isinstance(node.test, ast.UnaryOp)
+        and isinstance(node.test.op, ast.Not)
+        and ast.dump(node.test.operand) in SM120_TERMS
+    )
+
+
+def _guarded(a: list, b: list) -> bool:
+    """``b`` is ``a`` with one run of statements moved, unchanged, under an SM12x guard."""
+    for i, node in enumerate(b):
+        if _sm12x_guard(node):
+            k = len(node.body)
+            dump = [ast.dump(x) for x in a]
+            if (
+                dump[:i] == [ast.dump(x) for x in b[:i]]
+                and dump[i : i + k] == [ast.dump(x) for x in node.body]
+                and dump[i + k :] == [ast.dump(x) for x in b[i + 1 :]]
+            ):
+                return True
+    return False
+
+
 def _differences(a: object, b: object, out: list[str]) -> None:
     """Walk two trees in step; name each intended change, raise AssertionError on any other."""
+    if isinstance(a, list) and isinstance(b, list) and len(b) <= len(a) and _guarded(a, b):
+        out.append("guard")
+        return
     if isinstance(a, list) and isinstance(b, list) and len(b) == len(a) + 1:
         for i, node in enumerate(b):
             kind = _inserted_kind(node)
@@ -164,11 +194,12 @@ def _py_files(package: Path) -> dict[str, bytes]:
     }
 
 
-def run_cycle(package: Path) -> dict:
+def run_cycle(package: Path, after_apply: Callable[[dict[str, bytes]], None] | None = None) -> dict:
     """apply, verify, apply again, revert on ``package``; check each step independently.
 
-    Returns what happened (per-patch states, files written, the verdict); raises
-    AssertionError on anything that is not as it must be.
+    ``after_apply`` gets the original files (by path relative to the package) while the
+    tree is patched, for behavioural checks.  Returns what happened (per-patch states,
+    files written, the verdict); raises AssertionError on anything that is not as it must be.
     """
     from sm120patch import commands
     from sm120patch.locate import from_directory
@@ -197,6 +228,8 @@ def run_cycle(package: Path) -> dict:
         else:
             assert data == originals[rel], f"{rel} changed but was not reported as written"
     assert all(r.state_after.value in ("applied", "not-needed") for r in first.plan.reports)
+    if after_apply is not None:
+        after_apply(originals)
     assert commands.verify(tree).exit_code == 0
     patched = _py_files(package)
     again = commands.apply(tree, list(all_patches()))

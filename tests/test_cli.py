@@ -52,6 +52,7 @@ def test_json_verify_before_and_after_apply(release) -> None:
         "communicator-fusion-gate": "pending",
         "fusion-backend-resolver": "not-needed",
         "server-args-auto-enable": "pending",
+        "workspace-preflight": "not-needed",
     }
     assert all(f["pristine"] for f in before["files"])
 

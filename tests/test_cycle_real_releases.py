@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from sm120patch import commands
 from sm120patch.locate import from_directory
@@ -56,7 +57,10 @@ def test_full_cycle(release, version: str) -> None:
     first = commands.apply(tree, list(all_patches()))
     assert first.exit_code == 0, first.headline
     touched = sorted(first.written)
-    assert touched == ["srt/layers/communicator.py", "srt/server_args.py"]
+    preflight = Version(version) >= Version("0.5.11")  # the workspace preflight arrives
+    assert touched == ["srt/layers/communicator.py"] + (
+        ["srt/layers/flashinfer_comm_fusion.py"] if preflight else []
+    ) + ["srt/server_args.py"]
     states = {r.patch.id: r.state_after for r in first.plan.reports}
     assert states == {
         "communicator-import": State.APPLIED,
@@ -64,6 +68,7 @@ def test_full_cycle(release, version: str) -> None:
         "communicator-fusion-gate": State.APPLIED,
         "server-args-auto-enable": State.APPLIED,
         "fusion-backend-resolver": State.NOT_NEEDED,  # arrives in 0.5.14
+        "workspace-preflight": State.APPLIED if preflight else State.NOT_NEEDED,
     }
     for rel in touched:
         compile((package / rel).read_bytes(), rel, "exec")

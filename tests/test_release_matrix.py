@@ -13,6 +13,7 @@ PATCH_IDS = (
     "communicator-fusion-gate",
     "server-args-auto-enable",
     "fusion-backend-resolver",
+    "workspace-preflight",
 )
 GATE = "srt/layers/communicator.py"
 ADD_NORM = "srt/layers/layer_boundary/residual/add_norm.py"
@@ -20,44 +21,48 @@ ADD_NORM = "srt/layers/layer_boundary/residual/add_norm.py"
 # release: (states in PATCH_IDS order, {file: intended ast changes})
 ERAS = {
     # E8: method gate, GPT-OSS `if is_sm100_supported():` widened, DeepSeek block left alone
-    "0.5.4": ((P, P, P, P, N), {GATE: ["flag", "import", "or-term"], "srt/server_args.py": ["or-term"]}),
+    "0.5.4": ((P, P, P, P, N, N), {GATE: ["flag", "import", "or-term"], "srt/server_args.py": ["or-term"]}),
     # E9: GPT-OSS already `is_blackwell_supported()`
-    "0.5.5": ((P, P, P, N, N), {GATE: ["flag", "import", "or-term"]}),
+    "0.5.5": ((P, P, P, N, N, N), {GATE: ["flag", "import", "or-term"]}),
     # E10: `_is_cuda and ...` flags
-    "0.5.6.post2": ((P, P, P, N, N), {GATE: ["flag", "import", "or-term"]}),
+    "0.5.6.post2": ((P, P, P, N, N, N), {GATE: ["flag", "import", "or-term"]}),
     # E11: unified auto-enable already admits SM12x
-    "0.5.7": ((P, P, P, N, N), {GATE: ["flag", "import", "or-term"]}),
+    "0.5.7": ((P, P, P, N, N, N), {GATE: ["flag", "import", "or-term"]}),
     # E12: the hand fix's era (all of it in test_cycle_real_releases.py)
-    "0.5.12.post1": ((P, P, P, P, N), {GATE: ["flag", "import", "or-term"], "srt/server_args.py": ["or-term"]}),
+    "0.5.12.post1": (
+        (P, P, P, P, N, P),
+        {GATE: ["flag", "import", "or-term"], "srt/server_args.py": ["or-term"],
+         "srt/layers/flashinfer_comm_fusion.py": ["guard", "import"]},
+    ),
     # E13: backend field, resolver appears
     "0.5.14": (
-        (P, P, P, P, P),
+        (P, P, P, P, P, P),
         {GATE: ["flag", "import", "or-term"], "srt/server_args.py": ["or-term"],
-         "srt/layers/flashinfer_comm_fusion.py": ["import", "or-term"]},
+         "srt/layers/flashinfer_comm_fusion.py": ["guard", "import", "or-term"]},
     ),
     # E14: auto-enable in arg_groups/overrides.py
     "0.5.18": (
-        (P, P, P, P, P),
+        (P, P, P, P, P, P),
         {GATE: ["flag", "import", "or-term"], "srt/arg_groups/overrides.py": ["or-term"],
-         "srt/layers/flashinfer_comm_fusion.py": ["import", "or-term"]},
+         "srt/layers/flashinfer_comm_fusion.py": ["guard", "import", "or-term"]},
     ),
     # E15: get_platform() flags, nothing to import
     "0.5.20": (
-        (N, P, P, P, P),
+        (N, P, P, P, P, P),
         {GATE: ["flag", "or-term"], "srt/arg_groups/overrides.py": ["or-term"],
-         "srt/layers/flashinfer_comm_fusion.py": ["or-term"]},
+         "srt/layers/flashinfer_comm_fusion.py": ["guard", "or-term"]},
     ),
     # E16: gate moved to add_norm.py
     "0.5.21": (
-        (N, P, P, P, P),
+        (N, P, P, P, P, P),
         {ADD_NORM: ["flag", "or-term"], "srt/arg_groups/overrides.py": ["or-term"],
-         "srt/layers/flashinfer_comm_fusion.py": ["or-term"]},
+         "srt/layers/flashinfer_comm_fusion.py": ["guard", "or-term"]},
     ),
     # E17: gate renamed flashinfer_ar_fusion_applies
     "0.5.23": (
-        (N, P, P, P, P),
+        (N, P, P, P, P, P),
         {ADD_NORM: ["flag", "or-term"], "srt/arg_groups/overrides.py": ["or-term"],
-         "srt/layers/flashinfer_comm_fusion.py": ["or-term"]},
+         "srt/layers/flashinfer_comm_fusion.py": ["guard", "or-term"]},
     ),
 }
 

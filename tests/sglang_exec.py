@@ -1,0 +1,174 @@
+"""Run sglang's own functions, taken from a real release, with fakes of what lies outside Python.
+
+The functions (the workspace size helper, sglang's SM probes, ``ceil_align``, the
+``PlatformContext`` of 0.5.19+) are read from the release's files with ``ast`` and executed
+as they are.  Only two things are faked, and each fake is named for what it stands for:
+
+* ``FakeTorch``: the GPU's compute capability and CUDA version, as torch reports them;
+* ``FakeCudaDriver``: ``cuda.bindings.driver`` on one GPU, with or without multicast.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+import types
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import lru_cache, partial
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+MiB = 1 << 20
+
+
+class FakeTorch:
+    """torch as sglang's probes see it: one GPU of ``capability``, CUDA ``cuda``."""
+
+    float32, float16, bfloat16 = "torch.float32", "torch.float16", "torch.bfloat16"
+
+    def __init__(self, capability: tuple[int, int], cuda: str = "12.9") -> None:
+        self.cuda = types.SimpleNamespace(
+            get_device_capability=lambda device=None: capability,
+            is_available=lambda: True,
+            is_initialized=lambda: True,  # so get_device_sm() asks torch, not NVML
+            current_device=lambda: 0,
+        )
+        self.version = types.SimpleNamespace(cuda=cuda)
+
+
+class _Enum:
+    def __init__(self, **members: int) -> None:
+        self.__dict__.update(members)
+
+
+@dataclass
+class FakeCudaDriver:
+    """``cuda.bindings.driver`` for one GPU: the allocation granularity is 2 MiB; without
+    multicast (every PCIe RTX PRO 6000 box) ``cuMulticastGetGranularity`` answers
+    CUDA_ERROR_NOT_SUPPORTED (801), as the real driver does there."""
+
+    multicast: bool
+    alloc_granularity: int = 2 * MiB
+    mc_granularity: int = 512 * MiB
+    calls: list[str] = field(default_factory=list)
+
+    CUresult = _Enum(CUDA_SUCCESS=0, CUDA_ERROR_NOT_SUPPORTED=801)
+    CUmemAllocationGranularity_flags = _Enum(CU_MEM_ALLOC_GRANULARITY_RECOMMENDED=1)
+    CUmulticastGranularity_flags = _Enum(CU_MULTICAST_GRANULARITY_RECOMMENDED=1)
+
+    class CUmulticastObjectProp:
+        numDevices = size = handleTypes = 0
+
+    def cuMemGetAllocationGranularity(self, prop: object, flags: int) -> tuple[int, int]:
+        self.calls.append("cuMemGetAllocationGranularity")
+        return self.CUresult.CUDA_SUCCESS, self.alloc_granularity
+
+    def cuMulticastGetGranularity(self, prop: object, flags: int) -> tuple[int, int]:
+        self.calls.append("cuMulticastGetGranularity")
+        if not self.multicast:
+            return self.CUresult.CUDA_ERROR_NOT_SUPPORTED, 0
+        return self.CUresult.CUDA_SUCCESS, self.mc_granularity
+
+
+def _definitions(path: Path, names: set[str]) -> list[ast.stmt]:
+    """Module-level defs and assignments of ``names`` in ``path``, in file order."""
+    tree = ast.parse(path.read_bytes(), str(path))
+    found: list[ast.stmt] = []
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.ClassDef)) and stmt.name in names:
+            found.append(stmt)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            if any(isinstance(t, ast.Name) and t.id in names for t in targets):
+                found.append(stmt)
+    return found
+
+
+def _run(statements: list[ast.stmt], filename: str, namespace: dict[str, Any]) -> dict[str, Any]:
+    exec(compile(ast.Module(statements, type_ignores=[]), filename, "exec"), namespace)
+    return namespace
+
+
+PROBES = (
+    "_check_cuda_device_version", "get_device_sm", "ceil_div", "ceil_align",
+    "is_sm90_supported", "is_sm100_supported", "is_sm120_supported",
+    "is_blackwell_supported", "is_blackwell",
+)
+
+
+def release_utils(package: Path, torch: FakeTorch) -> dict[str, Any]:
+    """sglang's own SM probes and ``ceil_align`` from ``srt/utils/common.py``, on ``torch``."""
+    namespace: dict[str, Any] = {
+        "torch": torch, "lru_cache": lru_cache, "partial": partial, "List": List, "Tuple": Tuple,
+        "is_cuda": lambda: True, "is_musa": lambda: False, "_get_device_sm_via_nvml": lambda: None,
+    }
+    path = package / "srt/utils/common.py"
+    return _run(_definitions(path, set(PROBES)), str(path), namespace)
+
+
+def release_platform(package: Path) -> Callable[[], Any] | None:
+    """sglang's own ``get_platform()`` (0.5.19+); None for releases without it."""
+    path = package / "srt/runtime_context.py"
+    if not path.is_file():
+        return None
+    wanted = {"_PLATFORM_PROBES", "_PLATFORM_VALUES", "PlatformContext", "_PLATFORM", "get_platform"}
+    statements = _definitions(path, wanted)
+    if not any(isinstance(s, ast.ClassDef) for s in statements):
+        return None
+    return _run(statements, str(path), {"Dict": Dict, "Any": Any, "Optional": Optional})["get_platform"]
+
+
+@contextmanager
+def utils_importable_as_sglang(utils: dict[str, Any]) -> Iterator[None]:
+    """PlatformContext reads each probe through ``from sglang.srt.utils import common``:
+    while this is active that import gives the release's probes in ``utils``."""
+    chain = ["sglang", "sglang.srt", "sglang.srt.utils", "sglang.srt.utils.common"]
+    modules = {name: types.ModuleType(name) for name in chain}
+    modules["sglang.srt.utils.common"].__dict__.update(utils)
+    for parent, child in zip(chain, chain[1:]):
+        setattr(modules[parent], child.rsplit(".", 1)[1], modules[child])
+    saved = {name: sys.modules.get(name) for name in chain}
+    sys.modules.update(modules)
+    try:
+        yield
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+
+def load_function(source: bytes, name: str, namespace: dict[str, Any], filename: str = "<sglang>") -> Callable[..., Any]:
+    """The module-level function ``name`` of ``source``, compiled into ``namespace``."""
+    (node,) = [s for s in ast.parse(source).body if isinstance(s, ast.FunctionDef) and s.name == name]
+    return _run([node], filename, namespace)[name]
+
+
+def workspace_sizes(
+    package: Path,
+    source: bytes,
+    capability: tuple[int, int],
+    driver: FakeCudaDriver,
+    world_size: int = 2,
+    max_token_num: int = 2048,
+    hidden_dim: int = 7168,
+) -> list[int]:
+    """Run the release's ``_flashinfer_trtllm_workspace_allocation_sizes`` from ``source``
+    (the file before or after sm120patch) on a GPU of ``capability`` behind ``driver``."""
+    torch = FakeTorch(capability)
+    utils = release_utils(package, torch)
+    namespace: dict[str, Any] = {
+        "torch": torch,
+        "ceil_align": utils["ceil_align"],
+        "is_sm120_supported": utils["is_sm120_supported"],
+    }
+    platform = release_platform(package)
+    if platform is not None:
+        namespace["get_platform"] = platform
+    function = load_function(source, "_flashinfer_trtllm_workspace_allocation_sizes", namespace)
+    prop = types.SimpleNamespace(requestedHandleTypes=1)
+    with utils_importable_as_sglang(utils):
+        return function(driver, prop, world_size, max_token_num, hidden_dim, torch.bfloat16)
