@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import libcst as cst
+from packaging.version import Version
 
 from sm120patch.cst_helpers import (
     ancestry,
@@ -26,6 +27,7 @@ from sm120patch.widening import HELPER_MODULES, PROBE
 FUNCTION = "_flashinfer_trtllm_workspace_allocation_sizes"
 QUERY = "cuMulticastGetGranularity"
 FLAG = "_is_sm120_supported"
+SINCE = Version("0.5.11")
 
 
 def _is_multicast_api(node: cst.CSTNode) -> bool:
@@ -206,6 +208,11 @@ class WorkspacePreflight(Patch):
 
     def target(self, exists: Callable[[str], bool]) -> str:
         return COMM_FUSION
+
+    def absent(self, ctx: PatchContext, rel: str) -> Finding:
+        if ctx.version is not None and ctx.version < SINCE:
+            return Finding(State.NOT_NEEDED, f"no workspace preflight before sglang {SINCE}")
+        return Finding(State.DRIFT, f"{rel} does not exist in {ctx.release}")
 
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
         functions = find_functions(module, [FUNCTION])

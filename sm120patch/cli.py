@@ -13,7 +13,7 @@ from rich.text import Text
 from sm120patch import __version__, commands, report
 from sm120patch.errors import EnvironmentProblem, ToolError
 from sm120patch.locate import SglangTree, locate
-from sm120patch.registry import SelectionError, select
+from sm120patch.registry import SelectionError, all_patches, select
 
 
 def _ids(value: str | None) -> list[str]:
@@ -92,17 +92,33 @@ def main() -> None:
 @click.option("--only", metavar="IDS", help="Comma-separated patch ids; their dependencies are pulled in.")
 @click.option("--skip", metavar="IDS", help="Comma-separated patch ids to leave out.")
 @click.option("--dry-run", is_flag=True, help="Write nothing; print the unified diff.")
-def apply(tree: SglangTree, only: str | None, skip: str | None, dry_run: bool) -> commands.Outcome:
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Exit 1 and write nothing when the fused path would still not run (FlashInfer "
+    "without the SM12x kernel); for image builds.",
+)
+def apply(
+    tree: SglangTree, only: str | None, skip: str | None, dry_run: bool, strict: bool
+) -> commands.Outcome:
     """Back up and patch the located sglang (a second run is a no-op)."""
     patches, notes = select(_ids(only), _ids(skip))
-    return commands.apply(tree, patches, dry_run=dry_run, notes=notes)
+    return commands.apply(tree, patches, dry_run=dry_run, notes=notes, strict=strict)
 
 
 @main.command()
 @_target_options
-def verify(tree: SglangTree) -> commands.Outcome:
+@click.option(
+    "--runtime",
+    is_flag=True,
+    help="Also import the patched modules in the serving interpreter (needs torch there) and "
+    "report the SM120 probe and each module's SM flags.",
+)
+@click.option("--timeout", type=click.FloatRange(min=1), default=300, show_default=True,
+              help="Seconds the --runtime imports may take.")
+def verify(tree: SglangTree, runtime: bool, timeout: float) -> commands.Outcome:
     """Report each patch as applied / pending / drift, with file:line evidence."""
-    return commands.verify(tree)
+    return commands.verify(tree, runtime_timeout=timeout if runtime else None)
 
 
 @main.command()
@@ -137,3 +153,45 @@ def demo(version: str | None, wheel: Path | None, keep: bool) -> None:
     except (ToolError, EnvironmentProblem) as exc:
         _fail(exc, False)
         ctx.exit(exc.exit_code)
+
+
+@main.command()
+@click.option("--python", "python", metavar="PATH", help="Interpreter (or env root) that serves sglang.")
+@click.option(
+    "--sglang-path",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="The sglang package directory itself.",
+)
+@click.option("--tp", type=click.IntRange(min=1), help="The tensor-parallel size you serve with.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def doctor(python: str | None, sglang_path: Path | None, tp: int | None, as_json: bool) -> None:
+    """Read-only: what stands between this host and a running fused allreduce (GPUs,
+    patches, FlashInfer's SM12x kernel, P2P, multicast, GPUDirect RDMA, launch flags).
+    Exit 1 when any finding is an error."""
+    from sm120patch import doctor as doctor_module
+
+    ctx = click.get_current_context()
+    tree, problem = None, None
+    try:
+        tree = locate(python=python, sglang_path=sglang_path)
+    except ToolError as exc:
+        problem = str(exc)
+    states: dict[str, str] = {}
+    if tree is not None:
+        try:
+            verified = commands.verify(tree)
+        except ToolError as exc:
+            problem = str(exc)
+        else:
+            plan = verified.plan
+            if plan is not None and plan.refusal:
+                states = {p.id: "refused" for p in all_patches()}
+            elif plan is not None:
+                states = {r.patch.id: r.state.value for r in plan.reports}
+    host = doctor_module.read_host(doctor_module.default_python(tree, python))
+    result = doctor_module.diagnose(tree, problem, states, host, tp)
+    if as_json:
+        report.print_json(report.doctor_json(tree, result))
+    else:
+        report.render_doctor(tree, result)
+    ctx.exit(result.exit_code)

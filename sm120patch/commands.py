@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from sm120patch.transaction import Entry, commit, recover
 if TYPE_CHECKING:
     from sm120patch.plan import Plan
 
-OK, NOT_AS_ASKED = 0, 1
+OK, NOT_AS_ASKED, ENVIRONMENT = 0, 1, 2
 
 
 def make_plan(tree: SglangTree, patches: list[Patch], change: bool) -> Plan:
@@ -62,6 +63,8 @@ class Outcome:
     diff: str = ""
     files: list[FileStatus] = field(default_factory=list)
     state: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # --strict turns these into exit 1
+    runtime: dict | None = None  # verify --runtime: what the serving interpreter imported
 
 
 def _diff(plan_files: list[tuple[str, bytes, bytes]]) -> str:
@@ -102,9 +105,23 @@ def _state_info(state: StateDir, manifest: Manifest | None, tree: SglangTree) ->
     }
 
 
-def _flashinfer_message(tree: SglangTree) -> list[str]:
-    warning = releases.flashinfer_warning(tree.flashinfer, tree.version)
-    return [f"warning: {warning}"] if warning else []
+def _fused_path_warnings(tree: SglangTree) -> list[str]:
+    """What would keep the fused kernel from running even with every patch applied."""
+    warning = releases.flashinfer_warning(tree.flashinfer_facts, tree.version)
+    return [warning] if warning else []
+
+
+def _gpu_note() -> str | None:
+    """Whether this host has an SM12x GPU (an image build usually has no GPU at all)."""
+    from sm120patch import gpus
+
+    seen = gpus.from_nvidia_smi()
+    if not seen.answered:
+        return f"no NVIDIA GPU seen ({seen.error}): fine for an image build; the patches act on SM12x hosts"
+    if not seen.sm12x:
+        shown = "; ".join(g.describe() for g in seen.gpus) or "none"
+        return f"no SM12x GPU seen by nvidia-smi ({shown}): the patches change nothing at run time here"
+    return None
 
 
 def _plan_problems(plan: Plan) -> str | None:
@@ -152,7 +169,54 @@ def _check_writable(paths: list[Path]) -> None:
             ) from exc
 
 
-def verify(tree: SglangTree, patches: list[Patch] | None = None) -> Outcome:
+def verify(
+    tree: SglangTree, patches: list[Patch] | None = None, runtime_timeout: float | None = None
+) -> Outcome:
+    """Check every patch; with ``runtime_timeout``, also import the patched modules in the
+    serving interpreter (``verify --runtime``)."""
+    outcome = _verify_static(tree, patches)
+    if runtime_timeout is not None and outcome.plan is not None and not outcome.plan.refusal:
+        _runtime(outcome, runtime_timeout)
+    return outcome
+
+
+def _runtime(outcome: Outcome, timeout: float) -> None:
+    from sm120patch import runtime
+
+    tree, plan = outcome.tree, outcome.plan
+    assert plan is not None
+    python = tree.python or sys.executable
+    rels = [f.rel for f in plan.files if f.original is not None]
+    data = runtime.check(tree, rels, python, timeout)
+    outcome.runtime = data
+    torch = data.get("torch") or {}
+    if not torch.get("ok"):
+        outcome.exit_code = ENVIRONMENT
+        outcome.headline = (
+            f"torch does not import in {python} ({torch.get('error')}): the runtime check needs "
+            "the interpreter that serves sglang (--python)"
+        )
+        return
+    broken = [m for m in data["modules"] if not m["ok"]]
+    probe = data.get("probe") or {}
+    if broken or not probe.get("ok"):
+        outcome.exit_code = NOT_AS_ASKED
+        first = broken[0] if broken else None
+        outcome.headline = (
+            f"the patched tree does not import in {python}: {first['module']}: {first['error']}"
+            if first
+            else f"the release's SM120 probe failed in {python}: {probe.get('error')}"
+        )
+        return
+    where = f"cc {'.'.join(map(str, torch['capability']))}" if torch.get("capability") else "no CUDA GPU visible to torch"
+    branch = "takes" if probe["value"] else "does not take"
+    outcome.messages.append(
+        f"runtime: {probe['expression']} = {probe['value']} in {python} ({where}): this host "
+        f"{branch} the SM12x branches; every patched module imports"
+    )
+
+
+def _verify_static(tree: SglangTree, patches: list[Patch] | None = None) -> Outcome:
     patches = list(patches or all_patches())
     state = StateDir(tree.package_dir)
     manifest = state.load()
@@ -191,7 +255,7 @@ def verify(tree: SglangTree, patches: list[Patch] | None = None) -> Outcome:
         outcome.headline = "not patched: run `sm120patch apply`"
     else:
         outcome.headline = "all patches applied"
-    outcome.messages += _flashinfer_message(tree)
+    outcome.warnings = _fused_path_warnings(tree)
     return outcome
 
 
@@ -201,12 +265,31 @@ def list_patches(tree: SglangTree) -> Outcome:
 
 
 def apply(
-    tree: SglangTree, patches: list[Patch], dry_run: bool = False, notes: list[str] | None = None
+    tree: SglangTree,
+    patches: list[Patch],
+    dry_run: bool = False,
+    notes: list[str] | None = None,
+    strict: bool = False,
 ) -> Outcome:
+    """Patch the tree.  ``strict``: a warning about the fused path (FlashInfer without the
+    SM12x kernel) refuses the change instead, for image builds."""
     state = StateDir(tree.package_dir)
     outcome = Outcome("apply", tree, OK, "", messages=list(notes or []))
+    outcome.warnings = _fused_path_warnings(tree)
+    note = _gpu_note()
+    if note:
+        outcome.messages.append(note)
     plan = make_plan(tree, patches, change=True)
     interrupted = state.journal_path.exists()
+    if strict and outcome.warnings and not dry_run and not _plan_problems(plan):
+        _finish_plan(outcome, plan, state, dry_run=True)
+        outcome.diff = ""
+        outcome.exit_code = NOT_AS_ASKED
+        outcome.headline = (
+            f"--strict: nothing was written: {len(outcome.warnings)} warning(s) about the fused "
+            "path (above) would make the patches useless on SM12x"
+        )
+        return outcome
     if dry_run or (not plan.changes and not interrupted) or _plan_problems(plan):
         return _finish_plan(outcome, plan, state, dry_run)
     with state.lock():
@@ -291,7 +374,6 @@ def _finish_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool) -
         outcome.headline = f"patched {len(outcome.written)} file(s); backups in {state.root}"
     else:
         outcome.headline = "already applied: nothing to change"
-    outcome.messages += _flashinfer_message(tree)
     return outcome
 
 

@@ -9,15 +9,16 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from sm120patch import flashinfer_kernel
 from sm120patch import probe as probe_module
 from sm120patch.errors import EnvironmentProblem
+from sm120patch.interpreter import run_script
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,13 @@ class SglangTree:
     dist_info: Path | None
     how_found: str
     python: str | None = None
-    flashinfer: str | None = None
+    flashinfer: str | None = None  # the installed version
+    flashinfer_dir: Path | None = None  # the installed ``flashinfer`` package
+
+    @cached_property
+    def flashinfer_facts(self) -> flashinfer_kernel.FlashInfer:
+        """The installed FlashInfer and whether its code builds the SM12x allreduce."""
+        return flashinfer_kernel.inspect(self.flashinfer, self.flashinfer_dir)
 
     @property
     def parsed_version(self) -> Version | None:
@@ -84,6 +91,7 @@ def _from_probe(data: dict, how_found: str) -> SglangTree | None:
         how_found=how_found,
         python=data.get("python"),
         flashinfer=data.get("flashinfer"),
+        flashinfer_dir=Path(data["flashinfer_dir"]) if data.get("flashinfer_dir") else None,
     )
 
 
@@ -97,17 +105,10 @@ def run_probe(python: str) -> dict:
                 break
     if not exe.exists():
         raise EnvironmentProblem(f"--python {python}: no such interpreter")
-    with tempfile.TemporaryDirectory() as cwd:  # keep the caller's cwd off sys.path
-        try:
-            proc = subprocess.run(
-                [str(exe), probe_module.__file__],
-                capture_output=True,
-                text=True,
-                cwd=cwd,
-                timeout=120,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise EnvironmentProblem(f"--python {python}: could not run it ({exc})") from exc
+    try:
+        proc = run_script(str(exe), probe_module.__file__)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem(f"--python {python}: could not run it ({exc})") from exc
     if proc.returncode != 0:
         raise EnvironmentProblem(
             f"--python {python}: the probe failed (exit {proc.returncode}): "
@@ -189,6 +190,7 @@ def from_directory(directory: Path) -> SglangTree:
         dist_info,
         how_found=f"--sglang-path {directory}",
         flashinfer=_sibling_flashinfer(package_dir.parent),
+        flashinfer_dir=flashinfer_kernel.sibling_package(package_dir.parent),
     )
 
 

@@ -26,6 +26,17 @@ def _version(name):
         return None
 
 
+def _package_dir(name):
+    """Where a top-level package lives, found without importing it."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.realpath(list(spec.submodule_search_locations)[0])
+
+
 def probe():
     result = {
         "python": sys.executable,
@@ -36,11 +47,11 @@ def probe():
         "dist_info": None,
         "direct_url": None,
         "flashinfer": _version("flashinfer-python") or _version("flashinfer_python") or _version("flashinfer"),
+        "flashinfer_dir": _package_dir("flashinfer"),
     }
-    spec = importlib.util.find_spec("sglang")
-    if spec is None or not spec.submodule_search_locations:
+    result["package_dir"] = _package_dir("sglang")
+    if result["package_dir"] is None:
         return result
-    result["package_dir"] = os.path.realpath(list(spec.submodule_search_locations)[0])
     try:
         dist = importlib.metadata.distribution("sglang")
     except importlib.metadata.PackageNotFoundError:
@@ -53,6 +64,7 @@ def probe():
     except (OSError, ValueError):
         pass
     return result
+
 
 
 if __name__ == "__main__":

@@ -6,15 +6,15 @@ the FlashInfer warning, and says which releases the project has run end to end.
 
 from __future__ import annotations
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from sm120patch import static_names
+from sm120patch import flashinfer_kernel, static_names
 from sm120patch.locate import SglangTree
 from sm120patch.targets import COMM_FUSION
 
 FUSION_SINCE = Version("0.4.9")  # FlashInfer allreduce fusion appears
 FIRST_SUPPORTED = Version("0.5.4")  # is_sm120_supported appears
-FLASHINFER_SM12X = Version("0.6.17")  # first FlashInfer with an SM12x trtllm allreduce kernel (fi#3903)
+FLASHINFER_SM12X = flashinfer_kernel.FIRST_SM12X  # first FlashInfer with an SM12x trtllm allreduce kernel
 
 #: The FlashInfer each sglang release pins (shared/research/sglang-flashinfer-pins.txt).
 FLASHINFER_PINS: dict[str, str] = {
@@ -59,23 +59,30 @@ def refusal(tree: SglangTree) -> str | None:
 
 
 def flashinfer_has_sm12x_kernel(version: str | None) -> bool | None:
-    if not version:
-        return None
-    try:
-        return Version(version) >= FLASHINFER_SM12X
-    except InvalidVersion:
-        return None
+    """By version alone (for a pin, where no code is at hand)."""
+    return flashinfer_kernel.by_version(version)
 
 
-def flashinfer_warning(installed: str | None, sglang_version: str | None) -> str | None:
-    """A warning when the FlashInfer at hand cannot run the fusion on SM12x."""
-    version = installed or FLASHINFER_PINS.get(sglang_version or "")
-    if flashinfer_has_sm12x_kernel(version) is not False:
+def flashinfer_warning(facts: flashinfer_kernel.FlashInfer, sglang_version: str | None) -> str | None:
+    """A warning when the FlashInfer at hand (else the one sglang pins) cannot run the
+    fusion on SM12x; None when it can or nothing is known."""
+    upgrade = f"Upgrade: pip install -U 'flashinfer-python>={FLASHINFER_SM12X}'."
+    consequence = (
+        "With fusion on, an SM12x server fails at JIT with 'No supported CUDA "
+        "architectures found for major versions [9, 10]' (sglang#15650)."
+    )
+    if facts.found:
+        if facts.sm12x_kernel is not False:
+            return None
+        name = f"FlashInfer {facts.version}" if facts.version else "the installed FlashInfer"
+        return (
+            f"{name} does not build the trtllm allreduce for SM12x ({facts.source}); the first "
+            f"that does is {FLASHINFER_SM12X} (flashinfer#3903). {consequence} {upgrade}"
+        )
+    pin = FLASHINFER_PINS.get(sglang_version or "")
+    if flashinfer_has_sm12x_kernel(pin) is not False:
         return None
-    where = "installed" if installed else f"pinned by sglang {sglang_version}"
     return (
-        f"FlashInfer {version} ({where}) has no SM12x allreduce kernel; the first one is in "
-        f"{FLASHINFER_SM12X} (fi#3903). With fusion on, an SM12x server fails at JIT with "
-        f"'No supported CUDA architectures found for major versions [9, 10]'. "
-        f"Upgrade: pip install -U 'flashinfer-python>={FLASHINFER_SM12X}'."
+        f"FlashInfer is not installed here; sglang {sglang_version} pins {pin}, which has no SM12x "
+        f"allreduce kernel (the first is {FLASHINFER_SM12X}, flashinfer#3903). {consequence} {upgrade}"
     )

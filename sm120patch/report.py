@@ -15,6 +15,7 @@ from rich.text import Text
 
 from sm120patch import __version__, releases
 from sm120patch.commands import Outcome
+from sm120patch.locate import SglangTree
 from sm120patch.registry import State, all_patches
 
 SCHEMA = "sm120patch/1"
@@ -25,6 +26,26 @@ _STYLE = {
     State.PENDING: "yellow",
     State.DRIFT: "bold red",
 }
+
+
+def tree_json(tree: SglangTree) -> dict[str, Any]:
+    facts = tree.flashinfer_facts
+    return {
+        "version": tree.version,
+        "location": str(tree.package_dir),
+        "install_kind": tree.install_kind,
+        "dist_info": str(tree.dist_info) if tree.dist_info else None,
+        "found_by": tree.how_found,
+        "python": tree.python,
+        "flashinfer": tree.flashinfer,
+        "flashinfer_pinned": releases.FLASHINFER_PINS.get(tree.version or ""),
+        "flashinfer_has_sm12x_allreduce": (
+            facts.sm12x_kernel
+            if facts.found
+            else releases.flashinfer_has_sm12x_kernel(releases.FLASHINFER_PINS.get(tree.version or ""))
+        ),
+        "flashinfer_evidence": facts.source,
+    }
 
 
 def to_json(outcome: Outcome) -> dict[str, Any]:
@@ -69,19 +90,7 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
         "ok": outcome.exit_code == 0,
         "exit_code": outcome.exit_code,
         "headline": outcome.headline,
-        "sglang": {
-            "version": tree.version,
-            "location": str(tree.package_dir),
-            "install_kind": tree.install_kind,
-            "dist_info": str(tree.dist_info) if tree.dist_info else None,
-            "found_by": tree.how_found,
-            "python": tree.python,
-            "flashinfer": tree.flashinfer,
-            "flashinfer_pinned": releases.FLASHINFER_PINS.get(tree.version or ""),
-            "flashinfer_has_sm12x_allreduce": releases.flashinfer_has_sm12x_kernel(
-                tree.flashinfer or releases.FLASHINFER_PINS.get(tree.version or "")
-            ),
-        },
+        "sglang": tree_json(tree),
         "refusal": plan.refusal if plan else None,
         "patches": patches,
         "files": [
@@ -97,6 +106,8 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
         "state": outcome.state,
         "written": [f"sglang/{rel}" for rel in outcome.written],
         "messages": outcome.messages,
+        "warnings": outcome.warnings,
+        "runtime": outcome.runtime,
         "diff": outcome.diff,
     }
 
@@ -155,10 +166,39 @@ def render(outcome: Outcome, show_docs: bool = False) -> None:
                 kind = "matches the release (RECORD)" if f.pristine else "differs from the release"
             recorded = f", {f.recorded} per saved state" if f.recorded else ""
             out.print(Text(f"  sglang/{f.rel}: {kind}{recorded}", style="dim"), soft_wrap=True)
+    if outcome.runtime is not None:
+        _render_runtime(out, outcome.runtime)
     for message in outcome.messages:
-        out.print(Text(message, style="yellow" if message.startswith("warning") else ""), soft_wrap=True)
+        out.print(Text(message), soft_wrap=True)
+    for warning in outcome.warnings:
+        out.print(Text.assemble(("warning: ", "bold yellow"), (warning, "yellow")), soft_wrap=True)
     style = "bold green" if outcome.exit_code == 0 else "bold red"
     out.print(Text(outcome.headline, style=style), soft_wrap=True)
+
+
+def _render_runtime(out: Console, data: dict[str, Any]) -> None:
+    out.print(Text(f"runtime ({data.get('python')}):", style="bold"))
+    torch = data.get("torch") or {}
+    if not torch.get("ok"):
+        out.print(Text(f"  torch: {torch.get('error')}", style="red"), soft_wrap=True)
+        return
+    gpu = (
+        f"{torch.get('device')} (cc {'.'.join(map(str, torch['capability']))})"
+        if torch.get("capability")
+        else "no CUDA GPU visible"
+    )
+    out.print(Text(f"  torch {torch.get('version')} (CUDA {torch.get('cuda')}), {gpu}"), soft_wrap=True)
+    probe = data.get("probe") or {}
+    if probe.get("ok"):
+        out.print(Text(f"  {probe['expression']} = {probe['value']}"))
+    else:
+        out.print(Text(f"  SM120 probe failed: {probe.get('error')}", style="red"), soft_wrap=True)
+    for module in data.get("modules", []):
+        if module["ok"]:
+            flags = " ".join(f"{k}={v}" for k, v in module["flags"].items()) or "(no cached SM flags)"
+            out.print(Text(f"  {module['module']}: imports; {flags}"), soft_wrap=True)
+        else:
+            out.print(Text(f"  {module['module']}: {module['error']}", style="red"), soft_wrap=True)
 
 
 def print_diff(diff: str) -> None:
@@ -169,3 +209,34 @@ def print_diff(diff: str) -> None:
         stdout.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
     else:
         sys.stdout.write(diff)
+
+
+_SEVERITY_STYLE = {"ok": "green", "info": "cyan", "warning": "yellow", "error": "bold red"}
+
+
+def doctor_json(tree: SglangTree | None, result: Any) -> dict[str, Any]:
+    from sm120patch.doctor import findings_json
+
+    return {
+        "schema": SCHEMA,
+        "tool_version": __version__,
+        "command": "doctor",
+        "ok": result.exit_code == 0,
+        "exit_code": result.exit_code,
+        "headline": result.headline,
+        "sglang": tree_json(tree) if tree is not None else None,
+        "findings": findings_json(result),
+    }
+
+
+def render_doctor(tree: SglangTree | None, result: Any) -> None:
+    out = console()
+    for f in result.findings:
+        severity = f.severity.value
+        out.print(Text.assemble((f"{severity:<8}", _SEVERITY_STYLE[severity]), f"{f.id:<34} ", f.summary), soft_wrap=True)
+        if f.detail:
+            out.print(Text(f"{'':<43}{f.detail}"), soft_wrap=True)
+        if f.source:
+            out.print(Text(f"{'':<43}from: {f.source}", style="dim"), soft_wrap=True)
+    style = "bold green" if result.exit_code == 0 else "bold red"
+    out.print(Text(result.headline, style=style), soft_wrap=True)

@@ -241,3 +241,36 @@ def run_cycle(package: Path, after_apply: Callable[[dict[str, bytes]], None] | N
     assert_matches_record(package, result["written"])
     assert _py_files(package) == originals
     return result
+
+
+# --- serving environments: real venvs with sglang (and FlashInfer) installed by pip ---------
+
+def fetch_dist(name: str, version: str) -> Path:
+    """A wheel of ``name==version`` from the cache, or downloaded (no dependencies)."""
+    cache = wheel_cache()
+    prefix = name.replace("-", "_")
+    cached = sorted(cache.glob(f"{prefix}-{version}-*.whl"))
+    if cached:
+        return cached[0]
+    cache.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+         "--disable-pip-version-check", "-d", str(cache), f"{name}=={version}"],
+        check=True,
+    )
+    (wheel,) = sorted(cache.glob(f"{prefix}-{version}-*.whl"))
+    return wheel
+
+
+def serving_env(root: Path, sglang: str, flashinfer: str | None = None) -> Path:
+    """A venv at ``root`` with sglang (and FlashInfer) pip-installed without dependencies,
+    as users install sglang over an image's torch; returns its python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    python = root / "bin" / "python"
+    wheels = [str(fetch_wheel(sglang))] + ([str(fetch_dist("flashinfer-python", flashinfer))] if flashinfer else [])
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
+         "--no-compile", "--disable-pip-version-check", *wheels],
+        check=True,
+    )
+    return python

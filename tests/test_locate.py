@@ -97,6 +97,8 @@ def test_flashinfer_beside_sglang_is_read_for_the_warning(release) -> None:
     assert from_directory(package).flashinfer == "0.6.17"
     from sm120patch import releases
 
-    assert releases.flashinfer_warning("0.6.17", "0.5.18") is None
-    assert "0.6.12" in releases.flashinfer_warning("0.6.12", "0.5.18")
-    assert "pinned by sglang 0.5.14" in releases.flashinfer_warning(None, "0.5.14")
+    from sm120patch import flashinfer_kernel
+
+    assert releases.flashinfer_warning(flashinfer_kernel.inspect("0.6.17", None), "0.5.18") is None
+    assert "0.6.12" in releases.flashinfer_warning(flashinfer_kernel.inspect("0.6.12", None), "0.5.18")
+    assert "sglang 0.5.14 pins 0.6.12" in releases.flashinfer_warning(flashinfer_kernel.inspect(None, None), "0.5.14")

@@ -1,0 +1,36 @@
+"""Run one of sm120patch's stdlib-only scripts in another Python interpreter.
+
+The scripts (``probe``, ``hostprobe``, ``runtime_probe``) read the serving environment
+from inside it.  Run as ``python script.py``, the script's own directory would lead
+``sys.path`` and sm120patch's modules would shadow what is probed; run through ``-c`` the
+path starts with the (scratch) working directory instead.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+
+_RUNNER = "import runpy, sys; sys.argv[0] = sys.argv[1]; del sys.argv[1]; runpy.run_path(sys.argv[0], run_name='__main__')"
+
+
+def run_script(
+    python: str,
+    script: str,
+    args: Sequence[str] = (),
+    timeout: float = 120.0,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``python script args...`` with a clean ``sys.path[0]``; raises OSError /
+    TimeoutExpired like ``subprocess.run``."""
+    with tempfile.TemporaryDirectory(prefix="sm120patch-") as scratch:
+        return subprocess.run(
+            [python, "-c", _RUNNER, script, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=cwd or scratch,
+            env=None if env is None else dict(env),
+        )

@@ -1,0 +1,70 @@
+"""Import the patched sglang modules in the serving interpreter and read their SM flags.
+
+``sm120patch verify --runtime`` runs this file with the interpreter that serves sglang:
+``runtime_probe.py OUT SPELLING MODULE...``.  It writes one JSON object to OUT (modules
+may print on import, so stdout is not used).  SPELLING is how the release asks "SM12x?":
+``platform`` (``get_platform().is_sm120``, 0.5.19+) or ``helper`` (``is_sm120_supported()``).
+Exit 3 when torch does not import; the tool maps that to its environment error.
+"""
+
+import importlib
+import json
+import re
+import sys
+import traceback
+
+FLAG = re.compile(r"^_is_(sm\d+|blackwell)(_supported)?$")
+
+
+def _last_line(exc):
+    return traceback.format_exception_only(type(exc), exc)[-1].strip()
+
+
+def _sm120(spelling):
+    if spelling == "platform":
+        from sglang.srt.runtime_context import get_platform
+
+        return "get_platform().is_sm120", bool(get_platform().is_sm120)
+    from sglang.srt.utils import is_sm120_supported
+
+    return "is_sm120_supported()", bool(is_sm120_supported())
+
+
+def main(argv):
+    out_path, spelling, modules = argv[1], argv[2], argv[3:]
+    result = {"python": sys.executable, "torch": None, "probe": None, "modules": []}
+    code = 0
+    try:
+        import torch
+
+        result["torch"] = {"ok": True, "version": torch.__version__, "cuda": torch.version.cuda}
+        if torch.cuda.is_available():
+            result["torch"]["capability"] = list(torch.cuda.get_device_capability())
+            result["torch"]["device"] = torch.cuda.get_device_name()
+    except Exception as exc:  # reported, and the exit code says it
+        result["torch"] = {"ok": False, "error": _last_line(exc)}
+        code = 3
+    if code == 0:
+        try:
+            expression, value = _sm120(spelling)
+            result["probe"] = {"ok": True, "expression": expression, "value": value}
+        except BaseException as exc:
+            result["probe"] = {"ok": False, "error": _last_line(exc)}
+        for name in modules:
+            entry = {"module": name}
+            try:
+                module = importlib.import_module(name)
+            except BaseException as exc:
+                entry.update(ok=False, error=_last_line(exc))
+            else:
+                flags = {k: v for k, v in sorted(vars(module).items()) if FLAG.match(k) and isinstance(v, bool)}
+                entry.update(ok=True, flags=flags)
+            result["modules"].append(entry)
+    with open(out_path, "w") as fh:
+        json.dump(result, fh)
+    return code
+
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
