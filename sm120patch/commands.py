@@ -197,6 +197,14 @@ def _runtime(outcome: Outcome, timeout: float) -> None:
             "the interpreter that serves sglang (--python)"
         )
         return
+    package = data.get("sglang") or {}
+    if not package.get("ok"):
+        outcome.exit_code = NOT_AS_ASKED
+        outcome.headline = (
+            f"sglang does not import in {python}: {package.get('error')} (is this the "
+            "interpreter that serves sglang, with its dependencies?)"
+        )
+        return
     broken = [m for m in data["modules"] if not m["ok"]]
     probe = data.get("probe") or {}
     if broken or not probe.get("ok"):

@@ -188,6 +188,10 @@ def _render_runtime(out: Console, data: dict[str, Any]) -> None:
         else "no CUDA GPU visible"
     )
     out.print(Text(f"  torch {torch.get('version')} (CUDA {torch.get('cuda')}), {gpu}"), soft_wrap=True)
+    package = data.get("sglang") or {}
+    if not package.get("ok"):
+        out.print(Text(f"  import sglang: {package.get('error')}", style="red"), soft_wrap=True)
+        return
     probe = data.get("probe") or {}
     if probe.get("ok"):
         out.print(Text(f"  {probe['expression']} = {probe['value']}"))

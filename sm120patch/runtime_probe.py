@@ -4,7 +4,8 @@
 ``runtime_probe.py OUT SPELLING MODULE...``.  It writes one JSON object to OUT (modules
 may print on import, so stdout is not used).  SPELLING is how the release asks "SM12x?":
 ``platform`` (``get_platform().is_sm120``, 0.5.19+) or ``helper`` (``is_sm120_supported()``).
-Exit 3 when torch does not import; the tool maps that to its environment error.
+Exit 3 when torch does not import (the tool's environment error), 4 when sglang itself
+does not.
 """
 
 import importlib
@@ -32,7 +33,7 @@ def _sm120(spelling):
 
 def main(argv):
     out_path, spelling, modules = argv[1], argv[2], argv[3:]
-    result = {"python": sys.executable, "torch": None, "probe": None, "modules": []}
+    result = {"python": sys.executable, "torch": None, "sglang": None, "probe": None, "modules": []}
     code = 0
     try:
         import torch
@@ -44,6 +45,15 @@ def main(argv):
     except Exception as exc:  # reported, and the exit code says it
         result["torch"] = {"ok": False, "error": _last_line(exc)}
         code = 3
+    if code == 0:
+        # sglang itself first: when its own dependencies are missing every module fails the
+        # same way, and later imports would only show the debris of the first failure.
+        try:
+            importlib.import_module("sglang")
+            result["sglang"] = {"ok": True}
+        except BaseException as exc:
+            result["sglang"] = {"ok": False, "error": _last_line(exc)}
+            code = 4
     if code == 0:
         try:
             expression, value = _sm120(spelling)

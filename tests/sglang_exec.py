@@ -98,8 +98,9 @@ PROBES = (
 )
 
 
-def release_utils(package: Path, torch: FakeTorch) -> dict[str, Any]:
-    """sglang's own SM probes and ``ceil_align`` from ``srt/utils/common.py``, on ``torch``."""
+def release_utils(package: Path, torch: Any) -> dict[str, Any]:
+    """sglang's own SM probes and ``ceil_align`` from ``srt/utils/common.py``, asking
+    ``torch`` (``FakeTorch``, or the real one on a GPU host) for the capability."""
     namespace: dict[str, Any] = {
         "torch": torch, "lru_cache": lru_cache, "partial": partial, "List": List, "Tuple": Tuple,
         "is_cuda": lambda: True, "is_musa": lambda: False, "_get_device_sm_via_nvml": lambda: None,
