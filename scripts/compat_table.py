@@ -31,6 +31,7 @@ SHORT = {
     "communicator-fusion-gate": "fusion gate",
     "server-args-auto-enable": "auto-enable",
     "fusion-backend-resolver": "resolver",
+    "workspace-preflight": "preflight",
 }
 CELL = {"pending": "patched", "not-needed": "not needed", "applied": "already", "drift": "DRIFT"}
 
@@ -101,7 +102,8 @@ def main() -> int:
         "and, after revert, checked byte for byte against the wheel's RECORD hashes.\n\n"
         f"**{patched} releases patched, {refused} refused, {len(failed)} failed.**\n\n"
         "Cells: *patched* = the patch changed this release; *not needed* = nothing to change "
-        "(the resolver arrives in 0.5.14; flags from `get_platform()` need no import from 0.5.19; "
+        "(the workspace preflight arrives in 0.5.11, the resolver in 0.5.14; flags from "
+        "`get_platform()` need no import from 0.5.19; "
         "the auto-enable already admits SM12x via `is_blackwell_supported()` in 0.5.4.post2–0.5.7, "
         "where the DeepSeek block that also picks SM100-only kernels is left alone); — = refused.\n\n"
         "The fused path needs FlashInfer ≥ 0.6.17 (first SM12x trtllm allreduce kernel, "
