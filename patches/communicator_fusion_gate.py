@@ -4,160 +4,164 @@ from __future__ import annotations
 
 import libcst as cst
 
-from sm120patch.cst_helpers import find_functions
-from sm120patch.registry import Example, Finding, PatchContext, State
-from sm120patch.sm_terms import admits_sm12x, clauses_in, describe, has_sm120_term
-from sm120patch.targets import GateModulePatch
-from sm120patch.widening import applied_or_missing_import, widen_clauses
-
-GATE_FUNCTIONS = ("apply_flashinfer_allreduce_fusion", "flashinfer_ar_fusion_applies")
-GATE_CLASS, GATE_METHOD = "CommunicateWithAllReduceAndLayerNormFn", "_gather_hidden_states_and_residual"
+from sm120patch.decide import decide, find_anchored, label, searched
+from sm120patch.layout import ADD_NORM, COMMUNICATOR
+from sm120patch.patch_model import Anchor, Example, Finding, Patch, PatchContext, Releases, State
+from sm120patch.sm_terms import clauses_in, describe
 
 
-class CommunicatorFusionGate(GateModulePatch):
+class CommunicatorFusionGate(Patch):
     """Widen ``(_is_sm90_supported or _is_sm100_supported)`` with ``or _is_sm120_supported``.
 
     Why: this is the runtime gate of FlashInfer's allreduce(+residual+RMSNorm) fusion.
     With SM120 left out, every allreduce on an RTX PRO 6000 / RTX 5090 runs unfused even
-    with ``--enable-flashinfer-allreduce-fusion`` (a silent no-op; upstream-sm120.md §2).
-    Only the SM clause changes; batch size, dp-attention, the flag/backend and FlashInfer
-    availability terms stay exactly as they are.
+    with ``--enable-flashinfer-allreduce-fusion`` (a silent no-op up to 0.5.13).  Only the
+    SM clause changes; batch size, dp-attention, the flag or backend and FlashInfer
+    availability stay exactly as they are.  Exactly one anchor function must test exactly
+    one SM clause (a negated one does not count).
 
-    Where: ``apply_flashinfer_allreduce_fusion`` in ``layers/communicator.py``
-    (0.5.8 - 0.5.20) and ``layers/layer_boundary/residual/add_norm.py`` (0.5.21),
-    ``flashinfer_ar_fusion_applies`` there (0.5.22+), and the method
-    ``CommunicateWithAllReduceAndLayerNormFn._gather_hidden_states_and_residual``
-    (0.5.4 - 0.5.7, operands in the other order).  Exactly one SM clause must be found.
-
-    Needs FlashInfer >= 0.6.17 at run time (first SM12x trtllm allreduce kernel, fi#3903).
-    Remove when: upstream's gate admits SM12x (sglang#18758 and #32330 were closed).
+    Needs FlashInfer >= 0.6.17 at run time (first SM12x trtllm allreduce kernel,
+    flashinfer#3903).  Remove when: upstream's gate admits SM12x (sglang#18758 and
+    sglang#32330 were closed unmerged).
     """
 
     id = "communicator-fusion-gate"
     summary = "widen the runtime fusion gate's SM clause with _is_sm120_supported"
     requires = ("communicator-flag",)
+    anchors = (
+        Anchor(ADD_NORM, "flashinfer_ar_fusion_applies", Releases("0.5.22")),
+        Anchor(ADD_NORM, "apply_flashinfer_allreduce_fusion", Releases("0.5.21", "0.5.21")),
+        Anchor(COMMUNICATOR, "apply_flashinfer_allreduce_fusion", Releases("0.5.8", "0.5.20")),
+        Anchor(
+            COMMUNICATOR,
+            "_gather_hidden_states_and_residual",
+            Releases("0.5.4", "0.5.7"),
+            cls="CommunicateWithAllReduceAndLayerNormFn",
+            note="operands in the other order: (_is_sm100_supported or _is_sm90_supported)",
+        ),
+    )
     examples = (
         Example(
-            before=(
-                "def apply_flashinfer_allreduce_fusion(batch_size: int):\n"
-                "    return (\n"
-                "        # the SM check\n"
-                "        (_is_sm90_supported or _is_sm100_supported)\n"
-                "        and _is_flashinfer_available\n"
-                "        and batch_size > 0\n"
-                "    )\n"
-            ),
-            after=(
-                "def apply_flashinfer_allreduce_fusion(batch_size: int):\n"
-                "    return (\n"
-                "        # the SM check\n"
-                "        (_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)\n"
-                "        and _is_flashinfer_available\n"
-                "        and batch_size > 0\n"
-                "    )\n"
-            ),
+            "module function with a comment in the condition (0.5.8 - 0.5.21)",
+            """
+            def apply_flashinfer_allreduce_fusion(batch_size: int):
+                return (
+                    # the SM check
+                    (_is_sm90_supported or _is_sm100_supported)
+                    and _is_flashinfer_available
+                    and batch_size > 0
+                )
+            """,
+            after="""
+            def apply_flashinfer_allreduce_fusion(batch_size: int):
+                return (
+                    # the SM check
+                    (_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)
+                    and _is_flashinfer_available
+                    and batch_size > 0
+                )
+            """,
+            evidence=(4,),
         ),
         Example(
-            before=(
-                "class CommunicateWithAllReduceAndLayerNormFn:\n"
-                "    def _gather_hidden_states_and_residual(self, hidden_states):\n"
-                "        if (\n"
-                "            (_is_sm100_supported or _is_sm90_supported)\n"
-                "            and get_global_server_args().enable_flashinfer_allreduce_fusion\n"
-                "        ):\n"
-                "            pass\n"
-            ),
-            after=(
-                "class CommunicateWithAllReduceAndLayerNormFn:\n"
-                "    def _gather_hidden_states_and_residual(self, hidden_states):\n"
-                "        if (\n"
-                "            (_is_sm100_supported or _is_sm90_supported or _is_sm120_supported)\n"
-                "            and get_global_server_args().enable_flashinfer_allreduce_fusion\n"
-                "        ):\n"
-                "            pass\n"
-            ),
+            "method, operands in the other order (0.5.4 - 0.5.7)",
+            """
+            class CommunicateWithAllReduceAndLayerNormFn:
+                def _gather_hidden_states_and_residual(self, hidden_states):
+                    if (
+                        (_is_sm100_supported or _is_sm90_supported)
+                        and get_global_server_args().enable_flashinfer_allreduce_fusion
+                    ):
+                        pass
+            """,
+            after="""
+            class CommunicateWithAllReduceAndLayerNormFn:
+                def _gather_hidden_states_and_residual(self, hidden_states):
+                    if (
+                        (_is_sm100_supported or _is_sm90_supported or _is_sm120_supported)
+                        and get_global_server_args().enable_flashinfer_allreduce_fusion
+                    ):
+                        pass
+            """,
         ),
         Example(
-            before=(
-                "def flashinfer_ar_fusion_applies(batch_size):\n"
-                "    return (get_platform().is_sm90 or get_platform().is_sm100) and batch_size > 0\n"
-            ),
-            after=(
-                "def flashinfer_ar_fusion_applies(batch_size):\n"
-                "    return (get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120) and batch_size > 0\n"
-            ),
+            "a bare term inside an `and` chain gets parentheses",
+            """
+            def flashinfer_ar_fusion_applies(batch_size):
+                return _is_flashinfer_available and _is_sm100_supported and batch_size > 0
+            """,
+            after="""
+            def flashinfer_ar_fusion_applies(batch_size):
+                return _is_flashinfer_available and (_is_sm100_supported or _is_sm120_supported) and batch_size > 0
+            """,
         ),
         Example(
-            before=(
-                "def flashinfer_ar_fusion_applies(batch_size: int):\n"
-                "    return _is_flashinfer_available and (_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)\n"
-            ),
+            "the gate tests get_platform() inline",
+            """
+            def flashinfer_ar_fusion_applies(batch_size):
+                return (get_platform().is_sm90 or get_platform().is_sm100) and batch_size > 0
+            """,
+            after="""
+            def flashinfer_ar_fusion_applies(batch_size):
+                return (get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120) and batch_size > 0
+            """,
+        ),
+        Example(
+            "already widened",
+            """
+            def flashinfer_ar_fusion_applies(batch_size: int):
+                return _is_flashinfer_available and (_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)
+            """,
             state=State.APPLIED,
+            evidence=(2,),
         ),
         Example(
-            before=(
-                "def apply_flashinfer_allreduce_fusion_v2(batch_size: int):\n"
-                "    return (_is_sm90_supported or _is_sm100_supported) and batch_size > 0\n"
-            ),
+            "the gate renamed",
+            """
+            def apply_flashinfer_allreduce_fusion_v2(batch_size: int):
+                return (_is_sm90_supported or _is_sm100_supported) and batch_size > 0
+            """,
             state=State.DRIFT,
-            detail="apply_flashinfer_allreduce_fusion",
+            detail="function apply_flashinfer_allreduce_fusion (seen in 0.5.8 - 0.5.20)",
         ),
         Example(
-            before=(
-                "def apply_flashinfer_allreduce_fusion(batch_size: int):\n"
-                "    return _is_flashinfer_available and batch_size > 0\n"
-            ),
+            "no SM clause in the gate",
+            """
+            def apply_flashinfer_allreduce_fusion(batch_size: int):
+                return _is_flashinfer_available and batch_size > 0
+            """,
+            state=State.DRIFT,
+            detail="found 0",
+        ),
+        Example(
+            "only a negated SM clause: not a gate that admits GPUs",
+            """
+            def apply_flashinfer_allreduce_fusion(batch_size: int):
+                return not (_is_sm90_supported or _is_sm100_supported) and batch_size > 0
+            """,
             state=State.DRIFT,
             detail="found 0",
         ),
     )
 
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
-        # Up to 0.5.7 the gate is inside the method; from 0.5.8 the method calls the
-        # module-level function, which is then the only gate.
-        functions = find_functions(module, GATE_FUNCTIONS) or find_functions(
-            module, [GATE_METHOD], GATE_CLASS
-        )
-        if not functions:
-            return Finding(
-                State.DRIFT,
-                f"no function {' / '.join(GATE_FUNCTIONS)} and no method "
-                f"{GATE_CLASS}.{GATE_METHOD}: the fusion gate was renamed or moved",
-            )
-        if len(functions) > 1:
-            return Finding(
-                State.DRIFT,
-                f"{len(functions)} candidate fusion gates ({', '.join(f.name.value for f in functions)}); "
-                "expected exactly one",
-            )
-        function = functions[0]
-        where = (
-            f"{GATE_CLASS}.{GATE_METHOD}"
-            if function.name.value == GATE_METHOD
-            else function.name.value
-        )
-        clauses = [c for c in clauses_in(function) if not c.negated]
-        if not clauses and where != function.name.value:
-            return Finding(
-                State.DRIFT,
-                f"no function {' / '.join(GATE_FUNCTIONS)}, and {where} (the gate up to "
-                "0.5.7) tests no SM clause: the fusion gate was renamed or moved",
-                where,
-            )
+        found = find_anchored(module, self.anchors)
+        if not found:
+            return Finding(State.DRIFT, f"the fusion gate was renamed or moved: found none of {searched(self.anchors)}")
+        # Up to 0.5.7 the gate is the method; from 0.5.8 the method calls the module-level
+        # function, which is then the only one that tests an SM clause.
+        gates = [(a, f, [c for c in clauses_in(f) if not c.negated]) for a, f in found]
+        testing = [g for g in gates if g[2]]
+        if len(testing) > 1:
+            names = ", ".join(label(a) for a, _, _ in testing)
+            return Finding(State.DRIFT, f"{len(testing)} candidate fusion gates ({names}); expected exactly one")
+        anchor, _, clauses = testing[0] if testing else gates[0]
+        where = label(anchor)
         if len(clauses) != 1:
             return Finding(
                 State.DRIFT,
-                f"expected exactly one SM clause like (_is_sm90_supported or "
-                f"_is_sm100_supported) in {where}, found {len(clauses)}"
-                + (f": {'; '.join(describe(c.probes) for c in clauses)}" if clauses else ""),
+                f"expected exactly one SM clause like (_is_sm90_supported or _is_sm100_supported) in "
+                f"{where}, found {len(clauses)}" + (f": {'; '.join(describe(c.terms) for c in clauses)}" if clauses else ""),
                 where,
             )
-        clause = clauses[0]
-        evidence = [clause.node]
-        if has_sm120_term(clause.probes):
-            return applied_or_missing_import(module, clauses, where, evidence)
-        if admits_sm12x(clause.probes):
-            return Finding(
-                State.NOT_NEEDED, f"{where} already admits SM12x: {describe(clause.probes)}", where, evidence
-            )
-        return widen_clauses(module, ctx, clauses, where, evidence)
+        return decide(module, ctx, clauses, where, [clauses[0].node])

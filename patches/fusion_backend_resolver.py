@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import libcst as cst
 from packaging.version import Version
 
 from sm120patch.cst_helpers import find_functions, walk
-from sm120patch.registry import Example, Finding, Patch, PatchContext, State
-from sm120patch.sm_terms import admits_sm12x, clauses_in_test, describe, has_sm120_term
-from sm120patch.targets import COMM_FUSION
-from sm120patch.widening import applied_or_missing_import, widen_clauses
+from sm120patch.decide import decide
+from sm120patch.layout import COMM_FUSION
+from sm120patch.patch_model import Anchor, Example, Finding, Patch, PatchContext, Releases, State
+from sm120patch.sm_terms import clauses_in_test, sm_terms_in
 
 FUNCTION = "_resolve_backend"
-SINCE = Version("0.5.14")
+SINCE = "0.5.14"
 
 
 def _raises(block: cst.BaseSuite) -> bool:
@@ -32,82 +30,93 @@ class FusionBackendResolver(Patch):
     ``auto`` resolves to ``trtllm`` on a single node (``mnnvl`` is chosen only for SM100,
     and FlashInfer builds no mnnvl kernel for SM12x), multi-node raises, an explicit
     ``mnnvl`` or ``cutedsl`` is still refused.  This is what sglang#32330 proposed.
+    Not needed before 0.5.14, which has no resolver.
 
-    Releases: 0.5.14+ (``is_sm90_supported()`` spelling to 0.5.18, ``get_platform()``
-    from 0.5.19); before 0.5.14 there is no resolver and the patch is not needed.
-    Remove when: upstream's resolver admits SM12x (#32330 was closed unmerged).
+    Remove when: upstream's resolver admits SM12x (sglang#32330 was closed unmerged).
     """
 
     id = "fusion-backend-resolver"
     summary = "let SM12x through _resolve_backend (auto -> trtllm on one node)"
+    since = SINCE
+    anchors = (
+        Anchor(COMM_FUSION, FUNCTION, Releases("0.5.19"), note="get_platform() spelling"),
+        Anchor(COMM_FUSION, FUNCTION, Releases(SINCE, "0.5.18"), note="helper spelling; imports the SM120 helper"),
+    )
     examples = (
         Example(
-            before=(
-                "from sglang.srt.utils import (\n"
-                "    is_sm90_supported,\n"
-                "    is_sm100_supported,\n"
-                ")\n"
-                "def _resolve_backend(backend: str, is_multi_node: bool = False) -> str:\n"
-                "    if not (is_sm90_supported() or is_sm100_supported()):\n"
-                "        raise ValueError('FlashInfer allreduce fusion requires SM90 or SM10X')\n"
-                "    if backend == 'auto':\n"
-                "        return 'mnnvl' if is_sm100_supported() else 'trtllm'\n"
-            ),
-            after=(
-                "from sglang.srt.utils import (\n"
-                "    is_sm90_supported,\n"
-                "    is_sm100_supported,\n"
-                "    is_sm120_supported,\n"
-                ")\n"
-                "def _resolve_backend(backend: str, is_multi_node: bool = False) -> str:\n"
-                "    if not (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()):\n"
-                "        raise ValueError('FlashInfer allreduce fusion requires SM90 or SM10X')\n"
-                "    if backend == 'auto':\n"
-                "        return 'mnnvl' if is_sm100_supported() else 'trtllm'\n"
-            ),
+            "helper spelling, import added (0.5.14 - 0.5.18)",
+            """
+            from sglang.srt.utils import (
+                is_sm90_supported,
+                is_sm100_supported,
+            )
+            def _resolve_backend(backend: str, is_multi_node: bool = False) -> str:
+                if not (is_sm90_supported() or is_sm100_supported()):
+                    raise ValueError('FlashInfer allreduce fusion requires SM90 or SM10X')
+                if backend == 'auto':
+                    return 'mnnvl' if is_sm100_supported() else 'trtllm'
+            """,
+            after="""
+            from sglang.srt.utils import (
+                is_sm90_supported,
+                is_sm100_supported,
+                is_sm120_supported,
+            )
+            def _resolve_backend(backend: str, is_multi_node: bool = False) -> str:
+                if not (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()):
+                    raise ValueError('FlashInfer allreduce fusion requires SM90 or SM10X')
+                if backend == 'auto':
+                    return 'mnnvl' if is_sm100_supported() else 'trtllm'
+            """,
+            evidence=(7,),
         ),
         Example(
-            before=(
-                "def _resolve_backend(backend: str, is_multi_node: bool = False) -> str:\n"
-                "    if not (get_platform().is_sm90 or get_platform().is_sm100):\n"
-                "        raise ValueError('requires SM90 or SM10X')\n"
-                "    if backend == 'cutedsl':\n"
-                "        if not get_platform().is_sm100:\n"
-                "            raise ValueError('cutedsl requires Blackwell')\n"
-            ),
-            after=(
-                "def _resolve_backend(backend: str, is_multi_node: bool = False) -> str:\n"
-                "    if not (get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120):\n"
-                "        raise ValueError('requires SM90 or SM10X')\n"
-                "    if backend == 'cutedsl':\n"
-                "        if not get_platform().is_sm100:\n"
-                "            raise ValueError('cutedsl requires Blackwell')\n"
-            ),
+            "platform spelling; the cutedsl check stays SM100-only (0.5.19+)",
+            """
+            def _resolve_backend(backend: str, is_multi_node: bool = False) -> str:
+                if not (get_platform().is_sm90 or get_platform().is_sm100):
+                    raise ValueError('requires SM90 or SM10X')
+                if backend == 'cutedsl':
+                    if not get_platform().is_sm100:
+                        raise ValueError('cutedsl requires Blackwell')
+            """,
+            after="""
+            def _resolve_backend(backend: str, is_multi_node: bool = False) -> str:
+                if not (get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120):
+                    raise ValueError('requires SM90 or SM10X')
+                if backend == 'cutedsl':
+                    if not get_platform().is_sm100:
+                        raise ValueError('cutedsl requires Blackwell')
+            """,
         ),
         Example(
-            before=(
-                "def _resolve_backend(backend):\n"
-                "    return backend\n"
-            ),
+            "no resolver in the file (0.5.11 - 0.5.13)",
+            """
+            def _flashinfer_trtllm_workspace_allocation_sizes(cuda_driver, prop):
+                return []
+            """,
+            state=State.NOT_NEEDED,
+            detail="no SM check",
+        ),
+        Example(
+            "a resolver that no longer raises",
+            """
+            def _resolve_backend(backend):
+                return 'mnnvl' if get_platform().is_sm100 else backend
+            """,
             state=State.DRIFT,
             detail="raise",
         ),
     )
 
-    def target(self, exists: Callable[[str], bool]) -> str:
-        return COMM_FUSION
-
-    def absent(self, ctx: PatchContext, rel: str) -> Finding:
-        if ctx.version is not None and ctx.version < SINCE:
-            return Finding(State.NOT_NEEDED, f"no backend resolver before sglang {SINCE}")
-        return Finding(State.DRIFT, f"{rel} does not exist in {ctx.release}")
-
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
         functions = find_functions(module, [FUNCTION])
         if not functions:
-            if ctx.version is not None and ctx.version < SINCE:
+            if ctx.version is not None and ctx.version < Version(SINCE):
                 return Finding(State.NOT_NEEDED, f"no backend resolver before sglang {SINCE}")
-            return Finding(State.DRIFT, f"no function {FUNCTION}: the backend resolver moved")
+            if ctx.version is None and not sm_terms_in(module):
+                return Finding(State.NOT_NEEDED, "no backend resolver and no SM check in this file")
+            return Finding(State.DRIFT, f"no function {FUNCTION} (seen in {SINCE} - now): the backend resolver moved")
         if len(functions) > 1:
             return Finding(State.DRIFT, f"{len(functions)} functions named {FUNCTION}", FUNCTION)
         guards = [
@@ -115,20 +124,12 @@ class FusionBackendResolver(Patch):
             for node in walk(functions[0].body)
             if isinstance(node, cst.If) and _raises(node.body)
             for clause in clauses_in_test(node.test)
-            if clause.negated and len(clause.probes) > 1
+            if clause.negated and len(clause.terms) > 1
         ]
         if len(guards) != 1:
             return Finding(
                 State.DRIFT,
-                f"expected one guard `if not (<SM90> or <SM100>): raise ...` in {FUNCTION}, "
-                f"found {len(guards)}",
+                f"expected one guard `if not (<SM90> or <SM100>): raise ...` in {FUNCTION}, found {len(guards)}",
                 FUNCTION,
             )
-        evidence = [guards[0].node]
-        if has_sm120_term(guards[0].probes):
-            return applied_or_missing_import(module, guards, FUNCTION, evidence)
-        if admits_sm12x(guards[0].probes):
-            return Finding(
-                State.NOT_NEEDED, f"{FUNCTION} already admits SM12x: {describe(guards[0].probes)}", FUNCTION, evidence
-            )
-        return widen_clauses(module, ctx, guards, FUNCTION, evidence)
+        return decide(module, ctx, guards, FUNCTION, [guards[0].node])

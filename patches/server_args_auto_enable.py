@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
-from sm120patch.cst_helpers import find_functions, iter_children, walk
-from sm120patch.registry import Example, Finding, Patch, PatchContext, State
-from sm120patch.sm_terms import Clause, admits_sm12x, clauses_in_test, describe, has_sm120_term
-from sm120patch.targets import auto_enable_module
-from sm120patch.widening import applied_or_missing_import, widen_clauses
+from sm120patch.cst_helpers import iter_children, walk
+from sm120patch.decide import decide, find_anchored, label, searched
+from sm120patch.layout import OVERRIDES, SERVER_ARGS
+from sm120patch.patch_model import Anchor, Example, Finding, Patch, PatchContext, Releases, State
+from sm120patch.sm_terms import Clause, admits_sm12x, clauses_in_test, describe
 
-AUTO_ENABLE_FUNCTIONS = (
-    "_flashinfer_allreduce_fusion_auto_enable",  # arg_groups/overrides.py, 0.5.15+
-    "_handle_model_specific_adjustments",  # ServerArgs, 0.5.3 - 0.5.14
-    "model_specific_adjustments",  # ServerArgs, 0.5.1 - 0.5.2
-)
 FUSION_FIELDS = ("enable_flashinfer_allreduce_fusion", "flashinfer_allreduce_fusion_backend")
+SERVER_ARGS_CLASS = "ServerArgs"
+ADJUSTMENTS = "_handle_model_specific_adjustments"
 
 
 def _is_none(node: cst.BaseExpression) -> bool:
@@ -88,133 +85,170 @@ class ServerArgsAutoEnable(Patch):
 
     Why: for DeepSeek-V3, GLM-4.x MoE, Qwen3 MoE, GPT-OSS, Kimi K2.5 and others sglang
     turns fusion on by itself when ``(is_sm90_supported() or is_sm100_supported())``.  On
-    SM12x it never does, so users had to know the flag.  Only the SM clause of the ``if``
+    SM12x it never does, so users had to know the flag.  Only the SM clause of an ``if``
     whose body does nothing but turn fusion on is widened; other clauses in the same test
     (``(self.nnodes == 1 or is_sm100_supported())``, the multi-node MNNVL choice) and every
     other SM100 check in the file stay as they are.  Blocks that also pick SM100-only
     kernels (the DeepSeek blocks of 0.5.3.post2 - 0.5.6) are left alone.  Where upstream
     already admits SM12x (``is_blackwell_supported()``: GPT-OSS in 0.5.4.post2 - 0.5.6,
-    every model in 0.5.7) the patch is not needed.
+    every model in 0.5.7) the patch is not needed.  ``is_sm120_supported`` is imported
+    where the file lacks it.
 
-    Where: ``ServerArgs._handle_model_specific_adjustments`` in ``server_args.py``
-    (0.5.4 - 0.5.14; ``enable_flashinfer_allreduce_fusion = True`` up to 0.5.13.post1,
-    ``flashinfer_allreduce_fusion_backend = "auto"`` in 0.5.14), then
-    ``arg_groups/overrides.py::_flashinfer_allreduce_fusion_auto_enable`` (0.5.15+,
-    ``get_platform()`` spelling from 0.5.19).  ``is_sm120_supported`` is imported if the
-    file lacks it.
-
+    Upstream measured a regression at TP4 on PCIe (sglang#32330): ``apply --skip
+    server-args-auto-enable`` keeps fusion opt-in.
     Remove when: upstream auto-enables on SM12x (no release does, through 0.5.23).
     """
 
     id = "server-args-auto-enable"
     summary = "widen the model auto-enable's SM clause with is_sm120_supported()"
+    anchors = (
+        Anchor(OVERRIDES, "_flashinfer_allreduce_fusion_auto_enable", Releases("0.5.15"),
+               note="returns {'flashinfer_allreduce_fusion_backend': 'auto'}"),
+        Anchor(SERVER_ARGS, ADJUSTMENTS, Releases("0.5.8", "0.5.14"), cls=SERVER_ARGS_CLASS),
+        Anchor(SERVER_ARGS, ADJUSTMENTS, Releases("0.5.4.post2", "0.5.7"), cls=SERVER_ARGS_CLASS,
+               expect=State.NOT_NEEDED, note="is_blackwell_supported() already admits SM12x"),
+        Anchor(SERVER_ARGS, ADJUSTMENTS, Releases("0.5.4", "0.5.4.post1"), cls=SERVER_ARGS_CLASS,
+               note="GPT-OSS `if is_sm100_supported():`; the DeepSeek block is left alone"),
+    )
     examples = (
         Example(
-            before=(
-                "from sglang.srt.utils.common import is_sm90_supported, is_sm100_supported\n"
-                "class ServerArgs:\n"
-                "    def _handle_model_specific_adjustments(self):\n"
-                "        if (\n"
-                "            not self.enable_flashinfer_allreduce_fusion\n"
-                "            and (is_sm90_supported() or is_sm100_supported())\n"
-                "            and self.nnodes == 1\n"
-                "        ):\n"
-                "            self.enable_flashinfer_allreduce_fusion = True\n"
-                "        if is_sm100_supported():\n"
-                "            self.attention_backend = 'trtllm_mha'\n"
-            ),
-            after=(
-                "from sglang.srt.utils.common import is_sm90_supported, is_sm100_supported, is_sm120_supported\n"
-                "class ServerArgs:\n"
-                "    def _handle_model_specific_adjustments(self):\n"
-                "        if (\n"
-                "            not self.enable_flashinfer_allreduce_fusion\n"
-                "            and (is_sm90_supported() or is_sm100_supported() or is_sm120_supported())\n"
-                "            and self.nnodes == 1\n"
-                "        ):\n"
-                "            self.enable_flashinfer_allreduce_fusion = True\n"
-                "        if is_sm100_supported():\n"
-                "            self.attention_backend = 'trtllm_mha'\n"
-            ),
+            "server_args.py, helper spelling, import added (0.5.8 - 0.5.13)",
+            """
+            from sglang.srt.utils.common import is_sm90_supported, is_sm100_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if (
+                        not self.enable_flashinfer_allreduce_fusion
+                        and (is_sm90_supported() or is_sm100_supported())
+                        and self.nnodes == 1
+                    ):
+                        self.enable_flashinfer_allreduce_fusion = True
+                    if is_sm100_supported():
+                        self.attention_backend = 'trtllm_mha'
+            """,
+            after="""
+            from sglang.srt.utils.common import is_sm90_supported, is_sm100_supported, is_sm120_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if (
+                        not self.enable_flashinfer_allreduce_fusion
+                        and (is_sm90_supported() or is_sm100_supported() or is_sm120_supported())
+                        and self.nnodes == 1
+                    ):
+                        self.enable_flashinfer_allreduce_fusion = True
+                    if is_sm100_supported():
+                        self.attention_backend = 'trtllm_mha'
+            """,
+            evidence=(6,),
         ),
         Example(
-            before=(
-                "def _flashinfer_allreduce_fusion_auto_enable(view):\n"
-                "    if (\n"
-                "        view.flashinfer_allreduce_fusion_backend is None\n"
-                "        and (get_platform().is_sm90 or get_platform().is_sm100)\n"
-                "        and (view.nnodes == 1 or get_platform().is_sm100)\n"
-                "    ):\n"
-                "        return {'flashinfer_allreduce_fusion_backend': 'auto'}\n"
-                "    return {}\n"
-            ),
-            after=(
-                "def _flashinfer_allreduce_fusion_auto_enable(view):\n"
-                "    if (\n"
-                "        view.flashinfer_allreduce_fusion_backend is None\n"
-                "        and (get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120)\n"
-                "        and (view.nnodes == 1 or get_platform().is_sm100)\n"
-                "    ):\n"
-                "        return {'flashinfer_allreduce_fusion_backend': 'auto'}\n"
-                "    return {}\n"
-            ),
+            "overrides.py, platform spelling; the multi-node clause stays (0.5.19+)",
+            """
+            def _flashinfer_allreduce_fusion_auto_enable(view):
+                if (
+                    view.flashinfer_allreduce_fusion_backend is None
+                    and (get_platform().is_sm90 or get_platform().is_sm100)
+                    and (view.nnodes == 1 or get_platform().is_sm100)
+                ):
+                    return {'flashinfer_allreduce_fusion_backend': 'auto'}
+                return {}
+            """,
+            after="""
+            def _flashinfer_allreduce_fusion_auto_enable(view):
+                if (
+                    view.flashinfer_allreduce_fusion_backend is None
+                    and (get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120)
+                    and (view.nnodes == 1 or get_platform().is_sm100)
+                ):
+                    return {'flashinfer_allreduce_fusion_backend': 'auto'}
+                return {}
+            """,
         ),
         Example(
-            before=(
-                "from sglang.srt.utils import is_sm100_supported\n"
-                "class ServerArgs:\n"
-                "    def _handle_model_specific_adjustments(self):\n"
-                "        if is_sm100_supported():\n"
-                "            if not self.enable_dp_attention:\n"
-                "                self.enable_flashinfer_allreduce_fusion = True\n"
-            ),
-            after=(
-                "from sglang.srt.utils import is_sm100_supported, is_sm120_supported\n"
-                "class ServerArgs:\n"
-                "    def _handle_model_specific_adjustments(self):\n"
-                "        if is_sm100_supported() or is_sm120_supported():\n"
-                "            if not self.enable_dp_attention:\n"
-                "                self.enable_flashinfer_allreduce_fusion = True\n"
-            ),
+            "a bare helper call as the whole test (GPT-OSS, 0.5.4)",
+            """
+            from sglang.srt.utils import is_sm100_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if is_sm100_supported():
+                        if not self.enable_dp_attention:
+                            self.enable_flashinfer_allreduce_fusion = True
+            """,
+            after="""
+            from sglang.srt.utils import is_sm100_supported, is_sm120_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if is_sm100_supported() or is_sm120_supported():
+                        if not self.enable_dp_attention:
+                            self.enable_flashinfer_allreduce_fusion = True
+            """,
         ),
         Example(
-            before=(
-                "class ServerArgs:\n"
-                "    def _handle_model_specific_adjustments(self):\n"
-                "        if is_cuda() and is_sm100_supported():\n"
-                "            self.attention_backend = 'trtllm_mla'\n"
-                "            if not self.enable_dp_attention:\n"
-                "                self.enable_flashinfer_allreduce_fusion = True\n"
-                "        if is_blackwell_supported():\n"
-                "            self.enable_flashinfer_allreduce_fusion = True\n"
-            ),
+            "a bare helper call inside an `and` chain gets parentheses",
+            """
+            from sglang.srt.utils import is_sm100_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if self.tp_size > 1 and is_sm100_supported() and not self.enable_dp_attention:
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+            after="""
+            from sglang.srt.utils import is_sm100_supported, is_sm120_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if self.tp_size > 1 and (is_sm100_supported() or is_sm120_supported()) and not self.enable_dp_attention:
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+        ),
+        Example(
+            "upstream already admits SM12x; the DeepSeek block is left alone (0.5.4.post2 - 0.5.6)",
+            """
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if is_cuda() and is_sm100_supported():
+                        self.attention_backend = 'trtllm_mla'
+                        if not self.enable_dp_attention:
+                            self.enable_flashinfer_allreduce_fusion = True
+                    if is_blackwell_supported():
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
             state=State.NOT_NEEDED,
             detail="already admits SM12x",
         ),
         Example(
-            before=(
-                "class ServerArgs:\n"
-                "    def _handle_model_specific_adjustments(self):\n"
-                "        if self.enable_flashinfer_allreduce_fusion:\n"
-                "            pass\n"
-            ),
+            "sglang.srt.utils lacks is_sm120_supported",
+            """
+            from sglang.srt.utils import is_sm100_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if is_sm100_supported():
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+            state=State.DRIFT,
+            detail="does not define is_sm120_supported",
+            undefined=("is_sm120_supported",),
+        ),
+        Example(
+            "nothing turns fusion on under an SM check",
+            """
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if self.enable_flashinfer_allreduce_fusion:
+                        pass
+            """,
             state=State.DRIFT,
             detail="turns fusion on",
         ),
     )
 
-    def target(self, exists: Callable[[str], bool]) -> str:
-        return auto_enable_module(exists)
-
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
-        functions = find_functions(module, AUTO_ENABLE_FUNCTIONS)
-        if not functions:
-            return Finding(
-                State.DRIFT,
-                f"no function {' / '.join(AUTO_ENABLE_FUNCTIONS)}: the auto-enable moved",
-            )
-        gates: dict[int, tuple[cst.If, Clause, str]] = {}
-        for function in functions:
+        found = find_anchored(module, self.anchors)
+        if not found:
+            return Finding(State.DRIFT, f"the auto-enable moved: found none of {searched(self.anchors)}")
+        functions = {id(f): (a, f) for a, f in found}
+        where = ", ".join(dict.fromkeys(label(a) for a, _ in functions.values()))
+        gates: dict[int, tuple[cst.If, Clause]] = {}
+        for _, function in functions.values():
             for chain in _enables(function):
                 for node in reversed(chain):
                     clauses = [c for c in clauses_in_test(node.test) if not c.negated]
@@ -223,39 +257,26 @@ class ServerArgsAutoEnable(Patch):
                     if len(clauses) > 1:
                         return Finding(
                             State.DRIFT,
-                            f"{function.name.value}: an auto-enable test has {len(clauses)} SM "
-                            "clauses; expected one",
-                            function.name.value,
+                            f"{where}: an auto-enable test has {len(clauses)} SM clauses; expected one",
+                            where,
                         )
-                    gates[id(node)] = (node, clauses[0], function.name.value)
+                    gates[id(node)] = (node, clauses[0])
                     break
         if not gates:
             return Finding(
                 State.DRIFT,
-                f"no `if` in {' / '.join(f.name.value for f in functions)} that turns fusion on "
-                "under an SM check like (is_sm90_supported() or is_sm100_supported())",
+                f"no `if` in {where} that turns fusion on under an SM check like "
+                "(is_sm90_supported() or is_sm100_supported())",
+                where,
             )
-        where = ", ".join(sorted({name for _, _, name in gates.values()}))
-        pending = [c for node, c, _ in gates.values() if not admits_sm12x(c.probes) and _only_fusion(node.body)]
-        mixed = [c for node, c, _ in gates.values() if not admits_sm12x(c.probes) and not _only_fusion(node.body)]
-        upstream = [c for _, c, _ in gates.values() if admits_sm12x(c.probes) and not has_sm120_term(c.probes)]
-        applied = [c for _, c, _ in gates.values() if has_sm120_term(c.probes)]
-        evidence = [c.node for c in (*pending, *applied, *upstream)]
-        if pending:
-            return widen_clauses(module, ctx, pending, where, evidence)
-        if applied:
-            return applied_or_missing_import(module, applied, where, evidence)
-        if upstream:
+        # Blocks that also choose SM100-only kernels are never widened.
+        eligible = [c for node, c in gates.values() if admits_sm12x(c.terms) or _only_fusion(node.body)]
+        if not eligible:
+            mixed = "; ".join(describe(c.terms) for _, c in gates.values())
             return Finding(
                 State.NOT_NEEDED,
-                f"{where} already admits SM12x: {'; '.join(describe(c.probes) for c in upstream)}",
+                f"{where}: fusion is only auto-enabled inside blocks that also choose SM100-only "
+                f"kernels ({mixed}); left alone, pass the fusion flag instead",
                 where,
-                evidence,
             )
-        return Finding(
-            State.NOT_NEEDED,
-            f"{where}: fusion is only auto-enabled inside blocks that also choose SM100-only "
-            f"kernels ({'; '.join(describe(c.probes) for c in mixed)}); left alone, pass "
-            "--enable-flashinfer-allreduce-fusion instead",
-            where,
-        )
+        return decide(module, ctx, eligible, where, [c.node for c in eligible])

@@ -104,10 +104,11 @@ it, the next run finishes the job once the disk has room again.
 
 ## Fault injection
 
-`SM120PATCH_FAULT=<step>@<n>:<kill|ENOSPC|EACCES>` makes the n-th occurrence of a step
-SIGKILL the process or raise that error. Steps: {", ".join(STEPS)} (write/fsync/rename of every
-atomic write: backups, staged contents, journal, targets, manifest). Every occurrence of
-every step was hit, each in a fresh real `python -m sm120patch` process, with
+`python -m tests.faulty_cli <step>@<n>:<kill|ENOSPC|EACCES> ...` runs the real command line
+with a hook at `fsutil.step` that makes the n-th occurrence of a step SIGKILL the process or
+raise that error (production code leaves the hook unset). Steps: {", ".join(STEPS)}
+(write/fsync/rename of every atomic write: backups, staged contents, journal, targets,
+manifest). Every occurrence of every step was hit, each in a fresh process, with
 {", ".join(ACTIONS)}; after each, every target was checked to be the release's original
 (RECORD hash) or the fully patched file, then the next run had to finish the job and leave
 no temp file.

@@ -1,94 +1,122 @@
-"""The ``sm120patch`` command line (click).  Exit codes: 0 ok, 1 not as asked, 2 usage/env."""
+"""The ``sm120patch`` command line (click): options in, an outcome rendered out.
+
+Exit codes (``errors.ExitCode``): 0 ok, 1 not as asked, 2 usage or environment, 70 a bug.
+"""
 
 from __future__ import annotations
 
 import functools
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.text import Text
 
 from sm120patch import __version__, commands, report
-from sm120patch.errors import EnvironmentProblem, ToolError
+from sm120patch.errors import ExitCode, ToolError
 from sm120patch.locate import SglangTree, locate
-from sm120patch.registry import SelectionError, all_patches, select
+from sm120patch.outcome import Outcome
+from sm120patch.registry import SelectionError, select
+from sm120patch.releases import FIRST_SUPPORTED, LAST_KNOWN
+
+PYTHON_HELP = "Interpreter (or venv / conda env root) of the environment that serves sglang."
+PATH_HELP = "The sglang package directory itself (site-packages/sglang, or a checkout's python/sglang)."
 
 
 def _ids(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
-def _target_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--python / --sglang-path / --json, shared by every command that reads a tree."""
-
-    @click.option(
-        "--python",
-        "python",
-        metavar="PATH",
-        help="Interpreter (or venv/conda env root) whose sglang to patch; for pipx users.",
-    )
-    @click.option(
+def _location_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    func = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")(func)
+    func = click.option(
         "--sglang-path",
         type=click.Path(path_type=Path, file_okay=False),
-        help="The sglang package directory itself (site-packages/sglang, or a checkout's python/sglang).",
-    )
-    @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+        envvar="SM120PATCH_SGLANG_PATH",
+        show_envvar=True,
+        help=PATH_HELP,
+    )(func)
+    return click.option("--python", "python", metavar="PATH", envvar="SM120PATCH_PYTHON", show_envvar=True,
+                        help=PYTHON_HELP)(func)
+
+
+def _fail(message: str, code: int, as_json: bool) -> None:
+    if as_json:
+        report.print_json(report.error_json(message, code))
+    report.error(message)
+
+
+def _guarded(as_json: bool, run: Callable[[], int]) -> None:
+    """Run a command body; turn the errors a user can act on into their exit codes, and a
+    bug into exit 70 with its traceback."""
+    ctx = click.get_current_context()
+    try:
+        code = run()
+    except ToolError as exc:
+        _fail(str(exc), exc.exit_code, as_json)
+        code = exc.exit_code
+    except SelectionError as exc:
+        raise click.UsageError(str(exc)) from exc
+    except OSError as exc:  # an unreadable file or directory met while reading
+        _fail(f"{exc.filename or ''}: {exc.strerror or exc}", ExitCode.ENVIRONMENT, as_json)
+        code = ExitCode.ENVIRONMENT
+    except Exception as exc:  # noqa: BLE001 - a bug: say so, show where, exit 70
+        traceback.print_exc()
+        _fail(f"internal error ({type(exc).__name__}: {exc}); this is a bug in sm120patch {__version__}",
+              ExitCode.INTERNAL, as_json)
+        code = ExitCode.INTERNAL
+    ctx.exit(int(code))
+
+
+def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
+    """A command that locates sglang, runs ``func`` on it and renders the outcome."""
+
+    @_location_options
     @functools.wraps(func)
     def wrapper(python: str | None, sglang_path: Path | None, as_json: bool, **kwargs: Any) -> None:
-        ctx = click.get_current_context()
-        try:
-            tree = locate(python=python, sglang_path=sglang_path)
-            outcome = func(tree=tree, **kwargs)
-        except ToolError as exc:
-            _fail(exc, as_json)
-            ctx.exit(exc.exit_code)
-        except OSError as exc:  # an unreadable file or directory met while reading
-            _fail(EnvironmentProblem(f"{exc.filename or ''}: {exc.strerror or exc}"), as_json)
-            ctx.exit(EnvironmentProblem.exit_code)
-        except SelectionError as exc:
-            raise click.UsageError(str(exc)) from exc
-        if as_json:
-            report.print_json(report.to_json(outcome))
-        else:
-            report.render(outcome, show_docs=kwargs.get("docs", False))
-            if kwargs.get("dry_run"):
-                report.print_diff(outcome.diff)
-        ctx.exit(outcome.exit_code)
+        def run() -> int:
+            outcome = func(tree=locate(python=python, sglang_path=sglang_path), **kwargs)
+            if as_json:
+                report.print_json(report.to_json(outcome))
+            else:
+                report.render(outcome, show_docs=kwargs.get("docs", False))
+                if kwargs.get("dry_run"):
+                    report.print_diff(outcome.diff)
+            return outcome.exit_code
+
+        _guarded(as_json, run)
 
     return wrapper
 
 
-def _fail(exc: ToolError, as_json: bool) -> None:
-    if as_json:
-        report.print_json(
-            {"schema": report.SCHEMA, "tool_version": __version__, "ok": False,
-             "exit_code": exc.exit_code, "error": str(exc)}
-        )
-    report.console().print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
+VERSION_MESSAGE = (
+    f"%(prog)s %(version)s — patches sglang {FIRST_SUPPORTED} to {LAST_KNOWN} (newer releases are "
+    "checked by structure), refuses older ones"
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "-V", "--version", prog_name="sm120patch")
+@click.version_option(__version__, "-V", "--version", prog_name="sm120patch", message=VERSION_MESSAGE)
 def main() -> None:
-    """Widen SGLang's FlashInfer allreduce-fusion gates to SM120 Blackwell GPUs
-    (RTX PRO 6000, RTX 5090), in place, reversibly.
+    """Let SGLang's FlashInfer allreduce fusion run on SM120 Blackwell GPUs
+    (RTX PRO 6000, RTX 5090), by patching the installed sglang in place, reversibly.
 
     \b
       sm120patch apply    back up, patch, print the verification report
       sm120patch verify   after an upgrade or at container start (exit 0 = patched)
       sm120patch revert   restore the original files byte for byte
+      sm120patch doctor   what else stands between this host and the fused kernel
       sm120patch list     the patches and their state in this sglang
       sm120patch demo     the whole cycle on a downloaded release, in a temp dir
 
     Exit codes: 0 ok, 1 not as asked (drift, refused release, changed files),
-    2 usage or environment error (no sglang found, read-only tree).
+    2 usage or environment error (no sglang found, read-only tree), 70 a bug.
     """
 
 
 @main.command()
-@_target_options
+@_tree_command
 @click.option("--only", metavar="IDS", help="Comma-separated patch ids; their dependencies are pulled in.")
 @click.option("--skip", metavar="IDS", help="Comma-separated patch ids to leave out.")
 @click.option("--dry-run", is_flag=True, help="Write nothing; print the unified diff.")
@@ -98,16 +126,14 @@ def main() -> None:
     help="Exit 1 and write nothing when the fused path would still not run (FlashInfer "
     "without the SM12x kernel); for image builds.",
 )
-def apply(
-    tree: SglangTree, only: str | None, skip: str | None, dry_run: bool, strict: bool
-) -> commands.Outcome:
+def apply(tree: SglangTree, only: str | None, skip: str | None, dry_run: bool, strict: bool) -> Outcome:
     """Back up and patch the located sglang (a second run is a no-op)."""
     patches, notes = select(_ids(only), _ids(skip))
     return commands.apply(tree, patches, dry_run=dry_run, notes=notes, strict=strict)
 
 
 @main.command()
-@_target_options
+@_tree_command
 @click.option(
     "--runtime",
     is_flag=True,
@@ -116,26 +142,53 @@ def apply(
 )
 @click.option("--timeout", type=click.FloatRange(min=1), default=300, show_default=True,
               help="Seconds the --runtime imports may take.")
-def verify(tree: SglangTree, runtime: bool, timeout: float) -> commands.Outcome:
+def verify(tree: SglangTree, runtime: bool, timeout: float) -> Outcome:
     """Report each patch as applied / pending / drift, with file:line evidence."""
     return commands.verify(tree, runtime_timeout=timeout if runtime else None)
 
 
 @main.command()
-@_target_options
+@_tree_command
 @click.option("--force", is_flag=True, help="Restore even files changed since apply (their current content is kept aside).")
 @click.option("--dry-run", is_flag=True, help="Write nothing; print the diff that revert would apply.")
-def revert(tree: SglangTree, force: bool, dry_run: bool) -> commands.Outcome:
+def revert(tree: SglangTree, force: bool, dry_run: bool) -> Outcome:
     """Restore every patched file from its backup, then remove the saved state."""
     return commands.revert(tree, force=force, dry_run=dry_run)
 
 
 @main.command(name="list")
-@_target_options
-@click.option("--docs", is_flag=True, help="Also print each patch's full description.")
-def list_(tree: SglangTree, docs: bool) -> commands.Outcome:
+@_tree_command
+@click.option("--docs", is_flag=True, help="Also print each patch's description and where it looks.")
+def list_(tree: SglangTree, docs: bool) -> Outcome:
     """The patches, what each does, and its state in the located sglang."""
     return commands.list_patches(tree)
+
+
+@main.command()
+@_location_options
+@click.option("--tp", type=click.IntRange(min=1), help="The tensor-parallel size you serve with.")
+def doctor(python: str | None, sglang_path: Path | None, as_json: bool, tp: int | None) -> None:
+    """Read-only: what stands between this host and a running fused allreduce (GPUs,
+    patches, FlashInfer's SM12x kernel, P2P, multicast, GPUDirect RDMA, launch flags).
+    Exit 1 when any finding is an error."""
+    from sm120patch import doctor as checkup
+
+    def run() -> int:
+        tree, problem = None, None
+        try:
+            tree = locate(python=python, sglang_path=sglang_path)
+        except ToolError as exc:  # no sglang is a finding, not the end of the check
+            problem = str(exc)
+        states = checkup.patch_states(tree) if tree is not None else {}
+        host = checkup.read_host(checkup.default_python(tree, python))
+        result = checkup.diagnose(tree, problem, states, host, tp)
+        if as_json:
+            report.print_json(report.doctor_json(tree, result))
+        else:
+            report.render_doctor(result)
+        return result.exit_code
+
+    _guarded(as_json, run)
 
 
 @main.command()
@@ -147,51 +200,5 @@ def demo(version: str | None, wheel: Path | None, keep: bool) -> None:
     apply -> verify -> apply again -> revert on it, with the full report."""
     from sm120patch.demo import run_demo
 
-    ctx = click.get_current_context()
-    try:
-        ctx.exit(run_demo(version, wheel, keep))
-    except (ToolError, EnvironmentProblem) as exc:
-        _fail(exc, False)
-        ctx.exit(exc.exit_code)
+    _guarded(False, lambda: run_demo(version, wheel, keep))
 
-
-@main.command()
-@click.option("--python", "python", metavar="PATH", help="Interpreter (or env root) that serves sglang.")
-@click.option(
-    "--sglang-path",
-    type=click.Path(path_type=Path, file_okay=False),
-    help="The sglang package directory itself.",
-)
-@click.option("--tp", type=click.IntRange(min=1), help="The tensor-parallel size you serve with.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-def doctor(python: str | None, sglang_path: Path | None, tp: int | None, as_json: bool) -> None:
-    """Read-only: what stands between this host and a running fused allreduce (GPUs,
-    patches, FlashInfer's SM12x kernel, P2P, multicast, GPUDirect RDMA, launch flags).
-    Exit 1 when any finding is an error."""
-    from sm120patch import doctor as doctor_module
-
-    ctx = click.get_current_context()
-    tree, problem = None, None
-    try:
-        tree = locate(python=python, sglang_path=sglang_path)
-    except ToolError as exc:
-        problem = str(exc)
-    states: dict[str, str] = {}
-    if tree is not None:
-        try:
-            verified = commands.verify(tree)
-        except ToolError as exc:
-            problem = str(exc)
-        else:
-            plan = verified.plan
-            if plan is not None and plan.refusal:
-                states = {p.id: "refused" for p in all_patches()}
-            elif plan is not None:
-                states = {r.patch.id: r.state.value for r in plan.reports}
-    host = doctor_module.read_host(doctor_module.default_python(tree, python))
-    result = doctor_module.diagnose(tree, problem, states, host, tp)
-    if as_json:
-        report.print_json(report.doctor_json(tree, result))
-    else:
-        report.render_doctor(tree, result)
-    ctx.exit(result.exit_code)

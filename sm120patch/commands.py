@@ -1,32 +1,27 @@
-"""apply / verify / revert / list as plain functions: locate -> plan -> write -> Outcome.
+"""apply / verify / revert / list: short orchestrators over locate -> plan -> write -> Outcome.
 
-The CLI only parses options and renders an ``Outcome``; tests and the matrix script call
-these directly.
+The CLI only parses options and renders an ``Outcome``; tests and scripts call these.
 """
 
 from __future__ import annotations
 
 import difflib
-import os
-import shutil
 import sys
-import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sm120patch import releases
-from sm120patch.errors import EnvironmentProblem
-from sm120patch.fsutil import remove_stale_temps, sha256, sha256_file
+from sm120patch.errors import EnvironmentProblem, ExitCode
+from sm120patch.fsutil import sha256, sha256_file
 from sm120patch.locate import SglangTree
-from sm120patch.registry import Patch, State, all_patches
-from sm120patch.state import FileRecord, Manifest, StateDir
-from sm120patch.transaction import Entry, commit, recover
+from sm120patch.outcome import Command, FileStatus, Outcome, Recorded, StateSummary
+from sm120patch.patch_model import Patch, State
+from sm120patch.registry import all_patches
+from sm120patch.state import Manifest, StateDir
+from sm120patch.transaction import Entry, check_writable, commit, recover, remove_temps, stage, still_current
 
 if TYPE_CHECKING:
     from sm120patch.plan import Plan
-
-OK, NOT_AS_ASKED, ENVIRONMENT = 0, 1, 2
 
 
 def make_plan(tree: SglangTree, patches: list[Patch], change: bool) -> Plan:
@@ -37,39 +32,12 @@ def make_plan(tree: SglangTree, patches: list[Patch], change: bool) -> Plan:
     return plan(tree, patches, change)
 
 
-@dataclass
-class FileStatus:
-    rel: str
-    sha256: str | None
-    record_sha256: str | None
-    recorded: str | None  # "patched" / "original" per the manifest, or None
-
-    @property
-    def pristine(self) -> bool | None:
-        if self.record_sha256 is None:
-            return None
-        return self.sha256 == self.record_sha256
+# --- what every command reports ----------------------------------------------------------
 
 
-@dataclass
-class Outcome:
-    command: str
-    tree: SglangTree
-    exit_code: int
-    headline: str
-    plan: Plan | None = None
-    messages: list[str] = field(default_factory=list)
-    written: list[str] = field(default_factory=list)
-    diff: str = ""
-    files: list[FileStatus] = field(default_factory=list)
-    state: dict = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)  # --strict turns these into exit 1
-    runtime: dict | None = None  # verify --runtime: what the serving interpreter imported
-
-
-def _diff(plan_files: list[tuple[str, bytes, bytes]]) -> str:
+def _diff(files: list[tuple[str, bytes, bytes]]) -> str:
     chunks: list[str] = []
-    for rel, old, new in plan_files:
+    for rel, old, new in files:
         chunks.extend(
             difflib.unified_diff(
                 old.decode("utf-8", "replace").splitlines(keepends=True),
@@ -81,28 +49,32 @@ def _diff(plan_files: list[tuple[str, bytes, bytes]]) -> str:
     return "".join(chunks)
 
 
-def _file_statuses(tree: SglangTree, rels: list[str], manifest: Manifest | None) -> list[FileStatus]:
+def _plan_diff(plan: Plan) -> str:
+    return _diff([(f.rel, f.original, f.updated) for f in plan.changes if f.original is not None and f.updated is not None])
+
+
+def file_statuses(tree: SglangTree, rels: list[str], manifest: Manifest | None) -> list[FileStatus]:
     statuses = []
     for rel in rels:
         current = sha256_file(tree.path(rel))
         recorded = None
         if manifest is not None and rel in manifest.files:
             rec = manifest.files[rel]
-            recorded = {rec.sha256_after: "patched", rec.sha256_before: "original"}.get(current or "")
-        statuses.append(FileStatus(rel, current, tree.record.get(rel), recorded))
+            recorded = {rec.sha256_after: Recorded.PATCHED, rec.sha256_before: Recorded.ORIGINAL}.get(current or "")
+        statuses.append(FileStatus(rel, current, tree.record.sha256(rel), recorded))
     return statuses
 
 
-def _state_info(state: StateDir, manifest: Manifest | None, tree: SglangTree) -> dict:
-    return {
-        "dir": str(state.root),
-        "present": manifest is not None,
-        "sglang_version": manifest.sglang_version if manifest else None,
-        "tool_version": manifest.tool_version if manifest else None,
-        "stale": bool(manifest and manifest.sglang_version != tree.version),
-        "files": sorted(manifest.files) if manifest else [],
-        "interrupted": state.journal_path.exists(),
-    }
+def state_summary(state: StateDir, manifest: Manifest | None, tree: SglangTree) -> StateSummary:
+    return StateSummary(
+        dir=str(state.root),
+        present=manifest is not None,
+        sglang_version=manifest.sglang_version if manifest else None,
+        tool_version=manifest.tool_version if manifest else None,
+        stale=bool(manifest and manifest.sglang_version != tree.version),
+        files=sorted(manifest.files) if manifest else [],
+        interrupted=state.journal_path.exists(),
+    )
 
 
 def _fused_path_warnings(tree: SglangTree) -> list[str]:
@@ -124,60 +96,60 @@ def _gpu_note() -> str | None:
     return None
 
 
-def _plan_problems(plan: Plan) -> str | None:
+def _problem(plan: Plan) -> str | None:
+    """Why nothing may be written: a refused release, or drift (named file by file)."""
     if plan.refusal:
         return plan.refusal
     if plan.drift:
-        return "; ".join(f"{r.file}: {r.patch.id}: {r.detail}" for r in plan.drift)
+        release = f"sglang {plan.tree.version}" if plan.tree.version else "this sglang"
+        return f"drift in {release}, nothing was written: " + "; ".join(
+            f"sglang/{r.file}: {r.patch.id}: {r.detail}" for r in plan.drift
+        )
     return None
 
 
-def _remove_temps(state: StateDir, targets: list[Path]) -> None:
-    """Temp files of a killed run: beside the targets and anywhere in the state dir."""
-    dirs = [Path(os.path.realpath(p)).parent for p in targets]
-    dirs += [d for d in state.root.rglob("*") if d.is_dir()] + [state.root]
-    remove_stale_temps(d for d in dirs if d.is_dir())
+# --- verify --------------------------------------------------------------------------------
 
 
-def _still_current(plan: Plan) -> bool:
-    """Whether every planned file still has the bytes the plan was made from."""
-    for f in plan.files:
-        try:
-            current = f.path.read_bytes() if f.path.is_file() else None
-        except OSError:
-            return False
-        if current != f.original:
-            return False
-    return True
-
-
-def _check_writable(paths: list[Path]) -> None:
-    """Prove each file can be replaced before replacing any: open it for appending (writes
-    nothing) and create a temp file beside it.  ``os.access`` would say yes to root even
-    for an immutable file or a read-only mount."""
-    for path in paths:
-        real = Path(os.path.realpath(path))
-        try:
-            with open(real, "ab"):
-                pass
-            with tempfile.NamedTemporaryFile(dir=real.parent, prefix=".sm120patch-probe-"):
-                pass
-        except OSError as exc:
-            raise EnvironmentProblem(
-                f"{real}: cannot be replaced ({exc.strerror}); no sglang file was changed. Run "
-                "as the user that owns the sglang install, or make it writable"
-            ) from exc
-
-
-def verify(
-    tree: SglangTree, patches: list[Patch] | None = None, runtime_timeout: float | None = None
-) -> Outcome:
+def verify(tree: SglangTree, patches: list[Patch] | None = None, runtime_timeout: float | None = None) -> Outcome:
     """Check every patch; with ``runtime_timeout``, also import the patched modules in the
     serving interpreter (``verify --runtime``)."""
-    outcome = _verify_static(tree, patches)
-    if runtime_timeout is not None and outcome.plan is not None and not outcome.plan.refusal:
+    state = StateDir(tree.package_dir)
+    manifest = state.load()
+    plan = make_plan(tree, list(patches or all_patches()), change=False)
+    outcome = Outcome(Command.VERIFY, tree, ExitCode.OK, "", plan, state=state_summary(state, manifest, tree))
+    outcome.files = file_statuses(tree, [f.rel for f in plan.files if f.original is not None], manifest)
+    outcome.warnings = _fused_path_warnings(tree)
+    if outcome.state and outcome.state.interrupted:
+        outcome.notes.append(
+            f"an apply/revert was interrupted ({state.journal_path}); the next `sm120patch apply` or `revert` finishes it"
+        )
+    if manifest is not None and manifest.sglang_version != tree.version:
+        outcome.notes.append(
+            f"the saved state is from sglang {manifest.sglang_version}, but {tree.version} is installed: an "
+            "upgrade or reinstall replaced the patched files (apply sets the old state aside)"
+        )
+    outcome.exit_code, outcome.headline = _verdict(plan, outcome.files, tree)
+    if runtime_timeout is not None and not plan.refusal:
         _runtime(outcome, runtime_timeout)
     return outcome
+
+
+def _verdict(plan: Plan, files: list[FileStatus], tree: SglangTree) -> tuple[ExitCode, str]:
+    if plan.refusal:
+        return ExitCode.NOT_AS_ASKED, plan.refusal
+    states = {r.state for r in plan.reports}
+    pending = {r.file for r in plan.reports if r.state is State.PENDING}
+    if State.DRIFT in states:
+        return ExitCode.NOT_AS_ASKED, "drift: the code is not what the patches know; see the details"
+    if pending and pending <= {f.rel for f in files if f.pristine}:
+        return ExitCode.NOT_AS_ASKED, (
+            f"the files are the pristine sglang {tree.version} release files again (RECORD hashes "
+            "match): sglang was reinstalled or upgraded. Run `sm120patch apply`."
+        )
+    if pending:
+        return ExitCode.NOT_AS_ASKED, "not patched: run `sm120patch apply`"
+    return ExitCode.OK, "all patches applied"
 
 
 def _runtime(outcome: Outcome, timeout: float) -> None:
@@ -186,90 +158,24 @@ def _runtime(outcome: Outcome, timeout: float) -> None:
     tree, plan = outcome.tree, outcome.plan
     assert plan is not None
     python = tree.python or sys.executable
-    rels = [f.rel for f in plan.files if f.original is not None]
-    data = runtime.check(tree, rels, python, timeout)
+    data = runtime.check(tree, [f.rel for f in plan.files if f.original is not None], python, timeout)
     outcome.runtime = data
-    torch = data.get("torch") or {}
-    if not torch.get("ok"):
-        outcome.exit_code = ENVIRONMENT
-        outcome.headline = (
-            f"torch does not import in {python} ({torch.get('error')}): the runtime check needs "
-            "the interpreter that serves sglang (--python)"
-        )
-        return
-    package = data.get("sglang") or {}
-    if not package.get("ok"):
-        outcome.exit_code = NOT_AS_ASKED
-        outcome.headline = (
-            f"sglang does not import in {python}: {package.get('error')} (is this the "
-            "interpreter that serves sglang, with its dependencies?)"
-        )
-        return
-    broken = [m for m in data["modules"] if not m["ok"]]
-    probe = data.get("probe") or {}
-    if broken or not probe.get("ok"):
-        outcome.exit_code = NOT_AS_ASKED
-        first = broken[0] if broken else None
-        outcome.headline = (
-            f"the patched tree does not import in {python}: {first['module']}: {first['error']}"
-            if first
-            else f"the release's SM120 probe failed in {python}: {probe.get('error')}"
-        )
-        return
-    where = f"cc {'.'.join(map(str, torch['capability']))}" if torch.get("capability") else "no CUDA GPU visible to torch"
-    branch = "takes" if probe["value"] else "does not take"
-    outcome.messages.append(
-        f"runtime: {probe['expression']} = {probe['value']} in {python} ({where}): this host "
-        f"{branch} the SM12x branches; every patched module imports"
-    )
-
-
-def _verify_static(tree: SglangTree, patches: list[Patch] | None = None) -> Outcome:
-    patches = list(patches or all_patches())
-    state = StateDir(tree.package_dir)
-    manifest = state.load()
-    plan = make_plan(tree, patches, change=False)
-    outcome = Outcome("verify", tree, OK, "", plan, state=_state_info(state, manifest, tree))
-    rels = [f.rel for f in plan.files if f.original is not None]
-    outcome.files = _file_statuses(tree, rels, manifest)
-    if outcome.state["interrupted"]:
-        outcome.messages.append(
-            f"an apply/revert was interrupted ({state.journal_path}); the next "
-            "`sm120patch apply` or `revert` finishes it"
-        )
-    if plan.refusal:
-        outcome.exit_code, outcome.headline = NOT_AS_ASKED, plan.refusal
-        return outcome
-    states = {r.state for r in plan.reports}
-    pending_files = {r.file for r in plan.reports if r.state is State.PENDING}
-    pristine = {f.rel for f in outcome.files if f.pristine}
-    if manifest is not None and manifest.sglang_version != tree.version:
-        outcome.messages.append(
-            f"the saved state is from sglang {manifest.sglang_version}, but {tree.version} is "
-            "installed: an upgrade or reinstall replaced the patched files (apply sets the old "
-            "state aside)"
-        )
-    if State.DRIFT in states:
-        outcome.exit_code = NOT_AS_ASKED
-        outcome.headline = "drift: the code is not what the patches know; see the details"
-    elif pending_files and pending_files <= pristine:
-        outcome.exit_code = NOT_AS_ASKED
-        outcome.headline = (
-            f"the files are the pristine sglang {tree.version} release files again (RECORD "
-            "hashes match): sglang was reinstalled or upgraded. Run `sm120patch apply`."
-        )
-    elif pending_files:
-        outcome.exit_code = NOT_AS_ASKED
-        outcome.headline = "not patched: run `sm120patch apply`"
+    verdict = runtime.verdict(data, python)
+    if verdict is not None:
+        outcome.exit_code, outcome.headline = verdict
     else:
-        outcome.headline = "all patches applied"
-    outcome.warnings = _fused_path_warnings(tree)
-    return outcome
+        outcome.notes.append(runtime.summary(data, python))
+
+
+# --- list ----------------------------------------------------------------------------------
 
 
 def list_patches(tree: SglangTree) -> Outcome:
     plan = make_plan(tree, list(all_patches()), change=False)
-    return Outcome("list", tree, OK, plan.refusal or f"{len(all_patches())} patches", plan)
+    return Outcome(Command.LIST, tree, ExitCode.OK, plan.refusal or f"{len(all_patches())} patches", plan)
+
+
+# --- apply ---------------------------------------------------------------------------------
 
 
 def apply(
@@ -282,97 +188,66 @@ def apply(
     """Patch the tree.  ``strict``: a warning about the fused path (FlashInfer without the
     SM12x kernel) refuses the change instead, for image builds."""
     state = StateDir(tree.package_dir)
-    outcome = Outcome("apply", tree, OK, "", messages=list(notes or []))
+    outcome = Outcome(Command.APPLY, tree, ExitCode.OK, "", notes=list(notes or []))
     outcome.warnings = _fused_path_warnings(tree)
     note = _gpu_note()
     if note:
-        outcome.messages.append(note)
+        outcome.notes.append(note)
     plan = make_plan(tree, patches, change=True)
-    interrupted = state.journal_path.exists()
-    if strict and outcome.warnings and not dry_run and not _plan_problems(plan):
-        _finish_plan(outcome, plan, state, dry_run=True)
-        outcome.diff = ""
-        outcome.exit_code = NOT_AS_ASKED
+    if _problem(plan) or dry_run:
+        return _report_plan(outcome, plan, state, dry_run)
+    if strict and outcome.warnings:
+        _report_plan(outcome, plan, state, dry_run=False)
+        outcome.exit_code = ExitCode.NOT_AS_ASKED
         outcome.headline = (
-            f"--strict: nothing was written: {len(outcome.warnings)} warning(s) about the fused "
-            "path (above) would make the patches useless on SM12x"
+            f"--strict: nothing was written: {len(outcome.warnings)} warning(s) say the fused path "
+            "would still not run on SM12x"
         )
         return outcome
-    if dry_run or (not plan.changes and not interrupted) or _plan_problems(plan):
-        return _finish_plan(outcome, plan, state, dry_run)
+    if not plan.changes and not state.journal_path.exists():
+        return _report_plan(outcome, plan, state, dry_run)
     with state.lock():
         recovered = recover(state)
         if recovered:
-            outcome.messages.append(recovered)
-        _remove_temps(state, [f.path for f in plan.files])
-        if recovered or not _still_current(plan):
+            outcome.notes.append(recovered)
+        remove_temps(state, [f.path for f in plan.files])
+        if recovered or not still_current(plan):
             # Another run changed the tree while we waited for the lock: plan again.
             plan = make_plan(tree, patches, change=True)
-        if not plan.changes or _plan_problems(plan):
-            return _finish_plan(outcome, plan, state, dry_run)
-        _check_writable([f.path for f in plan.changes])
-        manifest = state.load()
-        if manifest is not None and manifest.sglang_version != tree.version:
-            aside = state.set_aside(manifest.sglang_version or "unknown")
-            outcome.messages.append(
-                f"the saved state was for sglang {manifest.sglang_version}; {tree.version} is "
-                f"installed now. Old state and backups kept in {aside}"
-            )
-            manifest = None
-        manifest = manifest or Manifest(tree.version, str(tree.package_dir))
-        try:
-            entries = _stage(state, plan, manifest)
-        except OSError as exc:
-            shutil.rmtree(state.root / "staged", ignore_errors=True)
-            raise EnvironmentProblem(
-                f"cannot write backups into {state.root} ({exc.strerror}); no sglang file was changed"
-            ) from exc
-        commit(state, entries, manifest, "apply")
-        outcome.written = [e.rel for e in entries]
-        outcome.diff = _diff([(f.rel, f.original, f.updated) for f in plan.changes])  # type: ignore[misc]
-        return _finish_plan(outcome, plan, state, dry_run)
+        if plan.changes and not _problem(plan):
+            _write(outcome, plan, state)
+        return _report_plan(outcome, plan, state, dry_run)
 
 
-def _stage(state: StateDir, plan: Plan, manifest: Manifest) -> list[Entry]:
-    """Back up each original (first apply only) and stage each new content, durably."""
-    entries = []
-    for f in plan.changes:
-        assert f.original is not None and f.updated is not None
-        before, after = sha256(f.original), sha256(f.updated)
-        record = manifest.files.get(f.rel)
-        if record is None or record.sha256_before != before and record.sha256_after != before:
-            # First time this file is patched, or it was edited by hand since: back up what
-            # is there now, and keep the earlier backup aside rather than overwrite it.
-            if record is not None:
-                state.keep_aside(f"superseded-{f.rel.replace('/', '_')}", state.backup_path(f.rel))
-            state.put(state.backup_path(f.rel), f.original)
-            record = FileRecord(before, after, [], f"backups/{f.rel}")
-        state.put(state.staged_path(f.rel), f.updated)
-        applied_here = [r.patch.id for r in f.reports if r.state is State.PENDING]
-        record.sha256_after = after
-        record.patches = sorted(set(record.patches) | set(applied_here))
-        manifest.files[f.rel] = record
-        entries.append(Entry(f.rel, str(f.path), before, after, f"staged/{f.rel}"))
-    return entries
+def _write(outcome: Outcome, plan: Plan, state: StateDir) -> None:
+    tree = outcome.tree
+    check_writable([f.path for f in plan.changes])
+    manifest = state.load()
+    if manifest is not None and manifest.sglang_version != tree.version:
+        aside = state.set_aside(manifest.sglang_version or "unknown")
+        outcome.notes.append(
+            f"the saved state was for sglang {manifest.sglang_version}; {tree.version} is installed now. "
+            f"Old state and backups kept in {aside}"
+        )
+        manifest = None
+    manifest = manifest or Manifest(tree.version, str(tree.package_dir))
+    entries = stage(state, plan, manifest)
+    commit(state, entries, manifest, Command.APPLY.value)
+    outcome.written = [e.rel for e in entries]
+    outcome.diff = _plan_diff(plan)
 
 
-def _finish_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool) -> Outcome:
+def _report_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool) -> Outcome:
     tree = outcome.tree
     outcome.plan = plan
     manifest = state.load()
-    outcome.state = _state_info(state, manifest, tree)
-    outcome.files = _file_statuses(tree, [f.rel for f in plan.files if f.original is not None], manifest)
-    problem = _plan_problems(plan)
+    outcome.state = state_summary(state, manifest, tree)
+    outcome.files = file_statuses(tree, [f.rel for f in plan.files if f.original is not None], manifest)
+    problem = _problem(plan)
     if problem:
-        outcome.exit_code = NOT_AS_ASKED
-        release = f"sglang {tree.version}" if tree.version else "this sglang"
-        outcome.headline = plan.refusal or (
-            f"drift in {release}, nothing was written: "
-            + "; ".join(f"sglang/{r.file}: {r.patch.id}: {r.detail}" for r in plan.drift)
-        )
-        return outcome
-    if dry_run:
-        outcome.diff = _diff([(f.rel, f.original, f.updated) for f in plan.changes])  # type: ignore[misc]
+        outcome.exit_code, outcome.headline = ExitCode.NOT_AS_ASKED, problem
+    elif dry_run:
+        outcome.diff = _plan_diff(plan)
         outcome.headline = (
             f"dry run: would change {len(plan.changes)} file(s); nothing written"
             if plan.changes
@@ -385,101 +260,114 @@ def _finish_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool) -
     return outcome
 
 
+# --- revert --------------------------------------------------------------------------------
+
+
 def revert(tree: SglangTree, force: bool = False, dry_run: bool = False) -> Outcome:
     state = StateDir(tree.package_dir)
-    outcome = Outcome("revert", tree, OK, "")
+    outcome = Outcome(Command.REVERT, tree, ExitCode.OK, "")
     if not state.exists():
         return _revert_without_state(outcome, state)
     with state.lock():
         recovered = recover(state)
         if recovered:
-            outcome.messages.append(recovered)
+            outcome.notes.append(recovered)
         manifest = state.load()
         if manifest is None:
             return _revert_without_state(outcome, state)
-        _remove_temps(state, [tree.path(rel) for rel in manifest.files])
-        outcome.state = _state_info(state, manifest, tree)
-        statuses = _file_statuses(tree, sorted(manifest.files), manifest)
-        outcome.files = statuses
+        remove_temps(state, [tree.path(rel) for rel in manifest.files])
+        outcome.state = state_summary(state, manifest, tree)
+        outcome.files = file_statuses(tree, sorted(manifest.files), manifest)
         if manifest.sglang_version != tree.version:
-            if all(s.pristine for s in statuses):
-                if not dry_run:
-                    aside = state.set_aside(manifest.sglang_version or "unknown")
-                    outcome.messages.append(f"old state kept in {aside}")
-                outcome.headline = (
-                    f"nothing to revert: the saved state is from sglang {manifest.sglang_version} "
-                    f"and the installed {tree.version} files are pristine (RECORD)"
-                )
-                return outcome
-            outcome.exit_code = NOT_AS_ASKED
-            outcome.headline = (
-                f"the saved state is from sglang {manifest.sglang_version} but {tree.version} is "
-                "installed and its files are not pristine; restore them with `pip install "
-                f"--force-reinstall --no-deps sglang=={tree.version}`"
-            )
-            return outcome
-        changed = [s for s in statuses if s.recorded is None]
+            return _revert_other_release(outcome, state, manifest, dry_run)
+        changed = [s.rel for s in outcome.files if s.recorded is None]
         if changed and not force:
-            outcome.exit_code = NOT_AS_ASKED
+            outcome.exit_code = ExitCode.NOT_AS_ASKED
             outcome.headline = (
-                "refusing to revert: changed since apply (hash differs from the patched one): "
-                + ", ".join(s.rel for s in changed)
-                + ". Nothing was written. --force restores the originals anyway (the changed "
-                "files are kept aside)."
+                f"refusing to revert: changed since apply (hash differs from the patched one): {', '.join(changed)}. "
+                "Nothing was written. --force restores the originals anyway (the changed files are kept aside)."
             )
             return outcome
-        entries, diffs = [], []
-        for status in statuses:
-            record = manifest.files[status.rel]
-            if status.sha256 == record.sha256_before:
-                continue
-            backup = state.root / record.backup
-            data = backup.read_bytes() if backup.is_file() else b""
-            if sha256(data) != record.sha256_before:
-                raise EnvironmentProblem(
-                    f"backup {backup} is missing or damaged; nothing was written. Reinstall "
-                    f"sglang to restore: pip install --force-reinstall --no-deps sglang=={tree.version}"
-                )
-            path = tree.path(status.rel)
-            diffs.append((status.rel, path.read_bytes(), data))
-            if status.recorded is None and not dry_run:  # --force: keep what we overwrite
-                aside = state.root / "stale-overwritten" / status.rel
-                try:
-                    state.put(aside, path.read_bytes())
-                except OSError as exc:
-                    raise EnvironmentProblem(
-                        f"cannot keep the changed {status.rel} aside ({exc.strerror}); nothing was written"
-                    ) from exc
-                outcome.messages.append(f"kept the changed {status.rel} as {aside}")
-            entries.append(Entry(status.rel, str(path), status.sha256 or "", record.sha256_before, record.backup))
-        outcome.diff = _diff(diffs)
-        if dry_run:
-            outcome.headline = f"dry run: would restore {len(entries)} file(s); nothing written"
-            return outcome
-        _check_writable([Path(e.path) for e in entries])
-        commit(state, entries, None, "revert")
-        outcome.written = [e.rel for e in entries]
-        outcome.files = _file_statuses(tree, sorted(manifest.files), None)
-        outcome.state = _state_info(state, None, tree)
-        outcome.headline = f"restored {len(entries)} file(s) byte for byte; state removed"
-        return outcome
+        return _restore(outcome, state, manifest, dry_run)
 
 
 def _revert_without_state(outcome: Outcome, state: StateDir) -> Outcome:
     tree = outcome.tree
     plan = make_plan(tree, list(all_patches()), change=False)
-    rels = [f.rel for f in plan.files if f.original is not None]
     outcome.plan = plan
-    outcome.files = _file_statuses(tree, rels, None)
-    outcome.state = _state_info(state, None, tree)
+    outcome.files = file_statuses(tree, [f.rel for f in plan.files if f.original is not None], None)
+    outcome.state = state_summary(state, None, tree)
     modified = [f.rel for f in outcome.files if f.pristine is False]
     if modified:
-        outcome.exit_code = NOT_AS_ASKED
+        outcome.exit_code = ExitCode.NOT_AS_ASKED
         outcome.headline = (
-            f"no saved state in {state.root}, but {', '.join(modified)} differ from the release "
-            f"(RECORD); sm120patch did not write them. Restore with `pip install "
-            f"--force-reinstall --no-deps sglang=={tree.version}`"
+            f"no saved state in {state.root}, but {', '.join(modified)} differ from the release (RECORD); "
+            f"sm120patch did not write them. Restore with `pip install --force-reinstall --no-deps "
+            f"sglang=={tree.version}`"
         )
     else:
         outcome.headline = "nothing to revert: no saved state, files as released"
     return outcome
+
+
+def _revert_other_release(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: bool) -> Outcome:
+    """The saved state belongs to the release sglang was upgraded from."""
+    tree = outcome.tree
+    if all(s.pristine for s in outcome.files):
+        if not dry_run:
+            outcome.notes.append(f"old state kept in {state.set_aside(manifest.sglang_version or 'unknown')}")
+        outcome.headline = (
+            f"nothing to revert: the saved state is from sglang {manifest.sglang_version} and the "
+            f"installed {tree.version} files are pristine (RECORD)"
+        )
+        return outcome
+    outcome.exit_code = ExitCode.NOT_AS_ASKED
+    outcome.headline = (
+        f"the saved state is from sglang {manifest.sglang_version} but {tree.version} is installed and its "
+        f"files are not pristine; restore them with `pip install --force-reinstall --no-deps sglang=={tree.version}`"
+    )
+    return outcome
+
+
+def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: bool) -> Outcome:
+    """Put every backed-up file back (``--force``: keeping changed files aside first)."""
+    tree = outcome.tree
+    entries: list[Entry] = []
+    diffs = []
+    for status in outcome.files:
+        record = manifest.files[status.rel]
+        if status.sha256 == record.sha256_before:
+            continue
+        backup = state.root / record.backup
+        data = backup.read_bytes() if backup.is_file() else b""
+        if sha256(data) != record.sha256_before:
+            raise EnvironmentProblem(
+                f"backup {backup} is missing or damaged; nothing was written. Reinstall sglang to restore: "
+                f"pip install --force-reinstall --no-deps sglang=={tree.version}"
+            )
+        path = tree.path(status.rel)
+        current = path.read_bytes()
+        diffs.append((status.rel, current, data))
+        if status.recorded is None and not dry_run:
+            outcome.notes.append(f"kept the changed {status.rel} as {_keep_changed(state, status.rel, current)}")
+        entries.append(Entry(status.rel, str(path), status.sha256 or "", record.sha256_before, record.backup))
+    outcome.diff = _diff(diffs)
+    if dry_run:
+        outcome.headline = f"dry run: would restore {len(entries)} file(s); nothing written"
+        return outcome
+    check_writable([Path(e.path) for e in entries])
+    commit(state, entries, None, Command.REVERT.value)
+    outcome.written = [e.rel for e in entries]
+    outcome.files = file_statuses(tree, sorted(manifest.files), None)
+    outcome.state = state_summary(state, None, tree)
+    outcome.headline = f"restored {len(entries)} file(s) byte for byte; state removed"
+    return outcome
+
+
+def _keep_changed(state: StateDir, rel: str, data: bytes) -> Path:
+    aside = state.root / "stale-overwritten" / rel
+    try:
+        state.put(aside, data)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot keep the changed {rel} aside ({exc.strerror}); nothing was written") from exc
+    return aside

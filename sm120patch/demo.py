@@ -79,7 +79,7 @@ def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
             failed += outcome.exit_code != 0
         final = commands.verify(tree).plan
         touched = [r.file for r in final.reports] if final and not failed else []
-        mismatched = [rel for rel in set(touched) if sha256_file(tree.path(rel)) != tree.record.get(rel)]
+        mismatched = [rel for rel in set(touched) if sha256_file(tree.path(rel)) != tree.record.sha256(rel)]
         out.print(Rule("result"))
         if failed or mismatched:
             out.print(f"[bold red]demo failed[/]: {failed} step(s) failed; differ from RECORD: {mismatched}")

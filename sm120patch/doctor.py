@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sm120patch import gpus as gpu_module
-from sm120patch import hostprobe, releases
+from sm120patch import host_facts, releases
 from sm120patch.interpreter import run_script
 from sm120patch.locate import SglangTree
 
@@ -52,7 +52,7 @@ class Finding:
 @dataclass
 class Host:
     """What was read off the host: GPUs and what the serving interpreter's torch and CUDA
-    driver bindings say (``hostprobe``)."""
+    driver bindings say (``host_facts``)."""
 
     gpus: gpu_module.GpuReport
     probe: dict[str, Any]
@@ -81,10 +81,10 @@ class DoctorReport:
         return "nothing stands in the way of the fused allreduce"
 
 
-def run_hostprobe(python: str, timeout: float = 120.0) -> dict[str, Any]:
-    """Run ``hostprobe`` in the serving interpreter; a failure is part of the answer."""
+def run_host_facts(python: str, timeout: float = 120.0) -> dict[str, Any]:
+    """Run ``host_facts`` in the serving interpreter; a failure is part of the answer."""
     try:
-        proc = run_script(python, hostprobe.__file__, timeout=timeout)
+        proc = run_script(python, host_facts.__file__, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"error": f"could not run {python} ({exc})"}
     try:
@@ -92,12 +92,12 @@ def run_hostprobe(python: str, timeout: float = 120.0) -> dict[str, Any]:
         return data
     except ValueError:
         last = (proc.stderr.strip() or f"exit {proc.returncode}").splitlines()[-1]
-        return {"error": f"{python} {hostprobe.__file__} gave no answer: {last}"}
+        return {"error": f"{python} {host_facts.__file__} gave no answer: {last}"}
 
 
 def read_host(python: str, env: Mapping[str, str] | None = None) -> Host:
     env = os.environ if env is None else env
-    return Host(gpu_module.from_nvidia_smi(), run_hostprobe(python), python, env.get("PYTORCH_CUDA_ALLOC_CONF"))
+    return Host(gpu_module.from_nvidia_smi(), run_host_facts(python), python, env.get("PYTORCH_CUDA_ALLOC_CONF"))
 
 
 def _gpus(host: Host) -> tuple[list[gpu_module.Gpu], str]:
@@ -199,7 +199,7 @@ def _host_findings(
     probe = host.probe
     torch = probe.get("torch") or {}
     driver = probe.get("driver") or {}
-    where = f"{host.python} ({hostprobe.__name__})"
+    where = f"{host.python} ({host_facts.__name__})"
     skipped = []
     if probe.get("error") or not torch.get("ok"):
         skipped = ["P2P access", "multicast", "GPUDirect RDMA with VMM"]
@@ -326,8 +326,15 @@ def _launch_findings(report: DoctorReport, tree: SglangTree, tp: int | None) -> 
                     "sglang#32330 (closing comment)"))
 
 
-def findings_json(report: DoctorReport) -> list[dict[str, str]]:
-    return [f.to_json() for f in report.findings]
+def patch_states(tree: SglangTree) -> dict[str, str]:
+    """Each patch's state in ``tree`` (``refused`` for all when the release is refused)."""
+    from sm120patch import commands
+    from sm120patch.registry import all_patches
+
+    plan = commands.verify(tree).plan
+    if plan is None or plan.refusal:
+        return {p.id: "refused" for p in all_patches()}
+    return {r.patch.id: r.state.value for r in plan.reports}
 
 
 def default_python(tree: SglangTree | None, python: str | None) -> str:

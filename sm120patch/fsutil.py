@@ -1,39 +1,26 @@
 """Durable file operations: atomic replace with fsync, mode and owner kept, stale .pyc dropped.
 
-``fault(step)`` is the fault-injection point of the write path: the reliability suite
-sets ``SM120PATCH_FAULT=<step>[@<n>][:<ERRNO>|:kill]`` to kill the process or raise an
-I/O error at the n-th time a step is reached (docs/reliability.md).  Unset, it is a no-op.
+``step(name)`` marks each point of the write path (write, fsync, rename; the journal, each
+replace and the finalize in transaction.py).  Production code installs nothing there; the
+reliability suite sets ``STEP_HOOK`` to kill the process or raise an I/O error at a chosen
+point (tests/faulty_cli.py, docs/reliability.md).
 """
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
-import signal
 import tempfile
-from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
-_hits: Counter[str] = Counter()
+STEP_HOOK: Callable[[str], None] | None = None
 
 
-def fault(step: str) -> None:
-    spec = os.environ.get("SM120PATCH_FAULT")
-    if not spec:
-        return
-    where, _, action = spec.partition(":")
-    name, _, nth = where.partition("@")
-    if name != step:
-        return
-    _hits[step] += 1
-    if _hits[step] != int(nth or 1):
-        return
-    if action in ("", "kill"):
-        os.kill(os.getpid(), signal.SIGKILL)
-    code = getattr(errno, action)
-    raise OSError(code, os.strerror(code), step)
+def step(name: str) -> None:
+    """A point of the write path where the reliability suite may inject a fault."""
+    if STEP_HOOK is not None:
+        STEP_HOOK(name)
 
 
 def sha256(data: bytes) -> str:
@@ -72,10 +59,10 @@ def atomic_write(path: Path, data: bytes, like: Path | None = None) -> None:
     fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fault("write")
+            step("write")
             fh.write(data)
             fh.flush()
-            fault("fsync")
+            step("fsync")
             os.fsync(fh.fileno())
         if st is not None:
             os.chmod(tmp, st.st_mode & 0o7777)
@@ -84,7 +71,7 @@ def atomic_write(path: Path, data: bytes, like: Path | None = None) -> None:
                     os.chown(tmp, st.st_uid, st.st_gid)
                 except PermissionError:
                     pass  # not root: the file keeps our owner, as any editor would leave it
-        fault("rename")
+        step("rename")
         os.replace(tmp, real)
     except BaseException:
         try:

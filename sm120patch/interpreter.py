@@ -1,6 +1,6 @@
 """Run one of sm120patch's stdlib-only scripts in another Python interpreter.
 
-The scripts (``probe``, ``hostprobe``, ``runtime_probe``) read the serving environment
+The scripts (``find_sglang``, ``host_facts``, ``import_check``) read the serving environment
 from inside it.  Run as ``python script.py``, the script's own directory would lead
 ``sys.path`` and sm120patch's modules would shadow what is probed; run through ``-c`` the
 path starts with the (scratch) working directory instead.

@@ -10,15 +10,36 @@ import re
 import subprocess
 import sys
 from dataclasses import dataclass
+from enum import Enum
 from functools import cached_property
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
 from sm120patch import flashinfer_kernel
-from sm120patch import probe as probe_module
+from sm120patch import find_sglang
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.interpreter import run_script
+
+
+class InstallKind(str, Enum):
+    WHEEL = "wheel"  # pip-installed release: RECORD says what the pristine files are
+    EDITABLE = "editable"  # pip install -e of a checkout: edits the user's checkout
+    PATH = "path"  # a directory given by --sglang-path without install metadata
+
+
+@dataclass(frozen=True)
+class Record:
+    """The wheel's RECORD: sha256 of every installed file, as pip wrote it."""
+
+    rows: dict[str, str]  # path relative to the package dir -> urlsafe-b64 sha256
+    problem: str | None = None  # why the pristine check is off, when it is
+
+    def sha256(self, rel: str) -> str | None:
+        digest = self.rows.get(rel)
+        if digest is None:
+            return None
+        return base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4)).hex()
 
 
 @dataclass(frozen=True)
@@ -27,7 +48,7 @@ class SglangTree:
 
     package_dir: Path
     version: str | None
-    install_kind: str  # "wheel" | "editable" | "path"
+    install_kind: InstallKind
     dist_info: Path | None
     how_found: str
     python: str | None = None
@@ -53,28 +74,39 @@ class SglangTree:
         return self.path(rel).is_file()
 
     @cached_property
-    def record(self) -> dict[str, str]:
-        """RECORD sha256 (hex) per file, relative to the package dir; empty if unknown."""
-        if self.dist_info is None or self.install_kind == "editable":
-            return {}
-        record = self.dist_info / "RECORD"
+    def record(self) -> Record:
+        """RECORD of the installed release (empty for a checkout or a bare directory)."""
+        if self.dist_info is None:
+            return Record({}, "no install metadata (not installed from a wheel)")
+        if self.install_kind is InstallKind.EDITABLE:
+            return Record({}, "an editable install: its RECORD does not list the checkout's files")
+        path = self.dist_info / "RECORD"
         try:
-            text = record.read_text(encoding="utf-8")
-        except OSError:
-            return {}
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            return Record({}, f"cannot read {path} ({exc.strerror}): the pristine check is off")
         site = self.dist_info.parent
-        hashes: dict[str, str] = {}
+        prefix = None
+        for package, root in ((self.package_dir, site), (self.package_dir.resolve(), site.resolve())):
+            if package.is_relative_to(root):
+                prefix = package.relative_to(root).as_posix() + "/"
+                break
+        rows: dict[str, str] = {}
         for row in csv.reader(text.splitlines()):
             if len(row) < 2 or not row[1].startswith("sha256="):
                 continue
-            try:
-                rel = (site / row[0]).resolve().relative_to(self.package_dir.resolve())
-            except ValueError:
-                continue
-            digest = row[1][len("sha256=") :]
-            raw = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4))
-            hashes[rel.as_posix()] = raw.hex()
-        return hashes
+            name = row[0]
+            if prefix is not None and name.startswith(prefix):
+                rows[name[len(prefix) :]] = row[1][7:]
+            elif name.startswith(".."):  # a file installed outside site-packages' tree
+                try:
+                    rel = (site / name).resolve().relative_to(self.package_dir.resolve())
+                except ValueError:
+                    continue
+                rows[rel.as_posix()] = row[1][7:]
+        if not rows:
+            return Record({}, f"{path} lists no file of {self.package_dir}: the pristine check is off")
+        return Record(rows)
 
 
 def _from_probe(data: dict, how_found: str) -> SglangTree | None:
@@ -86,7 +118,7 @@ def _from_probe(data: dict, how_found: str) -> SglangTree | None:
     return SglangTree(
         package_dir=Path(data["package_dir"]),
         version=data.get("version"),
-        install_kind="editable" if editable else ("wheel" if dist_info else "path"),
+        install_kind=InstallKind.EDITABLE if editable else (InstallKind.WHEEL if dist_info else InstallKind.PATH),
         dist_info=dist_info,
         how_found=how_found,
         python=data.get("python"),
@@ -106,7 +138,7 @@ def run_probe(python: str) -> dict:
     if not exe.exists():
         raise EnvironmentProblem(f"--python {python}: no such interpreter")
     try:
-        proc = run_script(str(exe), probe_module.__file__)
+        proc = run_script(str(exe), find_sglang.__file__)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EnvironmentProblem(f"--python {python}: could not run it ({exc})") from exc
     if proc.returncode != 0:
@@ -166,12 +198,12 @@ def from_directory(directory: Path) -> SglangTree:
     package_dir = package_dir.resolve()
     dist_info = _sibling_dist_info(package_dir)
     version = _metadata_field(dist_info / "METADATA", "version") if dist_info else None
-    install_kind = "wheel" if dist_info else "path"
+    install_kind = InstallKind.WHEEL if dist_info else InstallKind.PATH
     if dist_info is not None:
         try:
             direct = json.loads((dist_info / "direct_url.json").read_text(encoding="utf-8"))
             if (direct.get("dir_info") or {}).get("editable"):
-                install_kind = "editable"
+                install_kind = InstallKind.EDITABLE
         except (OSError, ValueError):
             pass
     if version is None:
@@ -214,7 +246,7 @@ def locate(python: str | None = None, sglang_path: Path | None = None) -> Sglang
         data = run_probe(python)
         how = f"--python {python}"
     else:
-        data = probe_module.probe()
+        data = find_sglang.find()
         how = f"this interpreter ({sys.executable})"
     tree = _from_probe(data, how)
     if tree is None:

@@ -1,28 +1,24 @@
 """Plan: parse each target file once, run its patches in memory, compile-check the result.
 
-Nothing here writes.  A plan says, per patch, the state before and after and the
-evidence lines; per file, the bytes before and (if anything changes) after.
+Nothing here writes.  A plan says, per patch, the state before and after and the evidence
+lines; per file, the bytes before and (if anything changes) after.  Every changed patch is
+checked again on the result and must read as applied.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from sm120patch import releases
-from sm120patch.errors import EnvironmentProblem, ToolError
+from sm120patch import releases, static_names
+from sm120patch.errors import EnvironmentProblem, InternalError
+from sm120patch.evidence import Evidence, Lines
 from sm120patch.locate import SglangTree
-from sm120patch.registry import Finding, Patch, PatchContext, State
-
-
-@dataclass(frozen=True)
-class Evidence:
-    line: int
-    text: str
+from sm120patch.patch_model import Finding, Patch, PatchContext, State
+from sm120patch.registry import provided_for
 
 
 @dataclass
@@ -68,61 +64,26 @@ class Plan:
         return [r for r in self.reports if r.state is State.DRIFT]
 
 
-class InternalPatchError(ToolError):
-    """A patch produced code that does not compile or does not re-check as applied."""
-
-
-class _Lines:
-    """Line numbers of nodes in one module, resolved once and only if asked."""
-
-    def __init__(self, module: cst.Module) -> None:
-        self.module = module
-        self._positions: Mapping[cst.CSTNode, CodeRange] | None = None
-        self._lines: list[str] = []
-
-    def evidence(self, finding: Finding) -> list[Evidence]:
-        if not finding.evidence:
-            return []
-        if self._positions is None:
-            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
-            self._positions = wrapper.resolve(PositionProvider)
-            self._lines = self.module.code.splitlines()
-        return _evidence(self._positions, self._lines, finding)
-
-
-def _evidence(
-    positions: Mapping[cst.CSTNode, CodeRange], lines: list[str], finding: Finding
-) -> list[Evidence]:
-    seen: dict[int, Evidence] = {}
-    for node in finding.evidence:
-        pos = positions.get(node)
-        if pos is not None:
-            line = pos.start.line
-            seen.setdefault(line, Evidence(line, lines[line - 1].rstrip()))
-    return sorted(seen.values(), key=lambda e: e.line)
-
-
 def _parse(rel: str, data: bytes) -> cst.Module | str:
     try:
         return cst.parse_module(data)
     except cst.ParserSyntaxError as exc:
-        return f"{rel} does not parse (line {exc.raw_line}: {exc.message}); a broken hand edit?"
+        return f"{rel}:{exc.raw_line}: does not parse ({exc.message}); a broken hand edit?"
     except (UnicodeDecodeError, ValueError) as exc:
         return f"{rel} cannot be read as Python source ({exc})"
 
 
-def plan_file(
-    tree: SglangTree, rel: str, patches: list[Patch], change: bool
-) -> FilePlan:
+def plan_file(tree: SglangTree, rel: str, patches: list[Patch], change: bool) -> FilePlan:
     path = tree.path(rel)
-    ctx = PatchContext(tree.package_dir, tree.parsed_version)
+    base = PatchContext(tree.parsed_version, partial(static_names.defines, tree.package_dir))
+    contexts = [replace(base, provided=provided_for(p)) for p in patches]
     try:
         original = path.read_bytes() if path.is_file() else None
     except OSError as exc:
         raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror})") from exc
     plan = FilePlan(rel, path, original)
     if original is None:
-        for patch in patches:
+        for patch, ctx in zip(patches, contexts):
             f = patch.absent(ctx, rel)
             plan.reports.append(PatchReport(patch, rel, f.state, f.detail, f.where, state_after=f.state))
         return plan
@@ -133,7 +94,7 @@ def plan_file(
         return plan
     module = parsed
     before: list[Finding] = []
-    for patch in patches:
+    for patch, ctx in zip(patches, contexts):
         finding = patch.check(module, ctx)
         before.append(finding)
         if change and finding.state is State.PENDING and finding.apply is not None:
@@ -143,14 +104,12 @@ def plan_file(
         try:
             compile(plan.updated, str(path), "exec", dont_inherit=True)
         except (SyntaxError, ValueError) as exc:
-            raise InternalPatchError(
-                f"{rel}: the patched code does not compile ({exc}); nothing was written"
-            ) from exc
-    located = _Lines(module)
-    for patch, first in zip(patches, before):
+            raise InternalError(f"{rel}: the patched code does not compile ({exc}); nothing was written") from exc
+    lines = Lines(module)
+    for patch, ctx, first in zip(patches, contexts, before):
         final = patch.check(module, ctx) if plan.updated is not None else first
         if change and first.state is State.PENDING and final.state is not State.APPLIED:
-            raise InternalPatchError(
+            raise InternalError(
                 f"{rel}: {patch.id} did not re-check as applied ({final.state.value}: "
                 f"{final.detail}); nothing was written"
             )
@@ -159,9 +118,9 @@ def plan_file(
                 patch,
                 rel,
                 first.state,
-                final.detail if plan.updated is not None else first.detail,
+                final.detail,
                 first.where or final.where,
-                located.evidence(final),
+                lines.evidence(final.evidence),
                 state_after=final.state,
             )
         )

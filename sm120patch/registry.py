@@ -1,97 +1,13 @@
-"""The patch model and the registry that collects one patch per module of ``patches/``.
-
-A patch never edits text.  ``check`` reads a parsed file and says which of four states the
-code is in; ``transform`` turns *pending* into *applied* in memory.  ``apply``, ``verify``
-and ``list`` all run the same ``check``, so "already applied" and "the code moved" are
-told apart by the same matchers that do the rewriting.
-"""
+"""The registry: one patch per module of ``patches/`` (installed as ``sm120patch.patches``)."""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
+from collections.abc import Sequence
 from functools import lru_cache
-from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
 
-from packaging.version import Version
-
-from sm120patch import static_names
-
-if TYPE_CHECKING:  # libcst loads only when a patch runs (revert from saved state never does)
-    import libcst as cst
-
-
-class State(str, Enum):
-    PENDING = "pending"  # anchor found, SM12x term absent: apply will change it
-    APPLIED = "applied"  # SM12x term present (by this tool, by hand, or upstream)
-    NOT_NEEDED = "not-needed"  # this release has nothing to change for this patch
-    DRIFT = "drift"  # neither: the code is not what the patch knows
-
-
-@dataclass
-class Finding:
-    """What ``check`` saw.  ``evidence`` nodes become ``file:line: text`` in reports."""
-
-    state: State
-    detail: str
-    where: str = ""
-    evidence: Sequence[cst.CSTNode] = ()
-    apply: Callable[[cst.Module], cst.Module] | None = field(default=None, repr=False)
-
-
-@dataclass(frozen=True)
-class PatchContext:
-    """What a patch may know about the tree besides the file it reads."""
-
-    package_dir: Path | None
-    version: Version | None
-
-    def defines(self, dotted: str, name: str) -> bool:
-        if self.package_dir is None:  # self-test examples: no tree around them
-            return True
-        return static_names.defines(self.package_dir, dotted, name)
-
-    @property
-    def release(self) -> str:
-        return f"sglang {self.version}" if self.version else "this sglang"
-
-
-@dataclass(frozen=True)
-class Example:
-    """A before/after pair the test-suite runs.  ``after=None``: the code stays as it is."""
-
-    before: str
-    after: str | None = None
-    state: State = State.PENDING
-    detail: str = ""  # for DRIFT / NOT_NEEDED: a fragment the message must contain
-
-
-class Patch(ABC):
-    id: ClassVar[str]
-    summary: ClassVar[str]
-    requires: ClassVar[tuple[str, ...]] = ()
-    examples: ClassVar[tuple[Example, ...]] = ()
-
-    @abstractmethod
-    def target(self, exists: Callable[[str], bool]) -> str:
-        """The file this patch edits, relative to the ``sglang`` package directory."""
-
-    @abstractmethod
-    def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
-        """Classify ``module``; a PENDING finding carries the in-memory ``apply``."""
-
-    def absent(self, ctx: PatchContext, rel: str) -> Finding:
-        """The finding when the target file does not exist in this tree."""
-        return Finding(State.DRIFT, f"{rel} does not exist in {ctx.release}")
-
-    @property
-    def doc(self) -> str:
-        return (type(self).__doc__ or "").strip()
+from sm120patch.patch_model import Patch
 
 
 def _topological(patches: dict[str, Patch]) -> list[Patch]:
@@ -123,8 +39,8 @@ def all_patches() -> tuple[Patch, ...]:
             if (
                 isinstance(value, type)
                 and issubclass(value, Patch)
-                and value is not Patch
                 and value.__module__ == module.__name__
+                and not getattr(value, "__abstractmethods__", None)
             ):
                 patch = value()
                 if patch.id in found:
@@ -137,6 +53,22 @@ def all_patches() -> tuple[Patch, ...]:
     return tuple(_topological(found))
 
 
+def by_id() -> dict[str, Patch]:
+    return {p.id: p for p in all_patches()}
+
+
+def provided_for(patch: Patch) -> frozenset[str]:
+    """Names the patches ``patch`` requires (transitively) bind in their file."""
+    registry = by_id()
+    names: set[str] = set()
+    queue = list(patch.requires)
+    while queue:
+        dep = registry[queue.pop()]
+        names.update(dep.provides)
+        queue.extend(dep.requires)
+    return frozenset(names)
+
+
 class SelectionError(ValueError):
     """--only / --skip asked for something impossible."""
 
@@ -147,12 +79,10 @@ def select(only: Sequence[str] = (), skip: Sequence[str] = ()) -> tuple[list[Pat
     ``--only`` pulls in what the chosen patches need (and says so); ``--skip`` of a patch
     that a selected patch needs is refused, since the result would not import.
     """
-    registry = {p.id: p for p in all_patches()}
+    registry = by_id()
     unknown = [pid for pid in (*only, *skip) if pid not in registry]
     if unknown:
-        raise SelectionError(
-            f"unknown patch id {', '.join(unknown)}; known: {', '.join(registry)}"
-        )
+        raise SelectionError(f"unknown patch id {', '.join(unknown)}; known: {', '.join(registry)}")
     wanted = set(only) if only else set(registry)
     notes: list[str] = []
     queue = list(wanted)
@@ -165,9 +95,7 @@ def select(only: Sequence[str] = (), skip: Sequence[str] = ()) -> tuple[list[Pat
                 if only:
                     notes.append(f"also selecting {dep} (required by {pid})")
     for pid in skip:
-        dependants = sorted(
-            other for other in wanted - set(skip) if pid in registry[other].requires
-        )
+        dependants = sorted(other for other in wanted - set(skip) if pid in registry[other].requires)
         if dependants:
             raise SelectionError(
                 f"cannot skip {pid}: {', '.join(dependants)} need{'s' if len(dependants) == 1 else ''} it"

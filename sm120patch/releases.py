@@ -10,7 +10,7 @@ from packaging.version import Version
 
 from sm120patch import flashinfer_kernel, static_names
 from sm120patch.locate import SglangTree
-from sm120patch.targets import COMM_FUSION
+from sm120patch.layout import COMM_FUSION
 
 FUSION_SINCE = Version("0.4.9")  # FlashInfer allreduce fusion appears
 FIRST_SUPPORTED = Version("0.5.4")  # is_sm120_supported appears
@@ -39,6 +39,7 @@ FLASHINFER_PINS: dict[str, str] = {
 }
 
 ALL_RELEASES = tuple(FLASHINFER_PINS)
+LAST_KNOWN = ALL_RELEASES[-1]  # the newest release run end to end (docs/compatibility.md)
 
 
 def refusal(tree: SglangTree) -> str | None:

@@ -1,22 +1,26 @@
-"""Render an Outcome: rich on stderr for people, one JSON object on stdout for machines.
+"""Render outcomes: rich text on stderr for people, one JSON object on stdout for machines.
 
-The JSON shape is documented in README.md ("JSON output") and versioned by ``schema``.
+The JSON shape is documented in README.md ("JSON output") and versioned by ``SCHEMA``.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.syntax import Syntax
 from rich.text import Text
 
 from sm120patch import __version__, releases
-from sm120patch.commands import Outcome
-from sm120patch.locate import SglangTree
-from sm120patch.registry import State, all_patches
+from sm120patch.locate import InstallKind, SglangTree
+from sm120patch.outcome import Command, Outcome
+from sm120patch.patch_model import Patch, State
+from sm120patch.registry import all_patches
+
+if TYPE_CHECKING:
+    from sm120patch.doctor import DoctorReport
 
 SCHEMA = "sm120patch/1"
 
@@ -25,72 +29,74 @@ _STYLE = {
     State.NOT_NEEDED: "cyan",
     State.PENDING: "yellow",
     State.DRIFT: "bold red",
+    State.REFUSED: "bold red",
 }
+_SEVERITY_STYLE = {"ok": "green", "info": "cyan", "warning": "yellow", "error": "bold red"}
+
+
+# --- JSON ----------------------------------------------------------------------------------
 
 
 def tree_json(tree: SglangTree) -> dict[str, Any]:
     facts = tree.flashinfer_facts
+    pin = releases.FLASHINFER_PINS.get(tree.version or "")
     return {
         "version": tree.version,
         "location": str(tree.package_dir),
-        "install_kind": tree.install_kind,
+        "install_kind": tree.install_kind.value,
         "dist_info": str(tree.dist_info) if tree.dist_info else None,
         "found_by": tree.how_found,
         "python": tree.python,
         "flashinfer": tree.flashinfer,
-        "flashinfer_pinned": releases.FLASHINFER_PINS.get(tree.version or ""),
+        "flashinfer_pinned": pin,
         "flashinfer_has_sm12x_allreduce": (
-            facts.sm12x_kernel
-            if facts.found
-            else releases.flashinfer_has_sm12x_kernel(releases.FLASHINFER_PINS.get(tree.version or ""))
+            facts.sm12x_kernel if facts.found else releases.flashinfer_has_sm12x_kernel(pin)
         ),
         "flashinfer_evidence": facts.source,
+        "record_problem": tree.record.problem,
+    }
+
+
+def _patch_json(patch: Patch, file: str | None, state: State, after: State, where: str, detail: str,
+                evidence: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "id": patch.id,
+        "summary": patch.summary,
+        "requires": list(patch.requires),
+        "file": file,
+        "state": state.value,
+        "state_after": after.value,
+        "where": where,
+        "detail": detail,
+        "evidence": evidence,
     }
 
 
 def to_json(outcome: Outcome) -> dict[str, Any]:
-    tree = outcome.tree
     plan = outcome.plan
-    patches: list[dict[str, Any]] = []
-    for report in plan.reports if plan else []:
-        entry: dict[str, Any] = {
-            "id": report.patch.id,
-            "summary": report.patch.summary,
-            "requires": list(report.patch.requires),
-            "file": f"sglang/{report.file}",
-            "state": report.state.value,
-            "state_after": (report.state_after or report.state).value,
-            "where": report.where,
-            "detail": report.detail,
-            "evidence": [
-                {"file": f"sglang/{report.file}", "line": e.line, "text": e.text}
-                for e in report.evidence
-            ],
-        }
-        patches.append(entry)
     if plan is not None and plan.refusal:
+        patches = [_patch_json(p, None, State.REFUSED, State.REFUSED, "", plan.refusal, []) for p in all_patches()]
+    else:
         patches = [
-            {
-                "id": p.id,
-                "summary": p.summary,
-                "requires": list(p.requires),
-                "file": None,
-                "state": "refused",
-                "state_after": "refused",
-                "where": "",
-                "detail": plan.refusal,
-                "evidence": [],
-            }
-            for p in all_patches()
+            _patch_json(
+                r.patch,
+                f"sglang/{r.file}",
+                r.state,
+                r.state_after or r.state,
+                r.where,
+                r.detail,
+                [{"file": f"sglang/{r.file}", "line": e.line, "text": e.text} for e in r.evidence],
+            )
+            for r in (plan.reports if plan else [])
         ]
     return {
         "schema": SCHEMA,
         "tool_version": __version__,
-        "command": outcome.command,
+        "command": outcome.command.value,
         "ok": outcome.exit_code == 0,
-        "exit_code": outcome.exit_code,
+        "exit_code": int(outcome.exit_code),
         "headline": outcome.headline,
-        "sglang": tree_json(tree),
+        "sglang": tree_json(outcome.tree),
         "refusal": plan.refusal if plan else None,
         "patches": patches,
         "files": [
@@ -99,21 +105,42 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
                 "sha256": f.sha256,
                 "record_sha256": f.record_sha256,
                 "pristine": f.pristine,
-                "recorded": f.recorded,
+                "recorded": f.recorded.value if f.recorded else None,
+                "checked_by": f.checked_by.value,
             }
             for f in outcome.files
         ],
-        "state": outcome.state,
+        "state": outcome.state.to_json() if outcome.state else {},
         "written": [f"sglang/{rel}" for rel in outcome.written],
-        "messages": outcome.messages,
+        "messages": outcome.notes,
         "warnings": outcome.warnings,
         "runtime": outcome.runtime,
         "diff": outcome.diff,
     }
 
 
+def error_json(message: str, exit_code: int) -> dict[str, Any]:
+    return {"schema": SCHEMA, "tool_version": __version__, "ok": False, "exit_code": int(exit_code), "error": message}
+
+
+def doctor_json(tree: SglangTree | None, result: DoctorReport) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "tool_version": __version__,
+        "command": "doctor",
+        "ok": result.exit_code == 0,
+        "exit_code": result.exit_code,
+        "headline": result.headline,
+        "sglang": tree_json(tree) if tree is not None else None,
+        "findings": [f.to_json() for f in result.findings],
+    }
+
+
 def print_json(data: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+# --- people --------------------------------------------------------------------------------
 
 
 def console() -> Console:
@@ -128,10 +155,10 @@ def render(outcome: Outcome, show_docs: bool = False) -> None:
             ("sglang ", "bold"),
             (tree.version or "(unknown version)", "bold"),
             f"  {tree.package_dir}  ",
-            (f"[{tree.install_kind}]", "dim"),
+            (f"[{tree.install_kind.value}]", "dim"),
         )
     )
-    if tree.install_kind == "editable":
+    if tree.install_kind is InstallKind.EDITABLE:
         out.print(Text("note: editable install: this edits your sglang checkout", style="yellow"))
     plan = outcome.plan
     if plan is not None and plan.reports:
@@ -143,37 +170,42 @@ def render(outcome: Outcome, show_docs: bool = False) -> None:
             state = r.state_after or r.state
             label = r.state.value if state is r.state else f"{r.state.value} -> {state.value}"
             detail = r.patch.summary if show_docs else r.detail
-            out.print(
-                Text.assemble(
-                    f"  {r.patch.id:<26} ", (f"{label:<20}", _STYLE[state]), " ", detail
-                ),
-                soft_wrap=True,
-            )
+            out.print(Text.assemble(f"  {r.patch.id:<26} ", (f"{label:<20}", _STYLE[state]), " ", detail), soft_wrap=True)
         evidence = [(r.file, e) for r in plan.reports for e in r.evidence]
-        if evidence and outcome.command in ("verify", "apply"):
+        if evidence and outcome.command in (Command.VERIFY, Command.APPLY):
             out.print(Text("evidence:", style="bold"))
             for rel, e in sorted(set(evidence), key=lambda x: (x[0], x[1].line)):
                 out.print(Text(f"  sglang/{rel}:{e.line}:{e.text}"), soft_wrap=True)
     if show_docs:
-        for patch in all_patches():
-            out.print(Text(f"\n{patch.id}", style="bold"))
-            out.print(Text(patch.doc), soft_wrap=True)
-    if outcome.files and outcome.command in ("verify", "revert"):
+        render_docs(out)
+    if outcome.files and outcome.command in (Command.VERIFY, Command.REVERT):
         for f in outcome.files:
             if f.pristine is None:
-                kind = "no RECORD entry"
+                kind = f"no RECORD hash ({tree.record.problem})" if tree.record.problem else "no RECORD entry"
             else:
                 kind = "matches the release (RECORD)" if f.pristine else "differs from the release"
-            recorded = f", {f.recorded} per saved state" if f.recorded else ""
+            recorded = f", {f.recorded.value} per saved state" if f.recorded else ""
             out.print(Text(f"  sglang/{f.rel}: {kind}{recorded}", style="dim"), soft_wrap=True)
     if outcome.runtime is not None:
         _render_runtime(out, outcome.runtime)
-    for message in outcome.messages:
-        out.print(Text(message), soft_wrap=True)
+    for note in outcome.notes:
+        out.print(Text(note), soft_wrap=True)
     for warning in outcome.warnings:
         out.print(Text.assemble(("warning: ", "bold yellow"), (warning, "yellow")), soft_wrap=True)
     style = "bold green" if outcome.exit_code == 0 else "bold red"
     out.print(Text(outcome.headline, style=style), soft_wrap=True)
+
+
+def render_docs(out: Console) -> None:
+    """Each patch's description and the anchor rows it searches (``list --docs``)."""
+    for patch in all_patches():
+        out.print(Text(f"\n{patch.id}", style="bold"))
+        out.print(Text(patch.doc), soft_wrap=True)
+        out.print(Text("  where it looks:", style="bold"))
+        for anchor in patch.anchors:
+            expect = "" if anchor.expect is State.PENDING else f" [{anchor.expect.value}]"
+            note = f" — {anchor.note}" if anchor.note else ""
+            out.print(Text(f"    sglang/{anchor.file}: {anchor.describe()}, {anchor.seen}{expect}{note}"), soft_wrap=True)
 
 
 def _render_runtime(out: Console, data: dict[str, Any]) -> None:
@@ -205,35 +237,7 @@ def _render_runtime(out: Console, data: dict[str, Any]) -> None:
             out.print(Text(f"  {module['module']}: {module['error']}", style="red"), soft_wrap=True)
 
 
-def print_diff(diff: str) -> None:
-    if not diff:
-        return
-    stdout = Console(highlight=False)
-    if stdout.is_terminal:
-        stdout.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
-    else:
-        sys.stdout.write(diff)
-
-
-_SEVERITY_STYLE = {"ok": "green", "info": "cyan", "warning": "yellow", "error": "bold red"}
-
-
-def doctor_json(tree: SglangTree | None, result: Any) -> dict[str, Any]:
-    from sm120patch.doctor import findings_json
-
-    return {
-        "schema": SCHEMA,
-        "tool_version": __version__,
-        "command": "doctor",
-        "ok": result.exit_code == 0,
-        "exit_code": result.exit_code,
-        "headline": result.headline,
-        "sglang": tree_json(tree) if tree is not None else None,
-        "findings": findings_json(result),
-    }
-
-
-def render_doctor(tree: SglangTree | None, result: Any) -> None:
+def render_doctor(result: DoctorReport) -> None:
     out = console()
     for f in result.findings:
         severity = f.severity.value
@@ -244,3 +248,17 @@ def render_doctor(tree: SglangTree | None, result: Any) -> None:
             out.print(Text(f"{'':<43}from: {f.source}", style="dim"), soft_wrap=True)
     style = "bold green" if result.exit_code == 0 else "bold red"
     out.print(Text(result.headline, style=style), soft_wrap=True)
+
+
+def error(message: str) -> None:
+    console().print(Text.assemble(("error: ", "bold red"), message), soft_wrap=True)
+
+
+def print_diff(diff: str) -> None:
+    if not diff:
+        return
+    stdout = Console(highlight=False)
+    if stdout.is_terminal:
+        stdout.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
+    else:
+        sys.stdout.write(diff)

@@ -1,61 +1,60 @@
-"""Recognise, find and widen the SM-capability terms that sglang's fusion gates test.
+"""Recognise, find and widen the SM-capability tests in sglang's fusion gates.
 
-sglang spells "is this GPU Hopper / datacenter Blackwell" three ways, depending on the
-release, and every patch has to read all three:
-
-* a helper call            ``is_sm100_supported()``        (0.5.4 - 0.5.18)
-* a cached module flag     ``_is_sm100_supported``          (communicator / add_norm)
-* a platform attribute     ``get_platform().is_sm100``      (0.5.19+)
-
-A *probe* is one such term.  An *SM clause* is a probe, or an ``or`` of probes only, that
-stands as a conjunct of a boolean test (``(_is_sm90_supported or _is_sm100_supported) and
-...``).  ``(self.nnodes == 1 or is_sm100_supported())`` is not an SM clause: it decides the
-multi-node choice, not whether the GPU generation may fuse, and must stay as it is.
+An *SM term* is one test of the GPU generation, in one of the spellings sglang has used
+(``SPELLINGS``: a new spelling is one row there).  An *SM clause* is an SM term, or an
+``or`` of SM terms only, standing as a conjunct of a boolean test
+(``(_is_sm90_supported or _is_sm100_supported) and ...``).
+``(self.nnodes == 1 or is_sm100_supported())`` is not an SM clause: it decides the
+multi-node choice, not whether the GPU generation may fuse, and stays as it is.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from enum import Enum
 
 import libcst as cst
 
-from sm120patch.cst_helpers import walk
+from sm120patch.cst_helpers import code, walk
 
-
-class Flavor(str, Enum):
-    CALL = "call"
-    FLAG = "flag"
-    PLATFORM = "platform"
-
-
-#: Probe architectures that already admit SM12x (12.0 and 12.1).
+#: Architectures whose SM term already admits SM12x (12.0 and 12.1).
 SM12X_ARCHS = frozenset({"sm120", "sm121", "blackwell"})
+SM120_ARCHS = frozenset({"sm120", "sm121"})
 
-_CALL_NAME = re.compile(r"^is_(sm\d+|blackwell)(?:_supported)?$")
+
+@dataclass(frozen=True)
+class Spelling:
+    """One way sglang writes "is this GPU of generation X?"."""
+
+    name: str
+    example: str  # how it reads in sglang, for docs
+    seen: str  # the releases where it was seen
+    read: Callable[[cst.CSTNode], str | None]  # the architecture ``node`` tests, if it is one
+    sm120: Callable[[cst.BaseExpression], cst.BaseExpression]  # the SM120 term, same spelling
+    binds: str | None  # a name the SM120 term needs bound that the SM100 one did not
+
+
+_HELPER_NAME = re.compile(r"^is_(sm\d+|blackwell)(?:_supported)?$")
 _FLAG_NAME = re.compile(r"^_is_(sm\d+|blackwell)(?:_supported)?$")
 _PLATFORM_ATTR = re.compile(r"^is_(sm\d+|blackwell)$")
 
 
-@dataclass(frozen=True)
-class Probe:
-    flavor: Flavor
-    arch: str  # "sm90", "sm100", "sm120", "blackwell", ...
-    node: cst.BaseExpression
-
-
-def probe_of(node: cst.CSTNode) -> Probe | None:
-    """The probe ``node`` is, if it is one."""
+def _read_helper(node: cst.CSTNode) -> str | None:
     if isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Name):
-        match = _CALL_NAME.match(node.func.value)
-        if match:
-            return Probe(Flavor.CALL, match.group(1), node)
+        match = _HELPER_NAME.match(node.func.value)
+        return match.group(1) if match else None
+    return None
+
+
+def _read_flag(node: cst.CSTNode) -> str | None:
     if isinstance(node, cst.Name):
         match = _FLAG_NAME.match(node.value)
-        if match:
-            return Probe(Flavor.FLAG, match.group(1), node)
+        return match.group(1) if match else None
+    return None
+
+
+def _read_platform(node: cst.CSTNode) -> str | None:
     if (
         isinstance(node, cst.Attribute)
         and isinstance(node.value, cst.Call)
@@ -64,9 +63,64 @@ def probe_of(node: cst.CSTNode) -> Probe | None:
         and not node.value.args
     ):
         match = _PLATFORM_ATTR.match(node.attr.value)
-        if match:
-            return Probe(Flavor.PLATFORM, match.group(1), node)
+        return match.group(1) if match else None
     return None
+
+
+HELPER = Spelling(
+    "helper call",
+    "is_sm100_supported()",
+    "0.5.4 - 0.5.18 (gates, auto-enable, resolver)",
+    _read_helper,
+    lambda template: cst.Call(func=cst.Name("is_sm120_supported")),
+    "is_sm120_supported",
+)
+FLAG = Spelling(
+    "cached flag",
+    "_is_sm100_supported",
+    "0.4.9 - 0.5.23 (the fusion-gate module)",
+    _read_flag,
+    lambda template: cst.Name("_is_sm120_supported"),
+    "_is_sm120_supported",
+)
+PLATFORM = Spelling(
+    "platform attribute",
+    "get_platform().is_sm100",
+    "0.5.19 - 0.5.23",
+    _read_platform,
+    lambda template: template.with_changes(attr=cst.Name("is_sm120"), lpar=(), rpar=()),
+    None,  # the same get_platform() the SM100 term calls
+)
+SPELLINGS: tuple[Spelling, ...] = (HELPER, FLAG, PLATFORM)
+
+
+@dataclass(frozen=True)
+class SmTerm:
+    spelling: Spelling
+    arch: str  # "sm90", "sm100", "sm120", "blackwell", ...
+    node: cst.BaseExpression
+
+
+def sm_term_of(node: cst.CSTNode) -> SmTerm | None:
+    """The SM term ``node`` is, if it is one."""
+    for spelling in SPELLINGS:
+        arch = spelling.read(node)
+        if arch is not None:
+            assert isinstance(node, cst.BaseExpression)
+            return SmTerm(spelling, arch, node)
+    return None
+
+
+def sm_terms_in(node: cst.CSTNode) -> list[SmTerm]:
+    return [t for t in map(sm_term_of, walk(node)) if t is not None]
+
+
+def admits_sm12x(terms: Sequence[SmTerm]) -> bool:
+    return any(t.arch in SM12X_ARCHS for t in terms)
+
+
+def names_sm120(terms: Sequence[SmTerm]) -> bool:
+    return any(t.arch in SM120_ARCHS for t in terms)
 
 
 def _or_operands(node: cst.BaseExpression) -> list[cst.BaseExpression] | None:
@@ -78,26 +132,18 @@ def _or_operands(node: cst.BaseExpression) -> list[cst.BaseExpression] | None:
     return [*(head or [left]), node.right]
 
 
-def clause_probes(node: cst.BaseExpression) -> list[Probe] | None:
-    """The probes of an SM clause, or None when ``node`` is not an SM clause."""
-    single = probe_of(node)
+def clause_terms(node: cst.BaseExpression) -> list[SmTerm] | None:
+    """The SM terms of an SM clause, or None when ``node`` is not an SM clause."""
+    single = sm_term_of(node)
     if single is not None:
         return [single]
     operands = _or_operands(node)
     if operands is None:
         return None
-    probes = [probe_of(operand) for operand in operands]
-    if any(p is None for p in probes):
+    terms = [sm_term_of(operand) for operand in operands]
+    if any(t is None for t in terms):
         return None
-    return probes  # type: ignore[return-value]
-
-
-def admits_sm12x(probes: Sequence[Probe]) -> bool:
-    return any(p.arch in SM12X_ARCHS for p in probes)
-
-
-def has_sm120_term(probes: Sequence[Probe]) -> bool:
-    return any(p.arch in ("sm120", "sm121") for p in probes)
+    return terms  # type: ignore[return-value]
 
 
 def conjuncts(node: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
@@ -114,7 +160,7 @@ class Clause:
     """An SM clause found in a boolean test."""
 
     node: cst.BaseExpression
-    probes: tuple[Probe, ...]
+    terms: tuple[SmTerm, ...]
     negated: bool  # found under ``not``: the test fails *for* the listed GPUs
     standalone: bool  # the whole test is this clause (no surrounding ``and``)
 
@@ -127,18 +173,16 @@ def clauses_in_test(test: cst.BaseExpression, negated: bool = False) -> list[Cla
         if isinstance(part, cst.UnaryOperation) and isinstance(part.operator, cst.Not):
             found.extend(clauses_in_test(part.expression, not negated))
             continue
-        probes = clause_probes(part)
-        if probes is not None:
-            found.append(Clause(part, tuple(probes), negated, standalone=len(parts) == 1))
+        terms = clause_terms(part)
+        if terms is not None:
+            found.append(Clause(part, tuple(terms), negated, standalone=len(parts) == 1))
     return found
 
 
-def boolean_roots(node: cst.CSTNode) -> Iterator[cst.BaseExpression]:
-    """Expressions used as truth tests or returned as a verdict inside ``node``."""
+def truth_tests(node: cst.CSTNode) -> Iterator[cst.BaseExpression]:
+    """Expressions used as truth tests, or returned as a verdict, inside ``node``."""
     for child in walk(node):
-        if isinstance(child, (cst.If, cst.While)):
-            yield child.test
-        elif isinstance(child, cst.IfExp):
+        if isinstance(child, (cst.If, cst.While, cst.IfExp)):
             yield child.test
         elif isinstance(child, cst.Return) and child.value is not None:
             yield child.value
@@ -148,25 +192,20 @@ def boolean_roots(node: cst.CSTNode) -> Iterator[cst.BaseExpression]:
 
 def clauses_in(node: cst.CSTNode) -> list[Clause]:
     """Every SM clause in the truth tests and return values under ``node``."""
-    return [c for root in boolean_roots(node) for c in clauses_in_test(root)]
+    return [c for test in truth_tests(node) for c in clauses_in_test(test)]
 
 
-def sm120_term(template: Probe) -> cst.BaseExpression:
-    """The SM120 probe in the same spelling as ``template`` (derived, never guessed)."""
-    if template.flavor is Flavor.CALL:
-        return cst.Call(func=cst.Name("is_sm120_supported"))
-    if template.flavor is Flavor.FLAG:
-        return cst.Name("_is_sm120_supported")
-    assert isinstance(template.node, cst.Attribute)
-    return template.node.with_changes(attr=cst.Name("is_sm120"), lpar=(), rpar=())
+def template_term(terms: Sequence[SmTerm]) -> SmTerm:
+    """The term a new SM120 term is modelled on: the SM100 one where there is one."""
+    for term in terms:
+        if term.arch == "sm100":
+            return term
+    return terms[-1]
 
 
-def template_probe(probes: Sequence[Probe]) -> Probe:
-    """The probe a new SM120 term is modelled on: the SM100 one where there is one."""
-    for probe in probes:
-        if probe.arch == "sm100":
-            return probe
-    return probes[-1]
+def sm120_term(template: SmTerm) -> cst.BaseExpression:
+    """The SM120 term in the same spelling as ``template`` (derived, never guessed)."""
+    return template.spelling.sm120(template.node)
 
 
 def _plain(ws: cst.BaseParenthesizableWhitespace) -> cst.BaseParenthesizableWhitespace:
@@ -180,8 +219,12 @@ def _plain(ws: cst.BaseParenthesizableWhitespace) -> cst.BaseParenthesizableWhit
 
 
 def widen(clause: Clause) -> cst.BaseExpression:
-    """``clause`` with ``or <SM120 term>`` appended, laid out like its last ``or``."""
-    term = sm120_term(template_probe(clause.probes))
+    """``clause`` with ``or <SM120 term>`` appended, laid out like its last ``or``.
+
+    A bare term inside an ``and`` chain gets parentheses: ``a and t and b`` must become
+    ``a and (t or t120) and b``, never ``a and t or t120 and b``.
+    """
+    term = sm120_term(template_term(clause.terms))
     node = clause.node
     if isinstance(node, cst.BooleanOperation):
         last_or = node.operator
@@ -204,5 +247,5 @@ def widen(clause: Clause) -> cst.BaseExpression:
     return widened.with_changes(lpar=(cst.LeftParen(),), rpar=(cst.RightParen(),))
 
 
-def describe(probes: Sequence[Probe]) -> str:
-    return " or ".join(cst.Module([]).code_for_node(p.node) for p in probes)
+def describe(terms: Sequence[SmTerm]) -> str:
+    return " or ".join(code(t.node) for t in terms)

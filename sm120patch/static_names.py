@@ -11,6 +11,8 @@ import ast
 from functools import lru_cache
 from pathlib import Path
 
+from sm120patch.errors import EnvironmentProblem, NotAsAsked
+
 
 def module_file(package_dir: Path, dotted: str) -> Path | None:
     """Source file of ``dotted`` (``sglang.srt.utils``) inside the package at ``package_dir``."""
@@ -25,11 +27,20 @@ def module_file(package_dir: Path, dotted: str) -> Path | None:
 
 
 @lru_cache(maxsize=256)
-def _parse(path: Path, mtime_ns: int) -> ast.Module | None:
+def _parse(path: Path, mtime_ns: int) -> ast.Module:
     try:
-        return ast.parse(path.read_bytes())
-    except (OSError, SyntaxError, ValueError):
-        return None
+        source = path.read_bytes()
+    except OSError as exc:
+        raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror})") from exc
+    try:
+        return ast.parse(source, str(path))
+    except SyntaxError as exc:
+        raise NotAsAsked(
+            f"{path}:{exc.lineno}: does not parse ({exc.msg}); sglang's own module is damaged "
+            "or was edited by hand, so what it defines cannot be told"
+        ) from exc
+    except ValueError as exc:  # null bytes
+        raise NotAsAsked(f"{path}: cannot be read as Python source ({exc})") from exc
 
 
 def _import_time_statements(body: list[ast.stmt]) -> list[ast.stmt]:
@@ -62,8 +73,6 @@ def defines(package_dir: Path, dotted: str, name: str, _seen: frozenset[str] = f
     if path is None:
         return False
     tree = _parse(path, path.stat().st_mtime_ns)
-    if tree is None:
-        return False
     statements = _import_time_statements(tree.body)
     for stmt in statements:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stmt.name == name:
@@ -99,8 +108,6 @@ def _exports(path: Path, name: str) -> bool:
     if name.startswith("_"):
         return False
     tree = _parse(path, path.stat().st_mtime_ns)
-    if tree is None:
-        return False
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets

@@ -1,8 +1,8 @@
 """Break ``apply`` and ``revert`` on purpose at every step of the write path, then recover.
 
-For each step of the write path (``fsutil.fault``: write, fsync, rename of every atomic
+For each step of the write path (``fsutil.step``: write, fsync, rename of every atomic
 write; journal; replace of each target; finalize) and each time the step is reached, a real
-``python -m sm120patch`` process is SIGKILLed there, or gets ENOSPC / EACCES there.  After
+sm120patch process (tests/faulty_cli.py) is SIGKILLed there, or gets ENOSPC / EACCES there.  After
 each fault every target must be the release's original or the fully patched file, and the
 next run must recover (finish the job) and leave no temp file behind.
 
@@ -43,14 +43,17 @@ class Stats:
         self.failures += other.failures
 
 
+REPO = Path(__file__).resolve().parent.parent
+
+
 def cli(package: Path, *args: str, fault: str | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "SM120PATCH_FAULT"}
-    env["NO_COLOR"] = "1"
-    if fault:
-        env["SM120PATCH_FAULT"] = fault
+    """``sm120patch ARGS --sglang-path PACKAGE --json`` in a new process (through
+    tests/faulty_cli.py when a fault is given)."""
+    env = dict(os.environ, NO_COLOR="1")
+    entry = ["tests.faulty_cli", fault] if fault else ["sm120patch"]
     return subprocess.run(
-        [sys.executable, "-m", "sm120patch", *args, "--sglang-path", str(package), "--json"],
-        capture_output=True, text=True, env=env, timeout=300,
+        [sys.executable, "-m", *entry, *args, "--sglang-path", str(package), "--json"],
+        capture_output=True, text=True, env=env, timeout=300, cwd=REPO,
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import subprocess
@@ -13,6 +15,8 @@ from click.testing import CliRunner
 from sm120patch import __version__
 from sm120patch.cli import main
 from tests.realtrees import record_hashes, sha256
+
+pytestmark = pytest.mark.slow  # real sglang releases from the package index
 
 COMM = "srt/layers/communicator.py"
 

@@ -10,8 +10,11 @@ from packaging.version import Version
 
 from sm120patch import commands
 from sm120patch.locate import from_directory
-from sm120patch.registry import State, all_patches
+from sm120patch.patch_model import State
+from sm120patch.registry import all_patches
 from tests.realtrees import assert_matches_record, intended_changes, record_hashes, sha256
+
+pytestmark = pytest.mark.slow  # real sglang releases from the package index
 
 E12 = ["0.5.8", "0.5.9", "0.5.10", "0.5.11", "0.5.12", "0.5.13", "0.5.13.post1"]
 SEED = Path(__file__).resolve().parent / "data" / "verification-msg-743.txt"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import shutil
 import tempfile
 from pathlib import Path
@@ -10,6 +12,8 @@ from click.testing import CliRunner
 
 from sm120patch.cli import main
 from sm120patch.demo import DEMO_VERSION, fetch_wheel
+
+pytestmark = pytest.mark.slow  # real sglang releases from the package index
 
 
 def test_demo_runs_the_cycle_on_the_pinned_release() -> None:

@@ -110,7 +110,7 @@ NO_SMI = GpuReport((), "nvidia-smi", "nvidia-smi is not on PATH")
 
 def host(gpus: GpuReport = TWO_SM120, p2p: bool = True, multicast: int = 0, gdr: int = 1,
          alloc_conf: str | None = None, torch_ok: bool = True) -> Host:
-    """Facts as hostprobe reports them on a PCIe box (no multicast by default)."""
+    """Facts as host_facts reports them on a PCIe box (no multicast by default)."""
     probe: dict = {"torch": {"ok": torch_ok, "error": None if torch_ok else "No module named 'torch'"}}
     if torch_ok:
         probe["p2p"] = [[0, 1, p2p], [1, 0, p2p]]

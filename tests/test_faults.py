@@ -6,8 +6,9 @@ import pytest
 
 from tests.faultsuite import run_suite
 
+pytestmark = pytest.mark.slow  # real sglang releases from the package index
 
-@pytest.mark.slow
+
 @pytest.mark.parametrize("op", ["apply", "revert"])
 def test_every_kill_and_io_fault_point_recovers(op: str) -> None:
     stats = run_suite("0.5.9", op)

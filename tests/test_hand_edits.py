@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+
 import subprocess
 from pathlib import Path
 
 from sm120patch import commands
 from sm120patch.locate import from_directory
-from sm120patch.registry import State, all_patches
+from sm120patch.patch_model import State
+from sm120patch.registry import all_patches
 from tests.realtrees import sha256
 from tests.test_cycle_real_releases import SEED_LINES
 
@@ -20,6 +23,8 @@ SED_FLAG = (
     r"_is_sm100_supported = _is_cuda and is_sm100_supported()\n"
     r"_is_sm120_supported = _is_cuda and is_sm120_supported()/"
 )
+
+pytestmark = pytest.mark.slow  # real sglang releases from the package index
 SED_IMPORT = r"s/^    is_sm100_supported,$/    is_sm100_supported,\n    is_sm120_supported,/"
 
 

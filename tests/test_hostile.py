@@ -17,6 +17,8 @@ from sm120patch.locate import from_directory
 from sm120patch.registry import all_patches
 from tests.realtrees import intended_changes, record_hashes, sha256
 
+pytestmark = pytest.mark.slow  # real sglang releases from the package index
+
 COMM = "srt/layers/communicator.py"
 SERVER_ARGS = "srt/server_args.py"
 
@@ -159,6 +161,7 @@ def test_read_only_package_dir_cannot_hold_state(release) -> None:
         ('{"format": 1, "nonsense": 1}', "is corrupted"),
     ],
 )
+
 def test_corrupted_or_newer_state_is_an_environment_error(release, manifest: str, message: str) -> None:
     package = release("0.5.9")
     assert apply(package).exit_code == 0

@@ -15,6 +15,8 @@ import pytest
 
 from sm120patch.registry import all_patches
 
+pytestmark = pytest.mark.slow  # real sglang releases from the package index
+
 REPO = Path(__file__).resolve().parent.parent
 EXPECTED = sorted(p.id for p in all_patches())
 
@@ -47,7 +49,6 @@ def installed_cli_patches(bin_dir: Path, package: Path) -> tuple[list[str], str]
     return sorted(p["id"] for p in json.loads(proc.stdout)["patches"]), where
 
 
-@pytest.mark.slow
 def test_wheel_install_finds_every_patch(tmp_path: Path, release) -> None:
     package = release("0.5.9")
     dist = tmp_path / "dist"
@@ -71,7 +72,6 @@ def test_wheel_install_finds_every_patch(tmp_path: Path, release) -> None:
     assert module.returncode == 0 and "sm120patch" in module.stdout
 
 
-@pytest.mark.slow
 def test_editable_install_finds_every_patch(tmp_path: Path, release) -> None:
     package = release("0.5.9")
     bin_dir = venv(tmp_path / "venv")

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from sm120patch.errors import EnvironmentProblem
-from sm120patch.locate import from_directory, locate
+from sm120patch.locate import InstallKind, from_directory, locate
 from tests.realtrees import installed_release
+
+pytestmark = pytest.mark.slow  # real sglang releases from the package index
 
 
 def make_venv(root: Path) -> tuple[Path, Path]:
@@ -36,9 +38,9 @@ def test_python_option_finds_sglang_in_another_venv(tmp_path: Path) -> None:
     tree = locate(python=str(python))
     assert tree.version == "0.5.9"
     assert tree.package_dir == (site / "sglang").resolve()
-    assert tree.install_kind == "wheel"
+    assert tree.install_kind is InstallKind.WHEEL
     assert tree.python and tree.python.startswith(str(tmp_path))
-    assert tree.record["srt/layers/communicator.py"]  # RECORD read through the probe's dist-info
+    assert tree.record.sha256("srt/layers/communicator.py")  # RECORD read through the find_sglang dist-info
     assert locate(python=str(tmp_path / "serving-env")).package_dir == tree.package_dir  # env root
 
     cli = subprocess.run(
@@ -78,13 +80,13 @@ def test_editable_install_is_reported_as_such(tmp_path: Path) -> None:
     (site / "__editable__.sglang.pth").write_text(str(checkout) + "\n")
 
     tree = locate(python=str(python))
-    assert tree.install_kind == "editable"
+    assert tree.install_kind is InstallKind.EDITABLE
     assert tree.package_dir == (checkout / "sglang").resolve()
     assert tree.version == "0.5.9"
 
     bare = from_directory(checkout)  # --sglang-path on the checkout: version from pyproject
-    assert (bare.install_kind, bare.version) == ("path", "0.5.9")
-    assert bare.record == {}
+    assert (bare.install_kind, bare.version) == (InstallKind.PATH, "0.5.9")
+    assert bare.record.rows == {} and "no install metadata" in (bare.record.problem or "")
 
 
 def test_flashinfer_beside_sglang_is_read_for_the_warning(release) -> None:

@@ -18,6 +18,8 @@ from packaging.version import Version
 from tests.realtrees import run_cycle
 from tests.sglang_exec import MiB, FakeCudaDriver, workspace_sizes
 
+pytestmark = pytest.mark.slow  # real sglang releases from the package index
+
 FUSION = "srt/layers/flashinfer_comm_fusion.py"
 WITH_PREFLIGHT = [
     "0.5.11", "0.5.12", "0.5.12.post1", "0.5.13", "0.5.13.post1", "0.5.14", "0.5.15",
@@ -36,7 +38,6 @@ def _raises_multicast(package: Path, source: bytes, capability: tuple[int, int])
     return driver.calls
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("version", WITH_PREFLIGHT)
 def test_patched_preflight_sizes_on_each_release(release, version: str) -> None:
     package = release(version)
@@ -71,7 +72,6 @@ def test_patched_preflight_sizes_on_each_release(release, version: str) -> None:
         assert "guard" in changes and changes.count("guard") == 1
 
 
-@pytest.mark.slow
 def test_release_without_preflight_is_left_alone(release) -> None:
     package = release("0.5.10")
     result = run_cycle(package)

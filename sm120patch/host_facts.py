@@ -34,7 +34,7 @@ def _attribute(driver, device, name):
     return int(value)
 
 
-def probe():
+def read():
     result = {"python": sys.executable, "torch": None, "gpus": [], "p2p": [], "driver": None, "devices": []}
     try:
         import torch
@@ -76,4 +76,4 @@ def probe():
 
 
 if __name__ == "__main__":
-    sys.stdout.write(json.dumps(probe()))
+    sys.stdout.write(json.dumps(read()))

@@ -1,7 +1,7 @@
 """Import the patched sglang modules in the serving interpreter and read their SM flags.
 
 ``sm120patch verify --runtime`` runs this file with the interpreter that serves sglang:
-``runtime_probe.py OUT SPELLING MODULE...``.  It writes one JSON object to OUT (modules
+``import_check.py OUT SPELLING MODULE...``.  It writes one JSON object to OUT (modules
 may print on import, so stdout is not used).  SPELLING is how the release asks "SM12x?":
 ``platform`` (``get_platform().is_sm120``, 0.5.19+) or ``helper`` (``is_sm120_supported()``).
 Exit 3 when torch does not import (the tool's environment error), 4 when sglang itself

@@ -37,7 +37,7 @@ def _package_dir(name):
     return os.path.realpath(list(spec.submodule_search_locations)[0])
 
 
-def probe():
+def find():
     result = {
         "python": sys.executable,
         "python_version": "%d.%d.%d" % sys.version_info[:3],
@@ -68,4 +68,4 @@ def probe():
 
 
 if __name__ == "__main__":
-    sys.stdout.write(json.dumps(probe()))
+    sys.stdout.write(json.dumps(find()))

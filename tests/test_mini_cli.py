@@ -1,0 +1,188 @@
+"""The command line on the miniature release (tests/mini_sglang.py): fast, no network.
+
+The same behaviours run on real releases in the slow tier; here they run in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sm120patch import __version__, plan
+from sm120patch.cli import main
+from tests.mini_sglang import COMM, FUSION, SERVER_ARGS, write_mini_sglang
+from tests.realtrees import record_hashes, sha256
+
+TARGETS = (COMM, FUSION, SERVER_ARGS)
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args), env=env)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def jrun(*args: str) -> tuple[int, dict]:
+    code, out, _ = run(*args, "--json")
+    return code, json.loads(out)
+
+
+def hashes(package: Path) -> dict[str, str]:
+    return {str(p.relative_to(package)): sha256(p) for p in package.rglob("*") if p.is_file()}
+
+
+@pytest.fixture
+def mini(tmp_path: Path) -> Path:
+    return write_mini_sglang(tmp_path / "site")
+
+
+def fake_flashinfer(site: Path, version: str, majors: list[int]) -> None:
+    """A FlashInfer install beside sglang: dist-info and the one function sm120patch reads."""
+    (site / "flashinfer" / "jit").mkdir(parents=True)
+    (site / "flashinfer" / "__init__.py").write_text("")
+    (site / "flashinfer" / "jit" / "comm.py").write_text(
+        "def gen_trtllm_comm_module():\n"
+        f"    nvcc_flags = ctx.get_nvcc_flags_list(supported_major_versions={majors})\n"
+    )
+    dist = site / f"flashinfer_python-{version}.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: flashinfer-python\nVersion: {version}\n")
+
+
+def test_cycle(mini: Path) -> None:
+    code, before = jrun("verify", "--sglang-path", str(mini))
+    assert code == 1 and "pristine sglang 0.5.11 release files again" in before["headline"]
+    assert {p["id"]: p["state"] for p in before["patches"]} == {
+        "communicator-import": "pending",
+        "communicator-flag": "pending",
+        "communicator-fusion-gate": "pending",
+        "fusion-backend-resolver": "not-needed",
+        "workspace-preflight": "pending",
+        "server-args-auto-enable": "pending",
+    }
+    code, applied = jrun("apply", "--sglang-path", str(mini))
+    assert code == 0 and sorted(applied["written"]) == sorted(f"sglang/{t}" for t in TARGETS)
+    assert applied["state"]["present"] and applied["state"]["sglang_version"] == "0.5.11"
+    assert all(p["state_after"] in ("applied", "not-needed") for p in applied["patches"])
+    code, verified = jrun("verify", "--sglang-path", str(mini))
+    assert code == 0 and verified["headline"] == "all patches applied"
+    assert {f["file"]: f["recorded"] for f in verified["files"]} == {f"sglang/{t}": "patched" for t in TARGETS}
+    patched = hashes(mini)
+    code, again = jrun("apply", "--sglang-path", str(mini))
+    assert code == 0 and again["written"] == [] and "already applied" in again["headline"]
+    assert hashes(mini) == patched
+    code, reverted = jrun("revert", "--sglang-path", str(mini))
+    assert code == 0 and sorted(reverted["written"]) == sorted(f"sglang/{t}" for t in TARGETS)
+    record = record_hashes(mini)
+    assert all(sha256(mini / t) == record[t] for t in TARGETS)
+
+
+def test_dry_run_prints_a_plain_diff_and_writes_nothing(mini: Path) -> None:
+    before = hashes(mini)
+    code, out, err = run("apply", "--sglang-path", str(mini), "--dry-run")
+    assert code == 0 and "dry run: would change 3 file(s); nothing written" in err
+    assert out.startswith(f"--- a/sglang/{COMM}\n+++ b/sglang/{COMM}\n") and "\x1b[" not in out
+    assert "+        if not is_sm120_supported():\n" in out
+    assert hashes(mini) == before
+
+
+def test_only_and_skip(mini: Path) -> None:
+    code, data = jrun("apply", "--sglang-path", str(mini), "--only", "communicator-fusion-gate")
+    assert code == 0 and data["written"] == [f"sglang/{COMM}"]
+    assert "also selecting communicator-flag (required by communicator-fusion-gate)" in data["messages"]
+    code, _, err = run("apply", "--sglang-path", str(mini), "--skip", "communicator-import")
+    assert code == 2 and "cannot skip communicator-import: communicator-flag needs it" in err
+    code, _, err = run("apply", "--sglang-path", str(mini), "--only", "nope")
+    assert code == 2 and "unknown patch id nope" in err
+
+
+def test_strict_refuses_while_flashinfer_lacks_the_kernel(mini: Path) -> None:
+    site = mini.parent
+    fake_flashinfer(site, "0.6.16", [9, 10])
+    before = hashes(mini)
+    code, data = jrun("apply", "--sglang-path", str(mini), "--strict")
+    assert code == 1 and data["written"] == [] and data["headline"].startswith("--strict: nothing was written")
+    assert "supported_major_versions=[9, 10]" in data["warnings"][0]
+    assert hashes(mini) == before
+    code, data = jrun("apply", "--sglang-path", str(mini))  # without --strict: a warning only
+    assert code == 0 and data["warnings"] and data["written"]
+
+
+def test_strict_passes_with_the_sm12x_kernel(mini: Path) -> None:
+    fake_flashinfer(mini.parent, "0.6.18", [9, 10, 12])
+    code, data = jrun("apply", "--sglang-path", str(mini), "--strict")
+    assert code == 0 and data["warnings"] == [] and len(data["written"]) == 3
+    assert data["sglang"]["flashinfer_has_sm12x_allreduce"] is True
+
+
+def test_drift_writes_nothing_and_promises_nothing(mini: Path) -> None:
+    gate = mini / COMM
+    gate.write_text(gate.read_text().replace("def apply_flashinfer_allreduce_fusion(", "def fusion_allowed("))
+    before = hashes(mini)
+    code, out, err = run("apply", "--sglang-path", str(mini))
+    assert code == 1 and "nothing was written" in err and "apply_flashinfer_allreduce_fusion" in err
+    assert "-> applied" not in err  # the other patches are reported as they are, pending
+    assert hashes(mini) == before and not (mini / ".sm120patch" / "manifest.json").exists()
+    code, data = jrun("apply", "--sglang-path", str(mini))
+    assert {p["id"]: (p["state"], p["state_after"]) for p in data["patches"]}["workspace-preflight"] == (
+        "pending", "pending")
+
+
+def test_a_patch_that_breaks_the_code_is_an_internal_error(mini: Path, monkeypatch) -> None:
+    def broken(source, filename, mode, **kwargs):
+        raise SyntaxError("invalid syntax")
+
+    monkeypatch.setattr(plan, "compile", broken, raising=False)
+    before = hashes(mini)
+    code, out, err = run("apply", "--sglang-path", str(mini))
+    assert code == 70 and "does not compile" in err and "nothing was written" in err
+    assert hashes(mini) == before
+
+
+def test_unparsable_utils_names_the_file_and_line(mini: Path) -> None:
+    utils = mini / "srt/utils/__init__.py"
+    utils.write_text("from sglang.srt.utils.common import *\ndef broken(:\n")
+    code, out, err = run("verify", "--sglang-path", str(mini))
+    assert code == 1
+    assert f"{utils}:2: does not parse" in err
+    assert "upgrade" not in err.lower()  # not the "no SM12x probe" advice
+
+
+def test_unreadable_record_is_reported(mini: Path) -> None:
+    (record,) = mini.parent.glob("sglang-*.dist-info/RECORD")
+    record.unlink()
+    record.mkdir()  # reading it fails, whoever runs the test
+    code, data = jrun("verify", "--sglang-path", str(mini))
+    assert "cannot read" in data["sglang"]["record_problem"] and "pristine check is off" in data["sglang"]["record_problem"]
+    assert all(f["pristine"] is None for f in data["files"])
+    code, out, err = run("verify", "--sglang-path", str(mini))
+    assert "no RECORD hash (cannot read" in err
+
+
+@pytest.mark.parametrize("manifest, message", [
+    ("{not json", "is corrupted"),
+    ('{"format": 99, "files": {}}', "written by a newer sm120patch"),
+])
+def test_damaged_state_is_an_environment_error(mini: Path, manifest: str, message: str) -> None:
+    assert run("apply", "--sglang-path", str(mini))[0] == 0
+    (mini / ".sm120patch" / "manifest.json").write_text(manifest)
+    for command in ("verify", "revert", "apply"):
+        code, out, err = run(command, "--sglang-path", str(mini))
+        assert code == 2 and message in err and "Traceback" not in err, command
+
+
+def test_environment_variable_stands_for_sglang_path(mini: Path) -> None:
+    result = CliRunner().invoke(main, ["verify", "--json"], env={"SM120PATCH_SGLANG_PATH": str(mini)})
+    assert json.loads(result.stdout)["sglang"]["location"] == str(mini.resolve())
+
+
+def test_version_says_which_releases() -> None:
+    code, out, _ = run("--version")
+    assert code == 0 and out.startswith(f"sm120patch {__version__}") and "0.5.4" in out and "0.5.23" in out
+
+
+def test_not_an_sglang_directory(tmp_path: Path) -> None:
+    code, data = jrun("verify", "--sglang-path", str(tmp_path))
+    assert code == 2 and data["ok"] is False and "not an sglang package" in data["error"]
