@@ -6,7 +6,7 @@ import libcst as cst
 
 from sm120patch.cst_helpers import code, module_assignments, replace_all
 from sm120patch.layout import ADD_NORM, COMMUNICATOR
-from sm120patch.patch_model import Anchor, Example, Finding, Kind, Patch, PatchContext, Releases, State
+from sm120patch.patch_model import Anchor, Edit, Example, Finding, Kind, Patch, PatchContext, Releases, State
 from sm120patch.sm_terms import FLAG, sm120_term, sm_terms_in
 
 NAME = "_is_sm120_supported"
@@ -32,6 +32,7 @@ class CommunicatorFlag(Patch):
 
     id = "communicator-flag"
     summary = "cache _is_sm120_supported right after _is_sm100_supported, same shape"
+    edits = Edit.FLAG
     requires = ("communicator-import",)
     provides = (NAME,)
     anchors = (
@@ -100,9 +101,7 @@ class CommunicatorFlag(Patch):
     )
 
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
-        flags = [
-            line for name in ("_is_sm90_supported", SM100, NAME) for line in module_assignments(module, name)
-        ]
+        flags = [line for name in ("_is_sm90_supported", SM100, NAME) for line in module_assignments(module, name)]
         existing = module_assignments(module, NAME)
         if existing:
             detail = f"{NAME} is assigned"

@@ -6,7 +6,7 @@ import libcst as cst
 
 from sm120patch.decide import decide, find_anchored, label, searched
 from sm120patch.layout import ADD_NORM, COMMUNICATOR
-from sm120patch.patch_model import Anchor, Example, Finding, Patch, PatchContext, Releases, State
+from sm120patch.patch_model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, State
 from sm120patch.sm_terms import clauses_in, describe
 
 
@@ -27,6 +27,7 @@ class CommunicatorFusionGate(Patch):
 
     id = "communicator-fusion-gate"
     summary = "widen the runtime fusion gate's SM clause with _is_sm120_supported"
+    edits = Edit.OR_TERM
     requires = ("communicator-flag",)
     anchors = (
         Anchor(ADD_NORM, "flashinfer_ar_fusion_applies", Releases("0.5.22")),
@@ -161,7 +162,8 @@ class CommunicatorFusionGate(Patch):
             return Finding(
                 State.DRIFT,
                 f"expected exactly one SM clause like (_is_sm90_supported or _is_sm100_supported) in "
-                f"{where}, found {len(clauses)}" + (f": {'; '.join(describe(c.terms) for c in clauses)}" if clauses else ""),
+                f"{where}, found {len(clauses)}"
+                + (f": {'; '.join(describe(c.terms) for c in clauses)}" if clauses else ""),
                 where,
             )
         return decide(module, ctx, clauses, where, [clauses[0].node])

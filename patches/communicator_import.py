@@ -8,7 +8,7 @@ from sm120patch.cst_helpers import binds_at_import, bound_name, import_froms, im
 from sm120patch.decide import helper_import
 from sm120patch.imports import insert_after
 from sm120patch.layout import ADD_NORM, COMMUNICATOR, SM120_HELPER
-from sm120patch.patch_model import Anchor, Example, Finding, Kind, Patch, PatchContext, Releases, State
+from sm120patch.patch_model import Anchor, Edit, Example, Finding, Kind, Patch, PatchContext, Releases, State
 from sm120patch.sm_terms import HELPER, sm_terms_in
 
 _SM_NAMES = ("is_sm90_supported", "is_sm100_supported", SM120_HELPER)
@@ -16,12 +16,7 @@ _PLATFORM_FLAGS = "the SM flags read get_platform(), which already has is_sm120"
 
 
 def _import_evidence(module: cst.Module) -> list[cst.CSTNode]:
-    return [
-        alias
-        for imp in import_froms(module)
-        for alias in imported_names(imp)
-        if bound_name(alias) in _SM_NAMES
-    ]
+    return [alias for imp in import_froms(module) for alias in imported_names(imp) if bound_name(alias) in _SM_NAMES]
 
 
 class CommunicatorImport(Patch):
@@ -43,13 +38,26 @@ class CommunicatorImport(Patch):
 
     id = "communicator-import"
     summary = "import is_sm120_supported next to is_sm100_supported in the fusion-gate module"
+    edits = Edit.IMPORT
     provides = (SM120_HELPER,)
     anchors = (
-        Anchor(ADD_NORM, "is_sm100_supported", Releases("0.5.21"), kind=Kind.IMPORT,
-               expect=State.NOT_NEEDED, note=_PLATFORM_FLAGS),
-        Anchor(COMMUNICATOR, "is_sm100_supported", Releases("0.5.19", "0.5.20"), kind=Kind.IMPORT,
-               expect=State.NOT_NEEDED, note=_PLATFORM_FLAGS),
-        Anchor(COMMUNICATOR, "is_sm100_supported", Releases("0.5.4", "0.5.18"), kind=Kind.IMPORT),
+        Anchor(
+            ADD_NORM,
+            "is_sm100_supported",
+            Releases("0.5.21"),
+            kind=Kind.IMPORT,
+            expect=State.NOT_NEEDED,
+            note=_PLATFORM_FLAGS,
+        ),
+        Anchor(
+            COMMUNICATOR,
+            "is_sm100_supported",
+            Releases("0.5.19", "0.5.20"),
+            kind=Kind.IMPORT,
+            expect=State.NOT_NEEDED,
+            note=_PLATFORM_FLAGS,
+        ),
+        Anchor(COMMUNICATOR, "is_sm100_supported", Releases("0.5.4", "0.5.18"), kind=Kind.IMPORT, imports=True),
     )
     examples = (
         Example(

@@ -8,7 +8,7 @@ from packaging.version import Version
 from sm120patch.cst_helpers import find_functions, walk
 from sm120patch.decide import decide
 from sm120patch.layout import COMM_FUSION
-from sm120patch.patch_model import Anchor, Example, Finding, Patch, PatchContext, Releases, State
+from sm120patch.patch_model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, State
 from sm120patch.sm_terms import clauses_in_test, sm_terms_in
 
 FUNCTION = "_resolve_backend"
@@ -37,10 +37,11 @@ class FusionBackendResolver(Patch):
 
     id = "fusion-backend-resolver"
     summary = "let SM12x through _resolve_backend (auto -> trtllm on one node)"
+    edits = Edit.OR_TERM
     since = SINCE
     anchors = (
         Anchor(COMM_FUSION, FUNCTION, Releases("0.5.19"), note="get_platform() spelling"),
-        Anchor(COMM_FUSION, FUNCTION, Releases(SINCE, "0.5.18"), note="helper spelling; imports the SM120 helper"),
+        Anchor(COMM_FUSION, FUNCTION, Releases(SINCE, "0.5.18"), imports=True, note="helper spelling"),
     )
     examples = (
         Example(

@@ -10,7 +10,7 @@ import libcst as cst
 from sm120patch.cst_helpers import iter_children, walk
 from sm120patch.decide import decide, find_anchored, label, searched
 from sm120patch.layout import OVERRIDES, SERVER_ARGS
-from sm120patch.patch_model import Anchor, Example, Finding, Patch, PatchContext, Releases, State
+from sm120patch.patch_model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, State
 from sm120patch.sm_terms import Clause, admits_sm12x, clauses_in_test, describe
 
 FUSION_FIELDS = ("enable_flashinfer_allreduce_fusion", "flashinfer_allreduce_fusion_backend")
@@ -45,7 +45,7 @@ def _turns_fusion_on(node: cst.CSTNode) -> bool:
     if isinstance(node, cst.Return) and isinstance(node.value, cst.Dict):
         return any(
             key == FUSION_FIELDS[1] and not _is_none(element.value)
-            for key, element in zip(_dict_keys(node.value), node.value.elements)
+            for key, element in zip(_dict_keys(node.value), node.value.elements, strict=False)
         )
     return False
 
@@ -68,15 +68,16 @@ def _only_fusion(body: cst.CSTNode) -> bool:
     """Whether a block decides nothing but fusion (no other ``self.x =`` or returned key)."""
     for node in walk(body):
         if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-            targets = (
-                [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-            )
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             for target in targets:
                 if isinstance(target, cst.Attribute) and target.attr.value not in FUSION_FIELDS:
                     return False
-        if isinstance(node, cst.Return) and isinstance(node.value, cst.Dict):
-            if any(key not in FUSION_FIELDS for key in _dict_keys(node.value)):
-                return False
+        if (
+            isinstance(node, cst.Return)
+            and isinstance(node.value, cst.Dict)
+            and any(key not in FUSION_FIELDS for key in _dict_keys(node.value))
+        ):
+            return False
     return True
 
 
@@ -101,14 +102,30 @@ class ServerArgsAutoEnable(Patch):
 
     id = "server-args-auto-enable"
     summary = "widen the model auto-enable's SM clause with is_sm120_supported()"
+    edits = Edit.OR_TERM
     anchors = (
-        Anchor(OVERRIDES, "_flashinfer_allreduce_fusion_auto_enable", Releases("0.5.15"),
-               note="returns {'flashinfer_allreduce_fusion_backend': 'auto'}"),
+        Anchor(
+            OVERRIDES,
+            "_flashinfer_allreduce_fusion_auto_enable",
+            Releases("0.5.15"),
+            note="returns {'flashinfer_allreduce_fusion_backend': 'auto'}",
+        ),
         Anchor(SERVER_ARGS, ADJUSTMENTS, Releases("0.5.8", "0.5.14"), cls=SERVER_ARGS_CLASS),
-        Anchor(SERVER_ARGS, ADJUSTMENTS, Releases("0.5.4.post2", "0.5.7"), cls=SERVER_ARGS_CLASS,
-               expect=State.NOT_NEEDED, note="is_blackwell_supported() already admits SM12x"),
-        Anchor(SERVER_ARGS, ADJUSTMENTS, Releases("0.5.4", "0.5.4.post1"), cls=SERVER_ARGS_CLASS,
-               note="GPT-OSS `if is_sm100_supported():`; the DeepSeek block is left alone"),
+        Anchor(
+            SERVER_ARGS,
+            ADJUSTMENTS,
+            Releases("0.5.4.post2", "0.5.7"),
+            cls=SERVER_ARGS_CLASS,
+            expect=State.NOT_NEEDED,
+            note="is_blackwell_supported() already admits SM12x",
+        ),
+        Anchor(
+            SERVER_ARGS,
+            ADJUSTMENTS,
+            Releases("0.5.4", "0.5.4.post1"),
+            cls=SERVER_ARGS_CLASS,
+            note="GPT-OSS `if is_sm100_supported():`; the DeepSeek block is left alone",
+        ),
     )
     examples = (
         Example(

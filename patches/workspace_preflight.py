@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
+
 import libcst as cst
 
 from sm120patch.cst_helpers import (
@@ -18,7 +21,7 @@ from sm120patch.cst_helpers import (
 from sm120patch.decide import helper_import, unbound
 from sm120patch.imports import ImportSite, insert_after
 from sm120patch.layout import COMM_FUSION, SM120_HELPER
-from sm120patch.patch_model import Anchor, Example, Finding, Patch, PatchContext, Releases, State
+from sm120patch.patch_model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, State
 from sm120patch.sm_terms import (
     HELPER,
     PLATFORM,
@@ -55,7 +58,7 @@ def _query_calls(node: cst.CSTNode) -> list[cst.Call]:
 
 def _negated_sm_guard(chain: list[cst.CSTNode]) -> tuple[cst.If, bool] | None:
     """The ``if not <SM12x term>:`` the query sits in, and whether it names SM120 itself."""
-    for node, below in zip(chain, chain[1:]):
+    for node, below in itertools.pairwise(chain):
         if isinstance(node, cst.If) and below is node.body:
             for clause in clauses_in_test(node.test):
                 if clause.negated and admits_sm12x(clause.terms):
@@ -63,7 +66,7 @@ def _negated_sm_guard(chain: list[cst.CSTNode]) -> tuple[cst.If, bool] | None:
     return None
 
 
-def _bound_outside(function: cst.FunctionDef, statements: list[cst.CSTNode]) -> set[str]:
+def _bound_outside(function: cst.FunctionDef, statements: Sequence[cst.CSTNode]) -> set[str]:
     """Names the function binds (parameters included) outside ``statements``."""
     inside = {id(n) for s in statements for n in walk(s)}
     bound = {p.name.value for p in walk(function.params) if isinstance(p, cst.Param)}
@@ -117,11 +120,14 @@ class WorkspacePreflight(Patch):
 
     id = "workspace-preflight"
     summary = "skip the preflight's multicast granularity query on SM12x (it turns fusion off)"
+    edits = Edit.GUARD
     since = SINCE
     anchors = (
         Anchor(COMM_FUSION, FUNCTION, Releases("0.5.19"), note="get_platform() spelling"),
-        Anchor(COMM_FUSION, FUNCTION, Releases("0.5.14", "0.5.18"), note="helper spelling, imported by the resolver patch"),
-        Anchor(COMM_FUSION, FUNCTION, Releases(SINCE, "0.5.13.post1"), note="no SM term in the file: imports the helper"),
+        Anchor(
+            COMM_FUSION, FUNCTION, Releases("0.5.14", "0.5.18"), note="helper spelling, imported by the resolver patch"
+        ),
+        Anchor(COMM_FUSION, FUNCTION, Releases(SINCE, "0.5.13.post1"), imports=True, note="no SM term in the file yet"),
     )
     examples = (
         Example(
@@ -284,7 +290,9 @@ class WorkspacePreflight(Patch):
         function = functions[0]
         calls = _query_calls(function)
         if not calls:
-            return Finding(State.NOT_NEEDED, f"{FUNCTION} makes no multicast query (as sglang#32330 proposed)", FUNCTION)
+            return Finding(
+                State.NOT_NEEDED, f"{FUNCTION} makes no multicast query (as sglang#32330 proposed)", FUNCTION
+            )
         if len(calls) > 1:
             return Finding(State.DRIFT, f"expected one {QUERY} call in {FUNCTION}, found {len(calls)}", FUNCTION)
         chain = ancestry(function, calls[0])
@@ -294,10 +302,20 @@ class WorkspacePreflight(Patch):
         node, named = guard
         shown = f"`if {code(node.test)}:`"
         if not named:
-            return Finding(State.NOT_NEEDED, f"{FUNCTION} already skips the multicast query on SM12x: {shown}", FUNCTION, [node.test])
+            return Finding(
+                State.NOT_NEEDED,
+                f"{FUNCTION} already skips the multicast query on SM12x: {shown}",
+                FUNCTION,
+                [node.test],
+            )
         missing = unbound(module, ctx, [t for t in sm_terms_in(node.test) if t.arch in ("sm120", "sm121")])
         if missing:
-            return Finding(State.DRIFT, f"{FUNCTION} uses {', '.join(missing)} but the module never binds it (a hand edit?)", FUNCTION, [node.test])
+            return Finding(
+                State.DRIFT,
+                f"{FUNCTION} uses {', '.join(missing)} but the module never binds it (a hand edit?)",
+                FUNCTION,
+                [node.test],
+            )
         return Finding(State.APPLIED, f"{FUNCTION}: {shown} guards the multicast query", FUNCTION, [node.test])
 
     def _plan_guard(
@@ -350,6 +368,7 @@ class WorkspacePreflight(Patch):
             return Finding(State.DRIFT, f"{FUNCTION}: {spelled}", FUNCTION)
         term, site = spelled
         first = guarded[0]
+        assert isinstance(first, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
         new_guard = cst.If(
             test=cst.UnaryOperation(operator=cst.Not(), expression=term),
             body=cst.IndentedBlock(body=[first.with_changes(leading_lines=()), *guarded[1:]]),

@@ -34,7 +34,8 @@ def timed(package: Path, command: str) -> float:
     started = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "sm120patch", *command.split(), "--sglang-path", str(package)],
-        capture_output=True, env=env,
+        capture_output=True,
+        env=env,
     )
     elapsed = time.perf_counter() - started
     if proc.returncode not in (0, 1):
@@ -82,8 +83,7 @@ def main() -> int:
         f"{os.cpu_count()} cores, {platform.machine()}. Wall-clock seconds, median of {args.repeat} "
         "runs, each command a fresh `python -m sm120patch ... --sglang-path` process on a fresh "
         "pip-installed tree (interpreter start and imports included; a bare `python -c pass` "
-        f"takes {python_start:.2f} s here).\n\n"
-        + header + "\n" + "\n".join(rows) + "\n\n"
+        f"takes {python_start:.2f} s here).\n\n" + header + "\n" + "\n".join(rows) + "\n\n"
         "What the time goes to: libcst parsing of the target files (server_args.py is about "
         "5,800 lines in 0.5.9–0.5.14, the auto-enable moved to the 2,000-line overrides.py from "
         "0.5.15) and the line-number pass that produces the evidence lines. Each file is parsed "

@@ -65,9 +65,7 @@ def table(results: list[dict]) -> str:
         cells = [CELL.get(states.get(i, ""), "—") for i in ids]
         pin = releases.FLASHINFER_PINS.get(version, "?")
         kernel = releases.flashinfer_has_sm12x_kernel(pin)
-        lines.append(
-            "| " + " | ".join([version, *cells, verdict(result), pin, "yes" if kernel else "no"]) + " |"
-        )
+        lines.append("| " + " | ".join([version, *cells, verdict(result), pin, "yes" if kernel else "no"]) + " |")
     return "\n".join(lines)
 
 
@@ -108,9 +106,7 @@ def main() -> int:
         "where the DeepSeek block that also picks SM100-only kernels is left alone); — = refused.\n\n"
         "The fused path needs FlashInfer ≥ 0.6.17 (first SM12x trtllm allreduce kernel, "
         "flashinfer#3903). The last columns say whether the FlashInfer each release pins has it; "
-        "where it does not, upgrade FlashInfer alongside (`apply`/`verify` warn).\n\n"
-        + body
-        + "\n"
+        "where it does not, upgrade FlashInfer alongside (`apply`/`verify` warn).\n\n" + body + "\n"
     )
     print(f"wrote {args.output}", file=sys.stderr)
     return 1 if failed else 0

@@ -36,7 +36,9 @@ def concurrent_rounds(version: str, rounds: int) -> dict:
             procs = [
                 subprocess.Popen(
                     [sys.executable, "-m", "sm120patch", "apply", "--sglang-path", str(package), "--json"],
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
                 )
                 for _ in range(8)
             ]
@@ -53,7 +55,9 @@ def concurrent_rounds(version: str, rounds: int) -> dict:
 def pytest_counts(files: list[str]) -> dict:
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files],
-        capture_output=True, text=True, cwd=REPO,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
     )
     tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|error)", tail)}
@@ -86,7 +90,7 @@ def main() -> int:
 sm120patch rewrites files in someone's serving image, so it is tested the way package
 managers and databases test themselves: by breaking it on purpose. Figures below come from
 `python3 scripts/reliability_report.py` (sglang {args.release}, pip-installed from the package
-index; {time.strftime('%Y-%m-%d')}, {elapsed:.0f} s). The same suite runs in CI
+index; {time.strftime("%Y-%m-%d")}, {elapsed:.0f} s). The same suite runs in CI
 (`tests/test_faults.py`, `tests/test_hostile.py`, `tests/test_concurrency_and_upgrades.py`,
 `tests/test_properties.py`).
 

@@ -1,3 +1,3 @@
 """sm120patch: widen SGLang's FlashInfer allreduce-fusion gates to SM120 Blackwell."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

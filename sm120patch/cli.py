@@ -37,8 +37,9 @@ def _location_options(func: Callable[..., Any]) -> Callable[..., Any]:
         show_envvar=True,
         help=PATH_HELP,
     )(func)
-    return click.option("--python", "python", metavar="PATH", envvar="SM120PATCH_PYTHON", show_envvar=True,
-                        help=PYTHON_HELP)(func)
+    return click.option(
+        "--python", "python", metavar="PATH", envvar="SM120PATCH_PYTHON", show_envvar=True, help=PYTHON_HELP
+    )(func)
 
 
 def _fail(message: str, code: int, as_json: bool) -> None:
@@ -61,10 +62,13 @@ def _guarded(as_json: bool, run: Callable[[], int]) -> None:
     except OSError as exc:  # an unreadable file or directory met while reading
         _fail(f"{exc.filename or ''}: {exc.strerror or exc}", ExitCode.ENVIRONMENT, as_json)
         code = ExitCode.ENVIRONMENT
-    except Exception as exc:  # noqa: BLE001 - a bug: say so, show where, exit 70
+    except Exception as exc:
         traceback.print_exc()
-        _fail(f"internal error ({type(exc).__name__}: {exc}); this is a bug in sm120patch {__version__}",
-              ExitCode.INTERNAL, as_json)
+        _fail(
+            f"internal error ({type(exc).__name__}: {exc}); this is a bug in sm120patch {__version__}",
+            ExitCode.INTERNAL,
+            as_json,
+        )
         code = ExitCode.INTERNAL
     ctx.exit(int(code))
 
@@ -140,8 +144,13 @@ def apply(tree: SglangTree, only: str | None, skip: str | None, dry_run: bool, s
     help="Also import the patched modules in the serving interpreter (needs torch there) and "
     "report the SM120 probe and each module's SM flags.",
 )
-@click.option("--timeout", type=click.FloatRange(min=1), default=300, show_default=True,
-              help="Seconds the --runtime imports may take.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=300,
+    show_default=True,
+    help="Seconds the --runtime imports may take.",
+)
 def verify(tree: SglangTree, runtime: bool, timeout: float) -> Outcome:
     """Report each patch as applied / pending / drift, with file:line evidence."""
     return commands.verify(tree, runtime_timeout=timeout if runtime else None)
@@ -149,7 +158,9 @@ def verify(tree: SglangTree, runtime: bool, timeout: float) -> Outcome:
 
 @main.command()
 @_tree_command
-@click.option("--force", is_flag=True, help="Restore even files changed since apply (their current content is kept aside).")
+@click.option(
+    "--force", is_flag=True, help="Restore even files changed since apply (their current content is kept aside)."
+)
 @click.option("--dry-run", is_flag=True, help="Write nothing; print the diff that revert would apply.")
 def revert(tree: SglangTree, force: bool, dry_run: bool) -> Outcome:
     """Restore every patched file from its backup, then remove the saved state."""
@@ -192,8 +203,14 @@ def doctor(python: str | None, sglang_path: Path | None, as_json: bool, tp: int 
 
 
 @main.command()
-@click.option("--sglang-version", "version", default=None, help="Release to download (default: the pinned demo release).")
-@click.option("--wheel", type=click.Path(path_type=Path, dir_okay=False, exists=True), help="Use this sglang wheel instead of downloading.")
+@click.option(
+    "--sglang-version", "version", default=None, help="Release to download (default: the pinned demo release)."
+)
+@click.option(
+    "--wheel",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="Use this sglang wheel instead of downloading.",
+)
 @click.option("--keep", is_flag=True, help="Keep the scratch directory and print where it is.")
 def demo(version: str | None, wheel: Path | None, keep: bool) -> None:
     """No sglang here? Download a real release (no dependencies) into a temp dir and run
@@ -201,4 +218,3 @@ def demo(version: str | None, wheel: Path | None, keep: bool) -> None:
     from sm120patch.demo import run_demo
 
     _guarded(False, lambda: run_demo(version, wheel, keep))
-

@@ -50,7 +50,9 @@ def _diff(files: list[tuple[str, bytes, bytes]]) -> str:
 
 
 def _plan_diff(plan: Plan) -> str:
-    return _diff([(f.rel, f.original, f.updated) for f in plan.changes if f.original is not None and f.updated is not None])
+    return _diff(
+        [(f.rel, f.original, f.updated) for f in plan.changes if f.original is not None and f.updated is not None]
+    )
 
 
 def file_statuses(tree: SglangTree, rels: list[str], manifest: Manifest | None) -> list[FileStatus]:
@@ -122,7 +124,8 @@ def verify(tree: SglangTree, patches: list[Patch] | None = None, runtime_timeout
     outcome.warnings = _fused_path_warnings(tree)
     if outcome.state and outcome.state.interrupted:
         outcome.notes.append(
-            f"an apply/revert was interrupted ({state.journal_path}); the next `sm120patch apply` or `revert` finishes it"
+            f"an apply/revert was interrupted ({state.journal_path}); "
+            "the next `sm120patch apply` or `revert` finishes it"
         )
     if manifest is not None and manifest.sglang_version != tree.version:
         outcome.notes.append(

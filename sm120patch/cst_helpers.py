@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator
-from functools import lru_cache
+from functools import cache
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
 
-def find_functions(
-    module: cst.Module, names: Iterable[str], class_name: str | None = None
-) -> list[cst.FunctionDef]:
+def find_functions(module: cst.Module, names: Iterable[str], class_name: str | None = None) -> list[cst.FunctionDef]:
     """Functions called one of ``names``: at import-time level or as methods of classes
     (of ``class_name`` only, if given).  Function bodies are not searched."""
     wanted = set(names)
@@ -57,9 +55,7 @@ def module_assignments(module: cst.Module, name: str) -> list[cst.SimpleStatemen
             continue
         for small in stmt.body:
             if isinstance(small, (cst.Assign, cst.AnnAssign)):
-                targets = (
-                    [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
-                )
+                targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
                 if any(isinstance(t, cst.Name) and t.value == name for t in targets):
                     lines.append(stmt)
                     break
@@ -108,7 +104,7 @@ def code(node: cst.CSTNode) -> str:
     return " ".join(cst.Module([]).code_for_node(node).split())
 
 
-@lru_cache(maxsize=None)
+@cache
 def _node_fields(kind: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(kind))
 

@@ -18,7 +18,7 @@ from sm120patch.fsutil import sha256_file
 from sm120patch.locate import from_directory
 from sm120patch.registry import all_patches
 
-DEMO_VERSION = "0.5.9"  # the release the original hand fix (seeds/) was verified on
+DEMO_VERSION = "0.5.9"  # the release the original hand fix (sed + grep) was verified on
 
 
 def wheel_cache() -> Path:
@@ -37,10 +37,24 @@ def fetch_wheel(version: str) -> Path:
         return cached[0]
     cache.mkdir(parents=True, exist_ok=True)
     cmd = [
-        sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-        "--python-version", "3.11", "--implementation", "cp",
-        "--platform", "manylinux_2_34_x86_64", "--platform", "any",
-        "-d", str(cache), f"sglang=={version}",
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.11",
+        "--implementation",
+        "cp",
+        "--platform",
+        "manylinux_2_34_x86_64",
+        "--platform",
+        "any",
+        "-d",
+        str(cache),
+        f"sglang=={version}",
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     cached = sorted(cache.glob(f"sglang-{version}-*.whl"))

@@ -130,18 +130,38 @@ def diagnose(
     if not gpus:
         add(Finding("gpus", Severity.INFO, "no NVIDIA GPU seen", "", gpu_source))
     elif sm12x:
-        add(Finding("gpus", Severity.OK, f"{len(sm12x)} SM12x GPU(s): the patches matter here",
-                    "; ".join(g.describe() for g in gpus), gpu_source))
+        add(
+            Finding(
+                "gpus",
+                Severity.OK,
+                f"{len(sm12x)} SM12x GPU(s): the patches matter here",
+                "; ".join(g.describe() for g in gpus),
+                gpu_source,
+            )
+        )
     else:
-        add(Finding("gpus", Severity.INFO,
-                    "no SM12x GPU: the patches change nothing at run time on this host",
-                    "; ".join(g.describe() for g in gpus), gpu_source))
+        add(
+            Finding(
+                "gpus",
+                Severity.INFO,
+                "no SM12x GPU: the patches change nothing at run time on this host",
+                "; ".join(g.describe() for g in gpus),
+                gpu_source,
+            )
+        )
 
     if tree is None:
         add(Finding("sglang", Severity.ERROR, "no sglang found", locate_error or "", "sm120patch locate"))
     else:
-        add(Finding("sglang", Severity.INFO, f"sglang {tree.version or '(unknown version)'} ({tree.install_kind})",
-                    str(tree.package_dir), tree.how_found))
+        add(
+            Finding(
+                "sglang",
+                Severity.INFO,
+                f"sglang {tree.version or '(unknown version)'} ({tree.install_kind})",
+                str(tree.package_dir),
+                tree.how_found,
+            )
+        )
         _flashinfer_finding(report, tree, blocking)
     _patch_findings(report, tree, states, blocking)
     _host_findings(report, host, gpus, states, blocking)
@@ -158,38 +178,61 @@ def _patch_findings(
         if state in ("applied", "not-needed"):
             report.findings.append(Finding(f"patch:{pid}", Severity.OK, f"{pid}: {state}", "", source))
         elif state == "pending":
-            report.findings.append(Finding(
-                f"patch:{pid}", blocking, f"{pid}: pending (not applied)",
-                "run `sm120patch apply`", source))
+            report.findings.append(
+                Finding(f"patch:{pid}", blocking, f"{pid}: pending (not applied)", "run `sm120patch apply`", source)
+            )
         else:
-            report.findings.append(Finding(
-                f"patch:{pid}", blocking, f"{pid}: {state}",
-                "see `sm120patch verify` for what the code looks like", source))
+            report.findings.append(
+                Finding(
+                    f"patch:{pid}",
+                    blocking,
+                    f"{pid}: {state}",
+                    "see `sm120patch verify` for what the code looks like",
+                    source,
+                )
+            )
 
 
 def _flashinfer_finding(report: DoctorReport, tree: SglangTree, blocking: Severity) -> None:
     facts = tree.flashinfer_facts
     pin = releases.FLASHINFER_PINS.get(tree.version or "")
     if not facts.found:
-        report.findings.append(Finding(
-            "flashinfer", blocking, "FlashInfer is not installed beside sglang",
-            f"sglang {tree.version} pins {pin}" if pin else "", facts.source))
+        report.findings.append(
+            Finding(
+                "flashinfer",
+                blocking,
+                "FlashInfer is not installed beside sglang",
+                f"sglang {tree.version} pins {pin}" if pin else "",
+                facts.source,
+            )
+        )
         return
     name = f"FlashInfer {facts.version or '(unknown version)'}"
     if facts.sm12x_kernel:
-        report.findings.append(Finding(
-            "flashinfer", Severity.OK, f"{name} builds the trtllm allreduce for SM12x", "", facts.source))
+        report.findings.append(
+            Finding("flashinfer", Severity.OK, f"{name} builds the trtllm allreduce for SM12x", "", facts.source)
+        )
     elif facts.sm12x_kernel is None:
-        report.findings.append(Finding(
-            "flashinfer", Severity.WARNING, f"{name}: cannot tell whether it builds the SM12x kernel",
-            "", facts.source))
+        report.findings.append(
+            Finding(
+                "flashinfer",
+                Severity.WARNING,
+                f"{name}: cannot tell whether it builds the SM12x kernel",
+                "",
+                facts.source,
+            )
+        )
     else:
-        report.findings.append(Finding(
-            "flashinfer", blocking,
-            f"{name} lacks the SM12x allreduce kernel (>= {releases.FLASHINFER_SM12X} needed)",
-            f"the fused path fails at JIT on SM12x (sglang#15650); pip install -U "
-            f"'flashinfer-python>={releases.FLASHINFER_SM12X}'",
-            f"{facts.source}; flashinfer#3903"))
+        report.findings.append(
+            Finding(
+                "flashinfer",
+                blocking,
+                f"{name} lacks the SM12x allreduce kernel (>= {releases.FLASHINFER_SM12X} needed)",
+                f"the fused path fails at JIT on SM12x (sglang#15650); pip install -U "
+                f"'flashinfer-python>={releases.FLASHINFER_SM12X}'",
+                f"{facts.source}; flashinfer#3903",
+            )
+        )
 
 
 def _host_findings(
@@ -208,21 +251,48 @@ def _host_findings(
         skipped = ["multicast", "GPUDirect RDMA with VMM"]
         reason = driver.get("error") or "the CUDA driver bindings did not answer"
     if skipped:
-        add(Finding("host-checks", Severity.WARNING, f"skipped: {', '.join(skipped)}",
-                    f"torch / cuda.bindings did not import or answer in {host.python}: {reason}", where))
+        add(
+            Finding(
+                "host-checks",
+                Severity.WARNING,
+                f"skipped: {', '.join(skipped)}",
+                f"torch / cuda.bindings did not import or answer in {host.python}: {reason}",
+                where,
+            )
+        )
     if "P2P access" not in skipped and gpus:
         pairs = probe.get("p2p") or []
         missing = [f"{i}->{j}" for i, j, ok in pairs if not ok]
         if len(gpus) < 2:
-            add(Finding("p2p", Severity.INFO, "one GPU: no peer access needed (and no allreduce at TP1)",
-                        "", f"torch.cuda.can_device_access_peer in {host.python}"))
+            add(
+                Finding(
+                    "p2p",
+                    Severity.INFO,
+                    "one GPU: no peer access needed (and no allreduce at TP1)",
+                    "",
+                    f"torch.cuda.can_device_access_peer in {host.python}",
+                )
+            )
         elif missing:
-            add(Finding("p2p", blocking, f"no P2P access between GPUs {', '.join(missing)}",
-                        "the trtllm allreduce exchanges IPC buffers between GPUs and needs peer access",
-                        f"torch.cuda.can_device_access_peer in {host.python}"))
+            add(
+                Finding(
+                    "p2p",
+                    blocking,
+                    f"no P2P access between GPUs {', '.join(missing)}",
+                    "the trtllm allreduce exchanges IPC buffers between GPUs and needs peer access",
+                    f"torch.cuda.can_device_access_peer in {host.python}",
+                )
+            )
         else:
-            add(Finding("p2p", Severity.OK, f"P2P access between all {len(pairs)} GPU pairs", "",
-                        f"torch.cuda.can_device_access_peer in {host.python}"))
+            add(
+                Finding(
+                    "p2p",
+                    Severity.OK,
+                    f"P2P access between all {len(pairs)} GPU pairs",
+                    "",
+                    f"torch.cuda.can_device_access_peer in {host.python}",
+                )
+            )
     devices = probe.get("devices") or []
     if "multicast" not in skipped and devices:
         source = f"cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED) via {driver.get('module')}"
@@ -231,32 +301,65 @@ def _host_findings(
         if not without:
             add(Finding("multicast", Severity.OK, "multicast supported on every GPU", "", source))
         elif preflight in ("applied", "not-needed"):
-            add(Finding("multicast", Severity.INFO, f"no multicast on GPU(s) {without}",
-                        f"workspace-preflight is {preflight}: the workspace preflight does not ask "
-                        "for it on SM12x, and FlashInfer allocates without it", source))
+            add(
+                Finding(
+                    "multicast",
+                    Severity.INFO,
+                    f"no multicast on GPU(s) {without}",
+                    f"workspace-preflight is {preflight}: the workspace preflight does not ask "
+                    "for it on SM12x, and FlashInfer allocates without it",
+                    source,
+                )
+            )
         else:
-            add(Finding("multicast", blocking, f"no multicast on GPU(s) {without}",
-                        "sglang's workspace preflight queries cuMulticastGetGranularity, fails here and "
-                        "turns fusion off for the run; `sm120patch apply` (workspace-preflight) fixes that",
-                        f"{source}; sglang#32330"))
-        source = f"cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED) via {driver.get('module')}"
+            add(
+                Finding(
+                    "multicast",
+                    blocking,
+                    f"no multicast on GPU(s) {without}",
+                    "sglang's workspace preflight queries cuMulticastGetGranularity, fails here and "
+                    "turns fusion off for the run; `sm120patch apply` (workspace-preflight) fixes that",
+                    f"{source}; sglang#32330",
+                )
+            )
+        gdr_attribute = "CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED"
+        source = f"cuDeviceGetAttribute({gdr_attribute}) via {driver.get('module')}"
         without = [d["index"] for d in devices if not d["gdr_vmm"]]
         if without:
-            add(Finding("gdr", blocking, f"no GPUDirect RDMA with VMM on GPU(s) {without}",
-                        "FlashInfer and sglang's preflight allocate the workspace with "
-                        "gpuDirectRDMACapable=1, which fails without it (made optional by flashinfer#4634, "
-                        "not in a release yet)", f"{source}; flashinfer#4634"))
+            add(
+                Finding(
+                    "gdr",
+                    blocking,
+                    f"no GPUDirect RDMA with VMM on GPU(s) {without}",
+                    "FlashInfer and sglang's preflight allocate the workspace with "
+                    "gpuDirectRDMACapable=1, which fails without it (made optional by flashinfer#4634, "
+                    "not in a release yet)",
+                    f"{source}; flashinfer#4634",
+                )
+            )
         else:
             add(Finding("gdr", Severity.OK, "GPUDirect RDMA with VMM supported on every GPU", "", source))
     conf = host.alloc_conf or ""
     if "expandable_segments:true" in conf.replace(" ", "").lower():
-        add(Finding("alloc-conf", blocking, f"PYTORCH_CUDA_ALLOC_CONF={conf}",
-                    "expandable segments break the CUDA IPC the fused allreduce relies on; unset it "
-                    "for the server", "environment variable PYTORCH_CUDA_ALLOC_CONF"))
+        add(
+            Finding(
+                "alloc-conf",
+                blocking,
+                f"PYTORCH_CUDA_ALLOC_CONF={conf}",
+                "expandable segments break the CUDA IPC the fused allreduce relies on; unset it for the server",
+                "environment variable PYTORCH_CUDA_ALLOC_CONF",
+            )
+        )
     else:
-        add(Finding("alloc-conf", Severity.OK,
-                    f"PYTORCH_CUDA_ALLOC_CONF={conf}" if conf else "PYTORCH_CUDA_ALLOC_CONF is not set",
-                    "", "environment variable PYTORCH_CUDA_ALLOC_CONF"))
+        add(
+            Finding(
+                "alloc-conf",
+                Severity.OK,
+                f"PYTORCH_CUDA_ALLOC_CONF={conf}" if conf else "PYTORCH_CUDA_ALLOC_CONF is not set",
+                "",
+                "environment variable PYTORCH_CUDA_ALLOC_CONF",
+            )
+        )
 
 
 FUSION_OPTIONS = (
@@ -309,21 +412,38 @@ def _launch_findings(report: DoctorReport, tree: SglangTree, tp: int | None) -> 
     escape = (
         f"{hatch} turns it off again, also for the models sglang auto-enables"
         if hatch in options
-        else "no option turns off the auto-enable here; `sm120patch apply --skip server-args-auto-enable` keeps fusion opt-in"
+        else "no option turns off the auto-enable here; "
+        "`sm120patch apply --skip server-args-auto-enable` keeps fusion opt-in"
     )
-    add(Finding("launch", Severity.INFO, f"turn fusion on with {flag}",
-                "; ".join(p for p in (detail, escape) if p), source))
+    add(
+        Finding(
+            "launch", Severity.INFO, f"turn fusion on with {flag}", "; ".join(p for p in (detail, escape) if p), source
+        )
+    )
     if tp is None:
         return
     if tp <= 1:
         add(Finding("tp", Severity.INFO, "TP 1: no allreduce to fuse", "", "--tp"))
     elif tp == 2:
-        add(Finding("tp", Severity.INFO, "TP 2: upstream measured +5.2 % median decode with fusion on SM12x",
-                    "2x RTX PRO 6000, PCIe", "sglang#30700 (comment), sglang#32330"))
+        add(
+            Finding(
+                "tp",
+                Severity.INFO,
+                "TP 2: upstream measured +5.2 % median decode with fusion on SM12x",
+                "2x RTX PRO 6000, PCIe",
+                "sglang#30700 (comment), sglang#32330",
+            )
+        )
     else:
-        add(Finding("tp", Severity.WARNING, f"TP {tp}: a regression was reported at TP4 on PCIe",
-                    f"benchmark with and without fusion before keeping it; {escape}",
-                    "sglang#32330 (closing comment)"))
+        add(
+            Finding(
+                "tp",
+                Severity.WARNING,
+                f"TP {tp}: a regression was reported at TP4 on PCIe",
+                f"benchmark with and without fusion before keeping it; {escape}",
+                "sglang#32330 (closing comment)",
+            )
+        )
 
 
 def patch_states(tree: SglangTree) -> dict[str, str]:

@@ -4,14 +4,17 @@ Standard library only: ``locate`` runs this file with another interpreter (``--p
 and reads the JSON it prints, so it must work on any Python >= 3.8 that sglang runs on.
 """
 
+from __future__ import annotations
+
 import importlib.metadata
 import importlib.util
 import json
 import os
 import sys
+from typing import Any
 
 
-def _dist_info_dir(dist):
+def _dist_info_dir(dist: importlib.metadata.Distribution) -> str | None:
     for file in dist.files or ():
         if file.name == "METADATA" and file.parent.name.endswith(".dist-info"):
             return str(dist.locate_file(file).parent)
@@ -19,14 +22,14 @@ def _dist_info_dir(dist):
     return str(path) if path is not None else None
 
 
-def _version(name):
+def _version(name: str) -> str | None:
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return None
 
 
-def _package_dir(name):
+def _package_dir(name: str) -> str | None:
     """Where a top-level package lives, found without importing it."""
     try:
         spec = importlib.util.find_spec(name)
@@ -34,11 +37,11 @@ def _package_dir(name):
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
-    return os.path.realpath(list(spec.submodule_search_locations)[0])
+    return os.path.realpath(next(iter(spec.submodule_search_locations)))
 
 
-def find():
-    result = {
+def find() -> dict[str, Any]:
+    result: dict[str, Any] = {
         "python": sys.executable,
         "python_version": "%d.%d.%d" % sys.version_info[:3],
         "sys_path": [p for p in sys.path if p],
@@ -64,7 +67,6 @@ def find():
     except (OSError, ValueError):
         pass
     return result
-
 
 
 if __name__ == "__main__":

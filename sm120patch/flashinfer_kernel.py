@@ -70,18 +70,27 @@ def inspect(version: str | None, package_dir: Path | None) -> FlashInfer:
         majors = supported_majors(comm)
         if majors is not None:
             return FlashInfer(
-                version, package_dir, majors, 12 in majors,
+                version,
+                package_dir,
+                majors,
+                12 in majors,
                 f"{comm}: {BUILDER}(supported_major_versions={list(majors)})",
             )
         judged = by_version(version)
         return FlashInfer(
-            version, package_dir, None, judged,
+            version,
+            package_dir,
+            None,
+            judged,
             f"{comm} has no {BUILDER}(supported_major_versions=[...]) to read; judged by the "
             f"version against {FIRST_SM12X} (flashinfer#3903)",
         )
     if version is not None:
         return FlashInfer(
-            version, None, None, by_version(version),
+            version,
+            None,
+            None,
+            by_version(version),
             f"version {version} against {FIRST_SM12X} (flashinfer#3903); its code was not found",
         )
     return FlashInfer(None, None, None, None, "no flashinfer package found beside sglang")

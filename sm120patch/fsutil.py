@@ -8,6 +8,7 @@ point (tests/faulty_cli.py, docs/reliability.md).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -67,17 +68,14 @@ def atomic_write(path: Path, data: bytes, like: Path | None = None) -> None:
         if st is not None:
             os.chmod(tmp, st.st_mode & 0o7777)
             if hasattr(os, "chown") and (st.st_uid, st.st_gid) != (os.getuid(), os.getgid()):
-                try:
+                # Not root: the file keeps our owner, as any editor would leave it.
+                with contextlib.suppress(PermissionError):
                     os.chown(tmp, st.st_uid, st.st_gid)
-                except PermissionError:
-                    pass  # not root: the file keeps our owner, as any editor would leave it
         step("rename")
         os.replace(tmp, real)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     fsync_dir(real.parent)
 

@@ -6,27 +6,30 @@ bindings for device attributes.  It allocates nothing and creates no multicast o
 Any Python >= 3.8; torch and cuda-bindings are optional (their absence is an answer).
 """
 
+from __future__ import annotations
+
 import json
 import sys
 import traceback
+from typing import Any
 
 
-def _last_line(exc):
+def _last_line(exc: BaseException) -> str:
     return traceback.format_exception_only(type(exc), exc)[-1].strip()
 
 
-def _driver():
+def _driver() -> tuple[Any, str]:
     try:
-        from cuda.bindings import driver
+        from cuda.bindings import driver  # type: ignore[import-not-found]
 
         return driver, "cuda.bindings.driver"
     except ImportError:
-        from cuda import cuda as driver  # cuda-python < 12.6
+        from cuda import cuda as driver  # type: ignore[import-not-found]  # cuda-python < 12.6
 
         return driver, "cuda.cuda"
 
 
-def _attribute(driver, device, name):
+def _attribute(driver: Any, device: Any, name: str) -> int:
     attr = getattr(driver.CUdevice_attribute, name)
     err, value = driver.cuDeviceGetAttribute(attr, device)
     if err != driver.CUresult.CUDA_SUCCESS:
@@ -34,10 +37,17 @@ def _attribute(driver, device, name):
     return int(value)
 
 
-def read():
-    result = {"python": sys.executable, "torch": None, "gpus": [], "p2p": [], "driver": None, "devices": []}
+def read() -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "python": sys.executable,
+        "torch": None,
+        "gpus": [],
+        "p2p": [],
+        "driver": None,
+        "devices": [],
+    }
     try:
-        import torch
+        import torch  # type: ignore[import-not-found]
     except Exception as exc:  # torch is optional here: its absence is reported, not fatal
         result["torch"] = {"ok": False, "error": _last_line(exc)}
         return result
@@ -62,17 +72,18 @@ def read():
         result["driver"] = {"ok": True, "module": name}
         for i in range(count):
             err, device = driver.cuDeviceGet(i)
-            result["devices"].append({
-                "index": i,
-                "multicast": _attribute(driver, device, "CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED"),
-                "gdr_vmm": _attribute(
-                    driver, device, "CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED"
-                ),
-            })
+            result["devices"].append(
+                {
+                    "index": i,
+                    "multicast": _attribute(driver, device, "CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED"),
+                    "gdr_vmm": _attribute(
+                        driver, device, "CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED"
+                    ),
+                }
+            )
     except Exception as exc:
         result["driver"] = {"ok": False, "error": _last_line(exc)}
     return result
-
 
 
 if __name__ == "__main__":

@@ -8,35 +8,38 @@ Exit 3 when torch does not import (the tool's environment error), 4 when sglang 
 does not.
 """
 
+from __future__ import annotations
+
 import importlib
 import json
 import re
 import sys
 import traceback
+from typing import Any
 
 FLAG = re.compile(r"^_is_(sm\d+|blackwell)(_supported)?$")
 
 
-def _last_line(exc):
+def _last_line(exc: BaseException) -> str:
     return traceback.format_exception_only(type(exc), exc)[-1].strip()
 
 
-def _sm120(spelling):
+def _sm120(spelling: str) -> tuple[str, bool]:
     if spelling == "platform":
-        from sglang.srt.runtime_context import get_platform
+        from sglang.srt.runtime_context import get_platform  # type: ignore[import-not-found]
 
         return "get_platform().is_sm120", bool(get_platform().is_sm120)
-    from sglang.srt.utils import is_sm120_supported
+    from sglang.srt.utils import is_sm120_supported  # type: ignore[import-not-found]
 
     return "is_sm120_supported()", bool(is_sm120_supported())
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     out_path, spelling, modules = argv[1], argv[2], argv[3:]
-    result = {"python": sys.executable, "torch": None, "sglang": None, "probe": None, "modules": []}
+    result: dict[str, Any] = {"python": sys.executable, "torch": None, "sglang": None, "probe": None, "modules": []}
     code = 0
     try:
-        import torch
+        import torch  # type: ignore[import-not-found]
 
         result["torch"] = {"ok": True, "version": torch.__version__, "cuda": torch.version.cuda}
         if torch.cuda.is_available():
@@ -61,7 +64,7 @@ def main(argv):
         except BaseException as exc:
             result["probe"] = {"ok": False, "error": _last_line(exc)}
         for name in modules:
-            entry = {"module": name}
+            entry: dict[str, Any] = {"module": name}
             try:
                 module = importlib.import_module(name)
             except BaseException as exc:
@@ -73,7 +76,6 @@ def main(argv):
     with open(out_path, "w") as fh:
         json.dump(result, fh)
     return code
-
 
 
 if __name__ == "__main__":

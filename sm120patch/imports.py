@@ -1,7 +1,7 @@
 """Add one name to an existing ``from X import (...)`` the way a person would.
 
 libcst's ``AddImportsVisitor`` prepends the name on the first line, ignores import blocks
-that follow other statements and duplicates names imported lower down (anchors.md, B.3).
+that follow other statements and duplicates names imported lower down (seen with libcst 1.9).
 This helper puts the new name on its own line right after an anchor name, reusing the
 block's own separators, and never moves a trailing comment.
 """
@@ -58,9 +58,7 @@ def _with_last_line(
 
 def _without_comment(ws: cst.BaseParenthesizableWhitespace) -> cst.BaseParenthesizableWhitespace:
     if isinstance(ws, cst.ParenthesizedWhitespace):
-        return ws.with_changes(
-            first_line=cst.TrailingWhitespace(newline=ws.first_line.newline), empty_lines=()
-        )
+        return ws.with_changes(first_line=cst.TrailingWhitespace(newline=ws.first_line.newline), empty_lines=())
     return ws
 
 
@@ -79,9 +77,7 @@ def insert_after(site: ImportSite, name: str) -> cst.ImportFrom:
     else:
         if site.node.lpar is not None:
             separator = _without_comment(site.node.lpar.whitespace_after)
-    item_indent = (
-        separator.last_line if isinstance(separator, cst.ParenthesizedWhitespace) else None
-    )
+    item_indent = separator.last_line if isinstance(separator, cst.ParenthesizedWhitespace) else None
 
     if isinstance(anchor.comma, cst.Comma):
         # Middle item, or last item with a trailing comma: the new item inherits the

@@ -12,7 +12,9 @@ import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 
-_RUNNER = "import runpy, sys; sys.argv[0] = sys.argv[1]; del sys.argv[1]; runpy.run_path(sys.argv[0], run_name='__main__')"
+_RUNNER = (
+    "import runpy, sys; sys.argv[0] = sys.argv[1]; del sys.argv[1]; runpy.run_path(sys.argv[0], run_name='__main__')"
+)
 
 
 def run_script(

@@ -16,8 +16,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from sm120patch import flashinfer_kernel
-from sm120patch import find_sglang
+from sm120patch import find_sglang, flashinfer_kernel
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.interpreter import run_script
 

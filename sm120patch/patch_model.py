@@ -33,6 +33,16 @@ class State(str, Enum):
     REFUSED = "refused"  # the whole release cannot be patched (no fusion, no SM12x probe)
 
 
+class Edit(str, Enum):
+    """What a patch adds to sglang's code (the independent ``ast`` check in the tests
+    accepts these and nothing else)."""
+
+    IMPORT = "import"  # ``is_sm120_supported`` in a ``from sglang.srt.utils import``
+    FLAG = "flag"  # ``_is_sm120_supported = ...`` at module level
+    OR_TERM = "or-term"  # ``or <SM120 term>`` in an SM clause
+    GUARD = "guard"  # existing statements moved under ``if not <SM12x term>:``
+
+
 class Kind(str, Enum):
     FUNCTION = "function"  # a module-level function, or a method of ``cls``
     ASSIGNMENT = "assignment"  # a module-level ``name = ...``
@@ -69,6 +79,7 @@ class Anchor:
     cls: str | None = None  # the class, for a method
     kind: Kind = Kind.FUNCTION
     expect: State = State.PENDING  # what a pristine release of ``seen`` shows
+    imports: bool = False  # the patch also imports ``is_sm120_supported`` in these releases
     note: str = ""  # why ``expect`` is not PENDING, or what is special here
 
     def describe(self) -> str:
@@ -140,6 +151,7 @@ class Example:
 class Patch(ABC):
     id: ClassVar[str]
     summary: ClassVar[str]
+    edits: ClassVar[Edit]
     anchors: ClassVar[tuple[Anchor, ...]]
     requires: ClassVar[tuple[str, ...]] = ()
     provides: ClassVar[tuple[str, ...]] = ()  # names this patch binds in its file

@@ -83,7 +83,7 @@ def plan_file(tree: SglangTree, rel: str, patches: list[Patch], change: bool) ->
         raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror})") from exc
     plan = FilePlan(rel, path, original)
     if original is None:
-        for patch, ctx in zip(patches, contexts):
+        for patch, ctx in zip(patches, contexts, strict=False):
             f = patch.absent(ctx, rel)
             plan.reports.append(PatchReport(patch, rel, f.state, f.detail, f.where, state_after=f.state))
         return plan
@@ -94,7 +94,7 @@ def plan_file(tree: SglangTree, rel: str, patches: list[Patch], change: bool) ->
         return plan
     module = parsed
     before: list[Finding] = []
-    for patch, ctx in zip(patches, contexts):
+    for patch, ctx in zip(patches, contexts, strict=False):
         finding = patch.check(module, ctx)
         before.append(finding)
         if change and finding.state is State.PENDING and finding.apply is not None:
@@ -106,7 +106,7 @@ def plan_file(tree: SglangTree, rel: str, patches: list[Patch], change: bool) ->
         except (SyntaxError, ValueError) as exc:
             raise InternalError(f"{rel}: the patched code does not compile ({exc}); nothing was written") from exc
     lines = Lines(module)
-    for patch, ctx, first in zip(patches, contexts, before):
+    for patch, ctx, first in zip(patches, contexts, before, strict=False):
         final = patch.check(module, ctx) if plan.updated is not None else first
         if change and first.state is State.PENDING and final.state is not State.APPLIED:
             raise InternalError(

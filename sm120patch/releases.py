@@ -1,4 +1,4 @@
-"""What is known about sglang and FlashInfer releases (shared/research, checked on wheels).
+"""What is known about sglang and FlashInfer releases (read off the released wheels).
 
 The patches find their targets by structure; this module only words the refusals and
 the FlashInfer warning, and says which releases the project has run end to end.
@@ -9,33 +9,77 @@ from __future__ import annotations
 from packaging.version import Version
 
 from sm120patch import flashinfer_kernel, static_names
-from sm120patch.locate import SglangTree
 from sm120patch.layout import COMM_FUSION
+from sm120patch.locate import SglangTree
 
 FUSION_SINCE = Version("0.4.9")  # FlashInfer allreduce fusion appears
 FIRST_SUPPORTED = Version("0.5.4")  # is_sm120_supported appears
 FLASHINFER_SM12X = flashinfer_kernel.FIRST_SM12X  # first FlashInfer with an SM12x trtllm allreduce kernel
 
-#: The FlashInfer each sglang release pins (shared/research/sglang-flashinfer-pins.txt).
+#: The FlashInfer each sglang release pins (its wheel's requirements).
 FLASHINFER_PINS: dict[str, str] = {
-    "0.4.6": "0.2.3", "0.4.6.post1": "0.2.3", "0.4.6.post2": "0.2.5", "0.4.6.post3": "0.2.5",
-    "0.4.6.post4": "0.2.5", "0.4.6.post5": "0.2.5", "0.4.7": "0.2.6.post1",
-    "0.4.7.post1": "0.2.6.post1", "0.4.8": "0.2.6.post1", "0.4.8.post1": "0.2.6.post1",
-    "0.4.9": "0.2.7.post1", "0.4.9.post1": "0.2.7.post1", "0.4.9.post2": "0.2.7.post1",
-    "0.4.9.post3": "0.2.7.post1", "0.4.9.post4": "0.2.9rc1", "0.4.9.post5": "0.2.9rc2",
-    "0.4.9.post6": "0.2.9rc2", "0.4.10": "0.2.9rc2", "0.4.10.post1": "0.2.9rc2",
-    "0.4.10.post2": "0.2.9rc2", "0.5.1": "0.2.11.post3", "0.5.1.post1": "0.2.11.post3",
-    "0.5.1.post2": "0.2.14.post1", "0.5.1.post3": "0.2.14.post1", "0.5.2": "0.3.1",
-    "0.5.3": "0.4.0rc3", "0.5.3.post1": "0.4.0", "0.5.3.post2": "0.4.0", "0.5.3.post3": "0.4.0",
-    "0.5.4": "0.4.1", "0.5.4.post1": "0.4.1", "0.5.4.post2": "0.4.1", "0.5.4.post3": "0.5.0",
-    "0.5.5": "0.5.0", "0.5.5.post1": "0.5.0", "0.5.5.post2": "0.5.0", "0.5.5.post3": "0.5.2",
-    "0.5.6": "0.5.3", "0.5.6.post1": "0.5.3", "0.5.6.post2": "0.5.3", "0.5.7": "0.5.3",
-    "0.5.8": "0.6.1", "0.5.8.post1": "0.6.1", "0.5.9": "0.6.3", "0.5.10": "0.6.7.post2",
-    "0.5.10.post1": "0.6.7.post3", "0.5.11": "0.6.8.post1", "0.5.12": "0.6.11.post1",
-    "0.5.12.post1": "0.6.11.post1", "0.5.13": "0.6.12", "0.5.13.post1": "0.6.12",
-    "0.5.14": "0.6.12", "0.5.15": "0.6.12", "0.5.15.post1": "0.6.12", "0.5.16": "0.6.14",
-    "0.5.17": "0.6.15.post1", "0.5.18": "0.6.17", "0.5.19": "0.6.18", "0.5.20": "0.6.18",
-    "0.5.21": "0.6.18", "0.5.22": "0.7.1", "0.5.23": "0.7.2",
+    "0.4.6": "0.2.3",
+    "0.4.6.post1": "0.2.3",
+    "0.4.6.post2": "0.2.5",
+    "0.4.6.post3": "0.2.5",
+    "0.4.6.post4": "0.2.5",
+    "0.4.6.post5": "0.2.5",
+    "0.4.7": "0.2.6.post1",
+    "0.4.7.post1": "0.2.6.post1",
+    "0.4.8": "0.2.6.post1",
+    "0.4.8.post1": "0.2.6.post1",
+    "0.4.9": "0.2.7.post1",
+    "0.4.9.post1": "0.2.7.post1",
+    "0.4.9.post2": "0.2.7.post1",
+    "0.4.9.post3": "0.2.7.post1",
+    "0.4.9.post4": "0.2.9rc1",
+    "0.4.9.post5": "0.2.9rc2",
+    "0.4.9.post6": "0.2.9rc2",
+    "0.4.10": "0.2.9rc2",
+    "0.4.10.post1": "0.2.9rc2",
+    "0.4.10.post2": "0.2.9rc2",
+    "0.5.1": "0.2.11.post3",
+    "0.5.1.post1": "0.2.11.post3",
+    "0.5.1.post2": "0.2.14.post1",
+    "0.5.1.post3": "0.2.14.post1",
+    "0.5.2": "0.3.1",
+    "0.5.3": "0.4.0rc3",
+    "0.5.3.post1": "0.4.0",
+    "0.5.3.post2": "0.4.0",
+    "0.5.3.post3": "0.4.0",
+    "0.5.4": "0.4.1",
+    "0.5.4.post1": "0.4.1",
+    "0.5.4.post2": "0.4.1",
+    "0.5.4.post3": "0.5.0",
+    "0.5.5": "0.5.0",
+    "0.5.5.post1": "0.5.0",
+    "0.5.5.post2": "0.5.0",
+    "0.5.5.post3": "0.5.2",
+    "0.5.6": "0.5.3",
+    "0.5.6.post1": "0.5.3",
+    "0.5.6.post2": "0.5.3",
+    "0.5.7": "0.5.3",
+    "0.5.8": "0.6.1",
+    "0.5.8.post1": "0.6.1",
+    "0.5.9": "0.6.3",
+    "0.5.10": "0.6.7.post2",
+    "0.5.10.post1": "0.6.7.post3",
+    "0.5.11": "0.6.8.post1",
+    "0.5.12": "0.6.11.post1",
+    "0.5.12.post1": "0.6.11.post1",
+    "0.5.13": "0.6.12",
+    "0.5.13.post1": "0.6.12",
+    "0.5.14": "0.6.12",
+    "0.5.15": "0.6.12",
+    "0.5.15.post1": "0.6.12",
+    "0.5.16": "0.6.14",
+    "0.5.17": "0.6.15.post1",
+    "0.5.18": "0.6.17",
+    "0.5.19": "0.6.18",
+    "0.5.20": "0.6.18",
+    "0.5.21": "0.6.18",
+    "0.5.22": "0.7.1",
+    "0.5.23": "0.7.2",
 }
 
 ALL_RELEASES = tuple(FLASHINFER_PINS)

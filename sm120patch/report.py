@@ -16,7 +16,7 @@ from rich.text import Text
 from sm120patch import __version__, releases
 from sm120patch.locate import InstallKind, SglangTree
 from sm120patch.outcome import Command, Outcome
-from sm120patch.patch_model import Patch, State
+from sm120patch.patch_model import Edit, Patch, State
 from sm120patch.registry import all_patches
 
 if TYPE_CHECKING:
@@ -57,8 +57,9 @@ def tree_json(tree: SglangTree) -> dict[str, Any]:
     }
 
 
-def _patch_json(patch: Patch, file: str | None, state: State, after: State, where: str, detail: str,
-                evidence: list[dict[str, Any]]) -> dict[str, Any]:
+def _patch_json(
+    patch: Patch, file: str | None, state: State, after: State, where: str, detail: str, evidence: list[dict[str, Any]]
+) -> dict[str, Any]:
     return {
         "id": patch.id,
         "summary": patch.summary,
@@ -170,7 +171,9 @@ def render(outcome: Outcome, show_docs: bool = False) -> None:
             state = r.state_after or r.state
             label = r.state.value if state is r.state else f"{r.state.value} -> {state.value}"
             detail = r.patch.summary if show_docs else r.detail
-            out.print(Text.assemble(f"  {r.patch.id:<26} ", (f"{label:<20}", _STYLE[state]), " ", detail), soft_wrap=True)
+            out.print(
+                Text.assemble(f"  {r.patch.id:<26} ", (f"{label:<20}", _STYLE[state]), " ", detail), soft_wrap=True
+            )
         evidence = [(r.file, e) for r in plan.reports for e in r.evidence]
         if evidence and outcome.command in (Command.VERIFY, Command.APPLY):
             out.print(Text("evidence:", style="bold"))
@@ -196,6 +199,21 @@ def render(outcome: Outcome, show_docs: bool = False) -> None:
     out.print(Text(outcome.headline, style=style), soft_wrap=True)
 
 
+def patch_table_markdown() -> str:
+    """README's "What it changes" table, generated from the patches' own anchor tables."""
+    rows = ["| patch | where it looks (file: what, releases) | what it changes |", "|---|---|---|"]
+    for patch in all_patches():
+        places = []
+        for anchor in patch.anchors:
+            extra = [anchor.expect.value] if anchor.expect is not State.PENDING else []
+            extra += [anchor.note] if anchor.note else []
+            extra += ["adds the import"] if anchor.imports and patch.edits is not Edit.IMPORT else []
+            shown = f" ({'; '.join(extra)})" if extra else ""
+            places.append(f"`{anchor.file.removeprefix('srt/')}`: {anchor.describe()}, {anchor.seen}{shown}")
+        rows.append(f"| `{patch.id}` | {'<br>'.join(places)} | {patch.summary} |")
+    return "\n".join(rows)
+
+
 def render_docs(out: Console) -> None:
     """Each patch's description and the anchor rows it searches (``list --docs``)."""
     for patch in all_patches():
@@ -205,7 +223,9 @@ def render_docs(out: Console) -> None:
         for anchor in patch.anchors:
             expect = "" if anchor.expect is State.PENDING else f" [{anchor.expect.value}]"
             note = f" — {anchor.note}" if anchor.note else ""
-            out.print(Text(f"    sglang/{anchor.file}: {anchor.describe()}, {anchor.seen}{expect}{note}"), soft_wrap=True)
+            out.print(
+                Text(f"    sglang/{anchor.file}: {anchor.describe()}, {anchor.seen}{expect}{note}"), soft_wrap=True
+            )
 
 
 def _render_runtime(out: Console, data: dict[str, Any]) -> None:
@@ -241,7 +261,9 @@ def render_doctor(result: DoctorReport) -> None:
     out = console()
     for f in result.findings:
         severity = f.severity.value
-        out.print(Text.assemble((f"{severity:<8}", _SEVERITY_STYLE[severity]), f"{f.id:<34} ", f.summary), soft_wrap=True)
+        out.print(
+            Text.assemble((f"{severity:<8}", _SEVERITY_STYLE[severity]), f"{f.id:<34} ", f.summary), soft_wrap=True
+        )
         if f.detail:
             out.print(Text(f"{'':<43}{f.detail}"), soft_wrap=True)
         if f.source:

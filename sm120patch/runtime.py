@@ -19,8 +19,6 @@ from sm120patch.interpreter import run_script
 from sm120patch.locate import SglangTree
 
 
-
-
 def dotted(rel: str) -> str:
     """``srt/layers/communicator.py`` -> ``sglang.srt.layers.communicator``."""
     return "sglang." + rel.removesuffix(".py").replace("/", ".")
@@ -28,18 +26,14 @@ def dotted(rel: str) -> str:
 
 def spelling(tree: SglangTree) -> str:
     return (
-        "platform"
-        if static_names.defines(tree.package_dir, "sglang.srt.runtime_context", "get_platform")
-        else "helper"
+        "platform" if static_names.defines(tree.package_dir, "sglang.srt.runtime_context", "get_platform") else "helper"
     )
 
 
 def check(tree: SglangTree, rels: list[str], python: str, timeout: float) -> dict[str, Any]:
     """Run ``import_check`` in ``python`` with ``tree`` first on its path."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(tree.package_dir.parent), env.get("PYTHONPATH", "")) if p
-    )
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tree.package_dir.parent), env.get("PYTHONPATH", "")) if p)
     with tempfile.TemporaryDirectory(prefix="sm120patch-runtime-") as scratch:
         out = Path(scratch) / "result.json"
         args = [str(out), spelling(tree), *map(dotted, rels)]

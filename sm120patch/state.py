@@ -20,7 +20,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -158,10 +158,8 @@ class StateDir:
 
     def clear(self) -> None:
         """Remove manifest and backups after a completed revert (stale-* dirs stay)."""
-        try:
+        with suppress(FileNotFoundError):
             self.manifest_path.unlink()
-        except FileNotFoundError:
-            pass
         shutil.rmtree(self.root / "backups", ignore_errors=True)
         shutil.rmtree(self.root / "staged", ignore_errors=True)
         fsync_dir(self.root)

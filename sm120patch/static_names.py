@@ -77,9 +77,7 @@ def defines(package_dir: Path, dotted: str, name: str, _seen: frozenset[str] = f
     for stmt in statements:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stmt.name == name:
             return True
-        if isinstance(stmt, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == name for t in stmt.targets
-        ):
+        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets):
             return True
         if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == name:
             return True
@@ -91,14 +89,10 @@ def defines(package_dir: Path, dotted: str, name: str, _seen: frozenset[str] = f
     for stmt in statements:
         if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
             source = (
-                _resolve_relative(dotted, is_package, stmt.level, stmt.module)
-                if stmt.level
-                else (stmt.module or "")
+                _resolve_relative(dotted, is_package, stmt.level, stmt.module) if stmt.level else (stmt.module or "")
             )
             target = module_file(package_dir, source)
-            if target is not None and _exports(target, name) and defines(
-                package_dir, source, name, _seen | {dotted}
-            ):
+            if target is not None and _exports(target, name) and defines(package_dir, source, name, _seen | {dotted}):
                 return True
     return False
 
@@ -109,9 +103,7 @@ def _exports(path: Path, name: str) -> bool:
         return False
     tree = _parse(path, path.stat().st_mtime_ns)
     for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets
-        ):
+        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets):
             try:
                 return name in ast.literal_eval(stmt.value)
             except ValueError:

@@ -18,6 +18,7 @@ means someone else changed the file meanwhile, and recovery stops without touchi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -62,7 +63,9 @@ class Journal:
     def from_json(cls, data: dict[str, Any]) -> Journal:
         try:
             entries = [Entry(**e) for e in data["entries"]]
-            return cls(data["op"], entries, data["manifest"], data.get("pid", 0), data.get("started", "?"), data["format"])
+            return cls(
+                data["op"], entries, data["manifest"], data.get("pid", 0), data.get("started", "?"), data["format"]
+            )
         except (KeyError, TypeError) as exc:
             raise EnvironmentProblem(f"the journal of an interrupted run is corrupted ({exc})") from exc
 
@@ -109,10 +112,11 @@ def stage(state: StateDir, plan: Plan, manifest: Manifest) -> list[Entry]:
     entries = []
     try:
         for f in plan.changes:
-            assert f.original is not None and f.updated is not None
+            assert f.original is not None
+            assert f.updated is not None
             before, after = sha256(f.original), sha256(f.updated)
             record = manifest.files.get(f.rel)
-            if record is None or record.sha256_before != before and record.sha256_after != before:
+            if record is None or (before not in (record.sha256_before, record.sha256_after)):
                 # First time this file is patched, or it was edited by hand since: back up what
                 # is there now, and keep the earlier backup aside rather than overwrite it.
                 if record is not None:
@@ -179,10 +183,8 @@ def _finish(state: StateDir, journal: Journal) -> list[str]:
         shutil.rmtree(state.root / "staged", ignore_errors=True)
     else:
         state.clear()
-    try:
+    with contextlib.suppress(FileNotFoundError):
         state.journal_path.unlink()
-    except FileNotFoundError:
-        pass
     return done
 
 
@@ -197,6 +199,5 @@ def recover(state: StateDir) -> str | None:
     done = _finish(state, journal)
     files = ", ".join(done) if done else "no file needed it"
     return (
-        f"recovered an interrupted {journal.op} (pid {journal.pid}, started {journal.started}): "
-        f"finished it ({files})"
+        f"recovered an interrupted {journal.op} (pid {journal.pid}, started {journal.started}): finished it ({files})"
     )

@@ -53,7 +53,11 @@ def cli(package: Path, *args: str, fault: str | None = None) -> subprocess.Compl
     entry = ["tests.faulty_cli", fault] if fault else ["sm120patch"]
     return subprocess.run(
         [sys.executable, "-m", *entry, *args, "--sglang-path", str(package), "--json"],
-        capture_output=True, text=True, env=env, timeout=300, cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=REPO,
     )
 
 

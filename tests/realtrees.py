@@ -37,8 +37,19 @@ def installed_release(version: str) -> Path:
     TREES.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=TREES, prefix=f".{version}-"))
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
-         "--disable-pip-version-check", "--target", str(tmp), str(wheel)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-compile",
+            "--disable-pip-version-check",
+            "--target",
+            str(tmp),
+            str(wheel),
+        ],
         check=True,
     )
     shutil.rmtree(site, ignore_errors=True)
@@ -68,7 +79,7 @@ def record_hashes(package_dir: Path) -> dict[str, str]:
         for row in csv.reader(fh):
             if len(row) >= 2 and row[0].startswith("sglang/") and row[1].startswith("sha256="):
                 digest = row[1][7:]
-                hashes[row[0][len("sglang/"):]] = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4)).hex()
+                hashes[row[0][len("sglang/") :]] = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4)).hex()
     return hashes
 
 
@@ -147,7 +158,7 @@ def _differences(a: object, b: object, out: list[str]) -> None:
                 continue
             trial: list[str] = []
             try:
-                for x, y in zip(a, b[:i] + b[i + 1:]):
+                for x, y in zip(a, b[:i] + b[i + 1 :], strict=False):
                     _differences(x, y, trial)
             except AssertionError:
                 continue
@@ -171,7 +182,7 @@ def _differences(a: object, b: object, out: list[str]) -> None:
     elif isinstance(a, list):
         if len(a) != len(b):
             raise AssertionError(f"unexpected change: {_show(a)} -> {_show(b)}")
-        for x, y in zip(a, b):
+        for x, y in zip(a, b, strict=False):
             _differences(x, y, out)
     elif a != b:
         raise AssertionError(f"unexpected change: {a!r} -> {b!r}")
@@ -186,12 +197,9 @@ def intended_changes(old_src: bytes, new_src: bytes) -> list[str]:
 
 # --- the full cycle, shared by the matrix tests and scripts/compat_table.py ------------------
 
+
 def _py_files(package: Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(package)): p.read_bytes()
-        for p in package.rglob("*.py")
-        if ".sm120patch" not in p.parts
-    }
+    return {str(p.relative_to(package)): p.read_bytes() for p in package.rglob("*.py") if ".sm120patch" not in p.parts}
 
 
 def run_cycle(package: Path, after_apply: Callable[[dict[str, bytes]], None] | None = None) -> dict:
@@ -245,6 +253,7 @@ def run_cycle(package: Path, after_apply: Callable[[dict[str, bytes]], None] | N
 
 # --- serving environments: real venvs with sglang (and FlashInfer) installed by pip ---------
 
+
 def fetch_dist(name: str, version: str) -> Path:
     """A wheel of ``name==version`` from the cache, or downloaded (no dependencies)."""
     cache = wheel_cache()
@@ -254,8 +263,19 @@ def fetch_dist(name: str, version: str) -> Path:
         return cached[0]
     cache.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-         "--disable-pip-version-check", "-d", str(cache), f"{name}=={version}"],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "-d",
+            str(cache),
+            f"{name}=={version}",
+        ],
         check=True,
     )
     (wheel,) = sorted(cache.glob(f"{prefix}-{version}-*.whl"))
@@ -269,8 +289,19 @@ def serving_env(root: Path, sglang: str, flashinfer: str | None = None) -> Path:
     python = root / "bin" / "python"
     wheels = [str(fetch_wheel(sglang))] + ([str(fetch_dist("flashinfer-python", flashinfer))] if flashinfer else [])
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
-         "--no-compile", "--disable-pip-version-check", *wheels],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-compile",
+            "--disable-pip-version-check",
+            *wheels,
+        ],
         check=True,
     )
     return python

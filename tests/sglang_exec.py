@@ -11,6 +11,7 @@ as they are.  Only two things are faked, and each fake is named for what it stan
 from __future__ import annotations
 
 import ast
+import itertools
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -18,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Optional
 
 MiB = 1 << 20
 
@@ -92,9 +93,15 @@ def _run(statements: list[ast.stmt], filename: str, namespace: dict[str, Any]) -
 
 
 PROBES = (
-    "_check_cuda_device_version", "get_device_sm", "ceil_div", "ceil_align",
-    "is_sm90_supported", "is_sm100_supported", "is_sm120_supported",
-    "is_blackwell_supported", "is_blackwell",
+    "_check_cuda_device_version",
+    "get_device_sm",
+    "ceil_div",
+    "ceil_align",
+    "is_sm90_supported",
+    "is_sm100_supported",
+    "is_sm120_supported",
+    "is_blackwell_supported",
+    "is_blackwell",
 )
 
 
@@ -102,8 +109,14 @@ def release_utils(package: Path, torch: Any) -> dict[str, Any]:
     """sglang's own SM probes and ``ceil_align`` from ``srt/utils/common.py``, asking
     ``torch`` (``FakeTorch``, or the real one on a GPU host) for the capability."""
     namespace: dict[str, Any] = {
-        "torch": torch, "lru_cache": lru_cache, "partial": partial, "List": List, "Tuple": Tuple,
-        "is_cuda": lambda: True, "is_musa": lambda: False, "_get_device_sm_via_nvml": lambda: None,
+        "torch": torch,
+        "lru_cache": lru_cache,
+        "partial": partial,
+        "List": list,
+        "Tuple": tuple,
+        "is_cuda": lambda: True,
+        "is_musa": lambda: False,
+        "_get_device_sm_via_nvml": lambda: None,
     }
     path = package / "srt/utils/common.py"
     return _run(_definitions(path, set(PROBES)), str(path), namespace)
@@ -118,7 +131,7 @@ def release_platform(package: Path) -> Callable[[], Any] | None:
     statements = _definitions(path, wanted)
     if not any(isinstance(s, ast.ClassDef) for s in statements):
         return None
-    return _run(statements, str(path), {"Dict": Dict, "Any": Any, "Optional": Optional})["get_platform"]
+    return _run(statements, str(path), {"Dict": dict, "Any": Any, "Optional": Optional})["get_platform"]
 
 
 @contextmanager
@@ -128,7 +141,7 @@ def utils_importable_as_sglang(utils: dict[str, Any]) -> Iterator[None]:
     chain = ["sglang", "sglang.srt", "sglang.srt.utils", "sglang.srt.utils.common"]
     modules = {name: types.ModuleType(name) for name in chain}
     modules["sglang.srt.utils.common"].__dict__.update(utils)
-    for parent, child in zip(chain, chain[1:]):
+    for parent, child in itertools.pairwise(chain):
         setattr(modules[parent], child.rsplit(".", 1)[1], modules[child])
     saved = {name: sys.modules.get(name) for name in chain}
     sys.modules.update(modules)
@@ -142,7 +155,9 @@ def utils_importable_as_sglang(utils: dict[str, Any]) -> Iterator[None]:
                 sys.modules[name] = module
 
 
-def load_function(source: bytes, name: str, namespace: dict[str, Any], filename: str = "<sglang>") -> Callable[..., Any]:
+def load_function(
+    source: bytes, name: str, namespace: dict[str, Any], filename: str = "<sglang>"
+) -> Callable[..., Any]:
     """The module-level function ``name`` of ``source``, compiled into ``namespace``."""
     (node,) = [s for s in ast.parse(source).body if isinstance(s, ast.FunctionDef) and s.name == name]
     return _run([node], filename, namespace)[name]

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from sm120patch import __version__
@@ -27,11 +26,7 @@ def run(*args: str) -> tuple[int, str, str]:
 
 
 def tree_hashes(package: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(package)): sha256(p)
-        for p in package.rglob("*")
-        if p.is_file()
-    }
+    return {str(p.relative_to(package)): sha256(p) for p in package.rglob("*") if p.is_file()}
 
 
 def test_version() -> None:
@@ -164,7 +159,9 @@ def test_piped_output_has_no_colour(release) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
     proc = subprocess.run(
         [sys.executable, "-m", "sm120patch", "verify", "--sglang-path", str(package)],
-        capture_output=True, text=True, env=env,
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert proc.returncode == 1
     assert "\x1b[" not in proc.stderr and "communicator-fusion-gate" in proc.stderr

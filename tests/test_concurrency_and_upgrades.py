@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 import fcntl
 import json
 import os
@@ -12,11 +10,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from sm120patch import commands
+from sm120patch.demo import fetch_wheel
 from sm120patch.locate import locate
 from sm120patch.registry import all_patches
 from tests.faultsuite import cli
-from sm120patch.demo import fetch_wheel
 from tests.realtrees import record_hashes, sha256
 
 pytestmark = pytest.mark.slow  # real sglang releases from the package index
@@ -30,7 +30,10 @@ def test_eight_concurrent_applies_patch_once(release) -> None:
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "sm120patch", "apply", "--sglang-path", str(package), "--json"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
         for _ in range(8)
     ]
@@ -50,11 +53,15 @@ def test_lock_of_a_killed_process_does_not_block(release) -> None:
     state = package / ".sm120patch"
     state.mkdir()
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import fcntl, os, sys, time\n"
-         f"fd = os.open({str(state / 'lock')!r}, os.O_RDWR | os.O_CREAT)\n"
-         "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(600)\n"],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            f"fd = os.open({str(state / 'lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(600)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert holder.stdout.readline().strip() == "held"
     holder.kill()
@@ -72,7 +79,9 @@ def test_apply_waits_for_a_live_holder_then_finds_the_tree_patched(release) -> N
     fcntl.flock(fd, fcntl.LOCK_EX)
     waiting = subprocess.Popen(
         [sys.executable, "-m", "sm120patch", "apply", "--sglang-path", str(package), "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     time.sleep(1.5)
     assert waiting.poll() is None  # blocked on the lock, not failed
@@ -99,8 +108,20 @@ def _venv_with(tmp_path: Path, version: str) -> tuple[Path, Path]:
 
 def pip_install(python: Path, version: str) -> None:
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
-         "--no-compile", "--disable-pip-version-check", "--upgrade", str(fetch_wheel(version))],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-compile",
+            "--disable-pip-version-check",
+            "--upgrade",
+            str(fetch_wheel(version)),
+        ],
         check=True,
     )
 
@@ -108,7 +129,8 @@ def pip_install(python: Path, version: str) -> None:
 def _run(python: Path, command: str) -> dict:
     proc = subprocess.run(
         [sys.executable, "-m", "sm120patch", command, "--python", str(python), "--json"],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     data = json.loads(proc.stdout)
     assert data["exit_code"] == proc.returncode
@@ -137,8 +159,8 @@ def _upgrade_cycle(tmp_path: Path, old: str, new: str) -> None:
     revert = _run(python, "revert")
     assert revert["ok"]
     record = record_hashes(package)
-    for rel in revert["written"]:
-        rel = rel.removeprefix("sglang/")
+    for written in revert["written"]:
+        rel = written.removeprefix("sglang/")
         assert sha256(package / rel) == record[rel]  # the *new* release's files
 
 

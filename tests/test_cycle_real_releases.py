@@ -36,17 +36,15 @@ def test_apply_on_0_5_9_reproduces_the_hand_fix_exactly(release) -> None:
     outcome = commands.apply(from_directory(package), list(all_patches()))
     assert outcome.exit_code == 0, outcome.headline
     grep = subprocess.run(
-        ["grep", "-n", r"sm120\|sm100_supported\|sm90_supported",
-         str(package / "srt/layers/communicator.py")],
-        capture_output=True, text=True, check=True,
+        ["grep", "-n", r"sm120\|sm100_supported\|sm90_supported", str(package / "srt/layers/communicator.py")],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert grep.stdout.splitlines()[:10] == SEED_LINES
     report = commands.verify(from_directory(package))
     evidence = [
-        f"{e.line}:{e.text}"
-        for r in report.plan.reports
-        if r.file == "srt/layers/communicator.py"
-        for e in r.evidence
+        f"{e.line}:{e.text}" for r in report.plan.reports if r.file == "srt/layers/communicator.py" for e in r.evidence
     ]
     assert sorted(set(evidence), key=lambda s: int(s.split(":")[0])) == SEED_LINES
 
@@ -75,11 +73,13 @@ def test_full_cycle(release, version: str) -> None:
     }
     for rel in touched:
         compile((package / rel).read_bytes(), rel, "exec")
-    assert sorted(intended_changes(originals["srt/layers/communicator.py"],
-                                   (package / "srt/layers/communicator.py").read_bytes())) == [
-        "flag", "import", "or-term"]
+    assert sorted(
+        intended_changes(originals["srt/layers/communicator.py"], (package / "srt/layers/communicator.py").read_bytes())
+    ) == ["flag", "import", "or-term"]
     # server_args.py differs from the release in exactly one expression.
-    assert intended_changes(originals["srt/server_args.py"], (package / "srt/server_args.py").read_bytes()) == ["or-term"]
+    assert intended_changes(originals["srt/server_args.py"], (package / "srt/server_args.py").read_bytes()) == [
+        "or-term"
+    ]
     # Nothing else in the tree changed.
     for rel, data in originals.items():
         if rel not in touched:

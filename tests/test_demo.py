@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
-
 import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from sm120patch.cli import main
@@ -23,7 +22,9 @@ def test_demo_runs_the_cycle_on_the_pinned_release() -> None:
     assert f"sglang-{DEMO_VERSION}-" in result.stderr
     for step in ("sm120patch apply", "sm120patch verify", "apply again", "sm120patch revert"):
         assert step in result.stderr
-    assert "communicator.py:97:        (_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)" in result.stderr
+    assert (
+        "communicator.py:97:        (_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)" in result.stderr
+    )
     assert "already applied: nothing to change" in result.stderr
     assert "demo ok" in result.stderr
     assert set(Path(tempfile.gettempdir()).glob("sm120patch-demo-*")) == before  # cleaned up

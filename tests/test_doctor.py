@@ -27,7 +27,9 @@ def run_doctor(python: Path, path_dirs: list[Path], *extra: str) -> tuple[int, d
     env["PATH"] = os.pathsep.join([*map(str, path_dirs), "/usr/bin", "/bin"])
     proc = subprocess.run(
         [sys.executable, "-m", "sm120patch", "doctor", "--python", str(python), "--json", *extra],
-        capture_output=True, text=True, env=env,
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc.returncode, json.loads(proc.stdout)
@@ -69,8 +71,11 @@ def test_two_rtx_pro_6000_nothing_applied_is_an_error(tmp_path: Path) -> None:
     assert found["gpus"]["source"] == "nvidia-smi --query-gpu=index,name,compute_cap --format=csv,noheader"
     errors = {f["id"] for f in data["findings"] if f["severity"] == "error"}
     assert errors == {
-        "patch:communicator-import", "patch:communicator-flag", "patch:communicator-fusion-gate",
-        "patch:server-args-auto-enable", "flashinfer",
+        "patch:communicator-import",
+        "patch:communicator-flag",
+        "patch:communicator-fusion-gate",
+        "patch:server-args-auto-enable",
+        "flashinfer",
     }
     assert "flashinfer" in data["headline"] and "patch:communicator-fusion-gate" in data["headline"]
     assert found["tp"]["severity"] == "info" and "+5.2 %" in found["tp"]["summary"]
@@ -84,7 +89,8 @@ def test_two_rtx_pro_6000_new_release_applied(tmp_path: Path) -> None:
     fake_nvidia_smi(bin_dir, [(RTX_PRO_6000, "12.0"), (RTX_PRO_6000, "12.0")])
     applied = subprocess.run(
         [sys.executable, "-m", "sm120patch", "apply", "--python", str(python), "--json"],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert applied.returncode == 0, applied.stderr
     assert json.loads(applied.stdout)["warnings"] == []  # FlashInfer 0.6.18 has the kernel
@@ -92,9 +98,16 @@ def test_two_rtx_pro_6000_new_release_applied(tmp_path: Path) -> None:
     found = by_id(data)
     assert found["flashinfer"]["severity"] == "ok"
     assert "supported_major_versions=[9, 10, 12]" in found["flashinfer"]["source"]
-    assert all(found[f"patch:{pid}"]["severity"] == "ok" for pid in (
-        "communicator-flag", "communicator-fusion-gate", "fusion-backend-resolver",
-        "workspace-preflight", "server-args-auto-enable"))
+    assert all(
+        found[f"patch:{pid}"]["severity"] == "ok"
+        for pid in (
+            "communicator-flag",
+            "communicator-fusion-gate",
+            "fusion-backend-resolver",
+            "workspace-preflight",
+            "server-args-auto-enable",
+        )
+    )
     assert not [f for f in data["findings"] if f["severity"] == "error"]
     assert code == 0
     assert found["launch"]["summary"] == "turn fusion on with --flashinfer-allreduce-fusion-backend trtllm"
@@ -108,8 +121,14 @@ TWO_SM120 = GpuReport((Gpu(0, RTX_PRO_6000, (12, 0)), Gpu(1, RTX_PRO_6000, (12, 
 NO_SMI = GpuReport((), "nvidia-smi", "nvidia-smi is not on PATH")
 
 
-def host(gpus: GpuReport = TWO_SM120, p2p: bool = True, multicast: int = 0, gdr: int = 1,
-         alloc_conf: str | None = None, torch_ok: bool = True) -> Host:
+def host(
+    gpus: GpuReport = TWO_SM120,
+    p2p: bool = True,
+    multicast: int = 0,
+    gdr: int = 1,
+    alloc_conf: str | None = None,
+    torch_ok: bool = True,
+) -> Host:
     """Facts as host_facts reports them on a PCIe box (no multicast by default)."""
     probe: dict = {"torch": {"ok": torch_ok, "error": None if torch_ok else "No module named 'torch'"}}
     if torch_ok:
@@ -136,7 +155,7 @@ def test_healthy_pcie_box_has_no_error() -> None:
 
 
 @pytest.mark.parametrize(
-    "facts, states, blocked",
+    ("facts", "states", "blocked"),
     [
         (dict(p2p=False), APPLIED, "p2p"),
         (dict(gdr=0), APPLIED, "gdr"),

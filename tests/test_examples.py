@@ -22,7 +22,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("patch, example", CASES)
+@pytest.mark.parametrize(("patch", "example"), CASES)
 def test_example(patch: Patch, example) -> None:
     ctx = example.context(provided_for(patch))
     module = cst.parse_module(example.before)
@@ -55,7 +55,13 @@ def test_every_patch_documents_itself(patch: Patch) -> None:
         assert word in patch.doc, word
     states = {e.state for e in patch.examples}
     assert State.PENDING in states and State.DRIFT in states
-    assert patch.anchors and {a.file for a in patch.anchors} <= {COMMUNICATOR, ADD_NORM, SERVER_ARGS, OVERRIDES, COMM_FUSION}
+    assert patch.anchors and {a.file for a in patch.anchors} <= {
+        COMMUNICATOR,
+        ADD_NORM,
+        SERVER_ARGS,
+        OVERRIDES,
+        COMM_FUSION,
+    }
     for dep in patch.requires:
         assert dep in {p.id for p in all_patches()}
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
-
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from sm120patch import commands
 from sm120patch.locate import from_directory
@@ -31,7 +31,9 @@ SED_IMPORT = r"s/^    is_sm100_supported,$/    is_sm100_supported,\n    is_sm120
 def grep(path: Path) -> list[str]:
     proc = subprocess.run(
         ["grep", "-n", r"sm120\|sm100_supported\|sm90_supported", str(path)],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return proc.stdout.splitlines()
 

@@ -130,7 +130,7 @@ def test_read_only_target_is_refused_before_anything_is_written(release, what: s
     if not _immutable(locked, True):
         pytest.skip("chattr +i is not available here")
     try:
-        code, out, err = cli("apply", "--sglang-path", str(package))
+        code, _out, err = cli("apply", "--sglang-path", str(package))
     finally:
         _immutable(locked, False)
     assert code == 2
@@ -144,7 +144,7 @@ def test_read_only_package_dir_cannot_hold_state(release) -> None:
     if not _immutable(package, True):
         pytest.skip("chattr +i is not available here")
     try:
-        code, out, err = cli("apply", "--sglang-path", str(package))
+        code, _out, err = cli("apply", "--sglang-path", str(package))
         verify_code, _, _ = cli("verify", "--sglang-path", str(package))
     finally:
         _immutable(package, False)
@@ -154,21 +154,20 @@ def test_read_only_package_dir_cannot_hold_state(release) -> None:
 
 
 @pytest.mark.parametrize(
-    "manifest, message",
+    ("manifest", "message"),
     [
         ("{not json", "is corrupted"),
         ('{"format": 99, "files": {}}', "written by a newer sm120patch"),
         ('{"format": 1, "nonsense": 1}', "is corrupted"),
     ],
 )
-
 def test_corrupted_or_newer_state_is_an_environment_error(release, manifest: str, message: str) -> None:
     package = release("0.5.9")
     assert apply(package).exit_code == 0
     patched = snapshot(package)
     (package / ".sm120patch" / "manifest.json").write_text(manifest)
     for command in ("verify", "revert", "apply"):
-        code, out, err = cli(command, "--sglang-path", str(package))
+        code, _out, err = cli(command, "--sglang-path", str(package))
         assert code == 2, command
         assert message in err and "Traceback" not in err
     assert snapshot(package) == patched
@@ -178,11 +177,12 @@ def test_python_that_is_not_an_interpreter(tmp_path: Path) -> None:
     fake = tmp_path / "python"
     fake.write_text("#!/bin/sh\necho not json\n")
     fake.chmod(0o755)
-    code, out, err = cli("verify", "--python", str(fake))
+    code, _out, err = cli("verify", "--python", str(fake))
     assert code == 2 and "unreadable probe output" in err
     proc = subprocess.run(
         [sys.executable, "-m", "sm120patch", "verify", "--python", str(fake), "--sglang-path", str(tmp_path)],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 2 and "either --python or --sglang-path" in proc.stderr
 
@@ -193,10 +193,13 @@ def test_reapply_after_a_hand_edit_keeps_the_earlier_backup(release) -> None:
     package = release("0.5.9", hardlink=False)
     assert apply(package).exit_code == 0
     target = package / COMM
-    hand = target.read_text().replace(
-        "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)",
-        "(_is_sm90_supported or _is_sm100_supported)",
-    ) + "# tuned by hand\n"
+    hand = (
+        target.read_text().replace(
+            "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)",
+            "(_is_sm90_supported or _is_sm100_supported)",
+        )
+        + "# tuned by hand\n"
+    )
     target.write_text(hand)
     outcome = apply(package)
     assert outcome.exit_code == 0 and outcome.written == [COMM]

@@ -30,21 +30,26 @@ def venv(root: Path) -> Path:
 
 def pip_install(bin_dir: Path, *args: str) -> None:
     subprocess.run(
-        [str(bin_dir / "python"), "-m", "pip", "install", "--quiet", "--no-deps",
-         "--disable-pip-version-check", *args],
-        check=True, cwd="/",
+        [str(bin_dir / "python"), "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check", *args],
+        check=True,
+        cwd="/",
     )
 
 
 def installed_cli_patches(bin_dir: Path, package: Path) -> tuple[list[str], str]:
     proc = subprocess.run(
         [str(bin_dir / "sm120patch"), "list", "--sglang-path", str(package), "--json"],
-        capture_output=True, text=True, cwd="/",
+        capture_output=True,
+        text=True,
+        cwd="/",
     )
     assert proc.returncode == 0, proc.stderr
     where = subprocess.run(
         [str(bin_dir / "python"), "-c", "import sm120patch.patches as p; print(p.__file__)"],
-        capture_output=True, text=True, check=True, cwd="/",
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd="/",
     ).stdout.strip()
     return sorted(p["id"] for p in json.loads(proc.stdout)["patches"]), where
 
@@ -54,7 +59,8 @@ def test_wheel_install_finds_every_patch(tmp_path: Path, release) -> None:
     dist = tmp_path / "dist"
     subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(REPO)],
-        check=True, capture_output=True,
+        check=True,
+        capture_output=True,
     )
     (wheel,) = dist.glob("sm120patch-*.whl")
     bin_dir = venv(tmp_path / "venv")

@@ -23,7 +23,9 @@ def make_venv(root: Path) -> tuple[Path, Path]:
     site = Path(
         subprocess.run(
             [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
     )
     return python, site
@@ -45,7 +47,8 @@ def test_python_option_finds_sglang_in_another_venv(tmp_path: Path) -> None:
 
     cli = subprocess.run(
         [sys.executable, "-m", "sm120patch", "verify", "--python", str(python), "--json"],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     data = json.loads(cli.stdout)
     assert cli.returncode == 1 and data["sglang"]["location"] == str(tree.package_dir)
@@ -74,9 +77,7 @@ def test_editable_install_is_reported_as_such(tmp_path: Path) -> None:
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.9\n")
     (dist / "RECORD").write_text("sglang-0.5.9.dist-info/METADATA,,\n__editable__.sglang.pth,,\n")
-    (dist / "direct_url.json").write_text(
-        json.dumps({"url": checkout.as_uri(), "dir_info": {"editable": True}})
-    )
+    (dist / "direct_url.json").write_text(json.dumps({"url": checkout.as_uri(), "dir_info": {"editable": True}}))
     (site / "__editable__.sglang.pth").write_text(str(checkout) + "\n")
 
     tree = locate(python=str(python))
@@ -97,9 +98,7 @@ def test_flashinfer_beside_sglang_is_read_for_the_warning(release) -> None:
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 0.6.17\n")
     assert from_directory(package).flashinfer == "0.6.17"
-    from sm120patch import releases
-
-    from sm120patch import flashinfer_kernel
+    from sm120patch import flashinfer_kernel, releases
 
     assert releases.flashinfer_warning(flashinfer_kernel.inspect("0.6.17", None), "0.5.18") is None
     assert "0.6.12" in releases.flashinfer_warning(flashinfer_kernel.inspect("0.6.12", None), "0.5.18")

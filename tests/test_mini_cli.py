@@ -43,8 +43,7 @@ def fake_flashinfer(site: Path, version: str, majors: list[int]) -> None:
     (site / "flashinfer" / "jit").mkdir(parents=True)
     (site / "flashinfer" / "__init__.py").write_text("")
     (site / "flashinfer" / "jit" / "comm.py").write_text(
-        "def gen_trtllm_comm_module():\n"
-        f"    nvcc_flags = ctx.get_nvcc_flags_list(supported_major_versions={majors})\n"
+        f"def gen_trtllm_comm_module():\n    nvcc_flags = ctx.get_nvcc_flags_list(supported_major_versions={majors})\n"
     )
     dist = site / f"flashinfer_python-{version}.dist-info"
     dist.mkdir()
@@ -121,13 +120,15 @@ def test_drift_writes_nothing_and_promises_nothing(mini: Path) -> None:
     gate = mini / COMM
     gate.write_text(gate.read_text().replace("def apply_flashinfer_allreduce_fusion(", "def fusion_allowed("))
     before = hashes(mini)
-    code, out, err = run("apply", "--sglang-path", str(mini))
+    code, _out, err = run("apply", "--sglang-path", str(mini))
     assert code == 1 and "nothing was written" in err and "apply_flashinfer_allreduce_fusion" in err
     assert "-> applied" not in err  # the other patches are reported as they are, pending
     assert hashes(mini) == before and not (mini / ".sm120patch" / "manifest.json").exists()
     code, data = jrun("apply", "--sglang-path", str(mini))
     assert {p["id"]: (p["state"], p["state_after"]) for p in data["patches"]}["workspace-preflight"] == (
-        "pending", "pending")
+        "pending",
+        "pending",
+    )
 
 
 def test_a_patch_that_breaks_the_code_is_an_internal_error(mini: Path, monkeypatch) -> None:
@@ -136,7 +137,7 @@ def test_a_patch_that_breaks_the_code_is_an_internal_error(mini: Path, monkeypat
 
     monkeypatch.setattr(plan, "compile", broken, raising=False)
     before = hashes(mini)
-    code, out, err = run("apply", "--sglang-path", str(mini))
+    code, _out, err = run("apply", "--sglang-path", str(mini))
     assert code == 70 and "does not compile" in err and "nothing was written" in err
     assert hashes(mini) == before
 
@@ -144,7 +145,7 @@ def test_a_patch_that_breaks_the_code_is_an_internal_error(mini: Path, monkeypat
 def test_unparsable_utils_names_the_file_and_line(mini: Path) -> None:
     utils = mini / "srt/utils/__init__.py"
     utils.write_text("from sglang.srt.utils.common import *\ndef broken(:\n")
-    code, out, err = run("verify", "--sglang-path", str(mini))
+    code, _out, err = run("verify", "--sglang-path", str(mini))
     assert code == 1
     assert f"{utils}:2: does not parse" in err
     assert "upgrade" not in err.lower()  # not the "no SM12x probe" advice
@@ -154,22 +155,28 @@ def test_unreadable_record_is_reported(mini: Path) -> None:
     (record,) = mini.parent.glob("sglang-*.dist-info/RECORD")
     record.unlink()
     record.mkdir()  # reading it fails, whoever runs the test
-    code, data = jrun("verify", "--sglang-path", str(mini))
-    assert "cannot read" in data["sglang"]["record_problem"] and "pristine check is off" in data["sglang"]["record_problem"]
+    _, data = jrun("verify", "--sglang-path", str(mini))
+    assert (
+        "cannot read" in data["sglang"]["record_problem"]
+        and "pristine check is off" in data["sglang"]["record_problem"]
+    )
     assert all(f["pristine"] is None for f in data["files"])
-    code, out, err = run("verify", "--sglang-path", str(mini))
+    _code, _out, err = run("verify", "--sglang-path", str(mini))
     assert "no RECORD hash (cannot read" in err
 
 
-@pytest.mark.parametrize("manifest, message", [
-    ("{not json", "is corrupted"),
-    ('{"format": 99, "files": {}}', "written by a newer sm120patch"),
-])
+@pytest.mark.parametrize(
+    ("manifest", "message"),
+    [
+        ("{not json", "is corrupted"),
+        ('{"format": 99, "files": {}}', "written by a newer sm120patch"),
+    ],
+)
 def test_damaged_state_is_an_environment_error(mini: Path, manifest: str, message: str) -> None:
     assert run("apply", "--sglang-path", str(mini))[0] == 0
     (mini / ".sm120patch" / "manifest.json").write_text(manifest)
     for command in ("verify", "revert", "apply"):
-        code, out, err = run(command, "--sglang-path", str(mini))
+        code, _out, err = run(command, "--sglang-path", str(mini))
         assert code == 2 and message in err and "Traceback" not in err, command
 
 

@@ -22,6 +22,7 @@ def context(patch_id: str) -> PatchContext:
     """No release around the code: sglang.srt.utils defines everything asked for."""
     return PatchContext(None, lambda module, name: True, provided_for(PATCHES[patch_id]))
 
+
 OTHER_TERMS = [
     "_is_flashinfer_available",
     "batch_size > 0",
@@ -101,21 +102,33 @@ def auto_enable_source(draw) -> tuple[str, str]:
     """An auto-enable ``if``; the expected verdict depends on what its body does."""
     probes = ("is_sm90_supported()", "is_sm100_supported()")
     clause = draw(sm_clause(probes))
-    terms = draw(st.lists(st.sampled_from([
-        "not self.enable_flashinfer_allreduce_fusion",
-        "model_arch in ['DeepseekV3ForCausalLM']",
-        "(self.nnodes == 1 or is_sm100_supported())",
-        "self.tp_size > 1",
-        "not self.enable_dp_attention",
-    ]), max_size=4, unique=True))
+    terms = draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    "not self.enable_flashinfer_allreduce_fusion",
+                    "model_arch in ['DeepseekV3ForCausalLM']",
+                    "(self.nnodes == 1 or is_sm100_supported())",
+                    "self.tp_size > 1",
+                    "not self.enable_dp_attention",
+                ]
+            ),
+            max_size=4,
+            unique=True,
+        )
+    )
     terms.insert(draw(st.integers(0, len(terms))), clause)
     test = "\n            and ".join(t.replace("\n", "\n        ") for t in terms)
-    extra = draw(st.sampled_from(["", "            logger.info('auto-enabled')\n",
-                                  "            self.attention_backend = 'trtllm_mla'\n"]))
+    extra = draw(
+        st.sampled_from(
+            ["", "            logger.info('auto-enabled')\n", "            self.attention_backend = 'trtllm_mla'\n"]
+        )
+    )
     nested = draw(st.booleans())
     enable = (
         "            if not self.enable_dp_attention:\n                self.enable_flashinfer_allreduce_fusion = True\n"
-        if nested else "            self.enable_flashinfer_allreduce_fusion = True\n"
+        if nested
+        else "            self.enable_flashinfer_allreduce_fusion = True\n"
     )
     source = (
         "from sglang.srt.utils import is_sm90_supported, is_sm100_supported, is_sm120_supported\n"

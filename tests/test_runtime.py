@@ -31,7 +31,7 @@ def cli(*args: str, pythonpath: Path | None = None) -> tuple[int, dict, str]:
     return proc.returncode, json.loads(proc.stdout), proc.stderr
 
 
-@pytest.mark.parametrize("capability, takes", [((12, 0), True), ((12, 1), True), ((9, 0), False)])
+@pytest.mark.parametrize(("capability", "takes"), [((12, 0), True), ((12, 1), True), ((9, 0), False)])
 def test_runtime_reports_the_probe_and_the_flags(tmp_path: Path, capability, takes: bool) -> None:
     package = write_mini_sglang(tmp_path / "site")
     torch = fake_torch_package(tmp_path / "faketorch", capability)
@@ -54,7 +54,7 @@ def test_runtime_reports_the_probe_and_the_flags(tmp_path: Path, capability, tak
 
 def test_runtime_without_torch_is_an_environment_error(tmp_path: Path) -> None:
     package = write_mini_sglang(tmp_path / "site")
-    code, data, err = cli("verify", "--runtime", "--sglang-path", str(package))
+    code, data, _err = cli("verify", "--runtime", "--sglang-path", str(package))
     assert code == 2 and data["exit_code"] == 2
     assert "torch does not import" in data["headline"] and "No module named 'torch'" in data["headline"]
 

@@ -16,14 +16,28 @@ import pytest
 from packaging.version import Version
 
 from tests.realtrees import run_cycle
-from tests.sglang_exec import MiB, FakeCudaDriver, workspace_sizes
+from tests.sglang_exec import FakeCudaDriver, MiB, workspace_sizes
 
 pytestmark = pytest.mark.slow  # real sglang releases from the package index
 
 FUSION = "srt/layers/flashinfer_comm_fusion.py"
 WITH_PREFLIGHT = [
-    "0.5.11", "0.5.12", "0.5.12.post1", "0.5.13", "0.5.13.post1", "0.5.14", "0.5.15",
-    "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23",
+    "0.5.11",
+    "0.5.12",
+    "0.5.12.post1",
+    "0.5.13",
+    "0.5.13.post1",
+    "0.5.14",
+    "0.5.15",
+    "0.5.15.post1",
+    "0.5.16",
+    "0.5.17",
+    "0.5.18",
+    "0.5.19",
+    "0.5.20",
+    "0.5.21",
+    "0.5.22",
+    "0.5.23",
 ]
 # What FlashInfer's SymmDeviceMemory allocates without multicast for world 2, 2048 tokens,
 # hidden 7168, bf16: round_up(buffer + 2048, 2 MiB) per buffer (flashinfer/comm/mnnvl.py,
@@ -55,8 +69,9 @@ def test_patched_preflight_sizes_on_each_release(release, version: str) -> None:
         for capability in ((9, 0), (10, 0)):
             assert _raises_multicast(package, after, capability) == _raises_multicast(package, before, capability)
         # SM90 with multicast: rounded to the multicast granularity exactly as before.
-        old, new = FakeCudaDriver(multicast=True, mc_granularity=64 * MiB), FakeCudaDriver(
-            multicast=True, mc_granularity=64 * MiB
+        old, new = (
+            FakeCudaDriver(multicast=True, mc_granularity=64 * MiB),
+            FakeCudaDriver(multicast=True, mc_granularity=64 * MiB),
         )
         sizes = workspace_sizes(package, after, (9, 0), new)
         assert sizes == workspace_sizes(package, before, (9, 0), old) == [64 * MiB, 64 * MiB, 192 * MiB]
