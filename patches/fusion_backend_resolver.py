@@ -100,6 +100,18 @@ class FusionBackendResolver(Patch):
             detail="no SM check",
         ),
         Example(
+            "widened by hand without importing the helper: NameError at warm-up",
+            """
+            from sglang.srt.utils import is_sm90_supported, is_sm100_supported
+            def _resolve_backend(backend):
+                if not (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()):
+                    raise ValueError('requires SM90 or SM10X')
+                return backend
+            """,
+            state=State.DRIFT,
+            detail="uses is_sm120_supported but the module never binds it",
+        ),
+        Example(
             "a resolver that no longer raises",
             """
             def _resolve_backend(backend):

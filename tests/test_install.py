@@ -22,15 +22,15 @@ EXPECTED = sorted(p.id for p in all_patches())
 
 
 def venv(root: Path) -> Path:
-    # System site-packages provide click/libcst/rich/packaging; the tool itself is
-    # installed into the venv, which takes precedence.
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(root)], check=True)
+    """A fresh venv that sees nothing of this interpreter's packages, as a user's would."""
+    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
     return root / "bin"
 
 
 def pip_install(bin_dir: Path, *args: str) -> None:
+    """Install with dependencies from the package index, as the README says."""
     subprocess.run(
-        [str(bin_dir / "python"), "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check", *args],
+        [str(bin_dir / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args],
         check=True,
         cwd="/",
     )
