@@ -50,8 +50,8 @@ MUTANTS = [
     (
         "an applied gate whose SM120 name is never bound",
         "sm120patch/decide.py",
-        "        if missing:\n            return Finding(\n                State.DRIFT,\n                f\"{where} uses",
-        "        if False:\n            return Finding(\n                State.DRIFT,\n                f\"{where} uses",
+        "        missing = unbound(module, ctx, sm120)\n        if missing:",
+        "        missing = unbound(module, ctx, sm120)\n        if False:",
     ),
     (
         "the preflight guard without `not`",
