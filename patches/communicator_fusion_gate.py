@@ -156,14 +156,20 @@ class CommunicatorFusionGate(Patch):
         if len(testing) > 1:
             names = ", ".join(label(a) for a, _, _ in testing)
             return Finding(State.DRIFT, f"{len(testing)} candidate fusion gates ({names}); expected exactly one")
-        anchor, _, clauses = testing[0] if testing else gates[0]
+        if not testing:
+            shown = ", ".join(label(a) for a, _, _ in gates)
+            return Finding(
+                State.DRIFT,
+                f"found 0 SM clauses like (_is_sm90_supported or _is_sm100_supported) in {shown}: the "
+                f"fusion gate was renamed or rewritten (looked for {searched(self.anchors)})",
+            )
+        anchor, _, clauses = testing[0]
         where = label(anchor)
         if len(clauses) != 1:
             return Finding(
                 State.DRIFT,
                 f"expected exactly one SM clause like (_is_sm90_supported or _is_sm100_supported) in "
-                f"{where}, found {len(clauses)}"
-                + (f": {'; '.join(describe(c.terms) for c in clauses)}" if clauses else ""),
+                f"{where}, found {len(clauses)}: {'; '.join(describe(c.terms) for c in clauses)}",
                 where,
             )
         return decide(module, ctx, clauses, where, [clauses[0].node])

@@ -21,7 +21,7 @@ from sm120patch.state import Manifest, StateDir
 from sm120patch.transaction import Entry, check_writable, commit, recover, remove_temps, stage, still_current
 
 if TYPE_CHECKING:
-    from sm120patch.plan import Plan
+    from sm120patch.outcome import Plan
 
 
 def make_plan(tree: SglangTree, patches: list[Patch], change: bool) -> Plan:
@@ -105,7 +105,7 @@ def _problem(plan: Plan) -> str | None:
     if plan.drift:
         release = f"sglang {plan.tree.version}" if plan.tree.version else "this sglang"
         return f"drift in {release}, nothing was written: " + "; ".join(
-            f"sglang/{r.file}: {r.patch.id}: {r.detail}" for r in plan.drift
+            f"sglang/{r.file}: {r.id}: {r.detail}" for r in plan.drift
         )
     return None
 

@@ -454,7 +454,7 @@ def patch_states(tree: SglangTree) -> dict[str, str]:
     plan = commands.verify(tree).plan
     if plan is None or plan.refusal:
         return {p.id: "refused" for p in all_patches()}
-    return {r.patch.id: r.state.value for r in plan.reports}
+    return {r.id: r.state.value for r in plan.reports}
 
 
 def default_python(tree: SglangTree | None, python: str | None) -> str:

@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-
-@dataclass(frozen=True)
-class Evidence:
-    line: int
-    text: str
+from sm120patch.outcome import Evidence
 
 
 class Lines:

@@ -7,61 +7,18 @@ checked again on the result and must read as applied.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import partial
-from pathlib import Path
 
 import libcst as cst
 
 from sm120patch import releases, static_names
 from sm120patch.errors import EnvironmentProblem, InternalError
-from sm120patch.evidence import Evidence, Lines
+from sm120patch.evidence import Lines
 from sm120patch.locate import SglangTree
+from sm120patch.outcome import FilePlan, PatchReport, Plan
 from sm120patch.patch_model import Finding, Patch, PatchContext, State
 from sm120patch.registry import provided_for
-
-
-@dataclass
-class PatchReport:
-    patch: Patch
-    file: str  # relative to the sglang package dir
-    state: State  # as found
-    detail: str
-    where: str = ""
-    evidence: list[Evidence] = field(default_factory=list)
-    state_after: State | None = None  # after the planned change (== state when nothing changes)
-
-
-@dataclass
-class FilePlan:
-    rel: str
-    path: Path
-    original: bytes | None  # None: the file does not exist
-    updated: bytes | None = None  # None: unchanged
-    reports: list[PatchReport] = field(default_factory=list)
-
-    @property
-    def changed(self) -> bool:
-        return self.updated is not None and self.updated != self.original
-
-
-@dataclass
-class Plan:
-    tree: SglangTree
-    files: list[FilePlan]
-    refusal: str | None = None
-
-    @property
-    def reports(self) -> list[PatchReport]:
-        return [r for f in self.files for r in f.reports]
-
-    @property
-    def changes(self) -> list[FilePlan]:
-        return [f for f in self.files if f.changed]
-
-    @property
-    def drift(self) -> list[PatchReport]:
-        return [r for r in self.reports if r.state is State.DRIFT]
 
 
 def _parse(rel: str, data: bytes) -> cst.Module | str:
@@ -71,6 +28,18 @@ def _parse(rel: str, data: bytes) -> cst.Module | str:
         return f"{rel}:{exc.raw_line}: does not parse ({exc.message}); a broken hand edit?"
     except (UnicodeDecodeError, ValueError) as exc:
         return f"{rel} cannot be read as Python source ({exc})"
+
+
+def _report(
+    patch: Patch,
+    rel: str,
+    state: State,
+    detail: str,
+    where: str = "",
+    evidence: list | None = None,
+    state_after: State | None = None,
+) -> PatchReport:
+    return PatchReport(patch.id, patch.summary, patch.requires, rel, state, detail, where, evidence or [], state_after)
 
 
 def plan_file(tree: SglangTree, rel: str, patches: list[Patch], change: bool) -> FilePlan:
@@ -85,12 +54,12 @@ def plan_file(tree: SglangTree, rel: str, patches: list[Patch], change: bool) ->
     if original is None:
         for patch, ctx in zip(patches, contexts, strict=False):
             f = patch.absent(ctx, rel)
-            plan.reports.append(PatchReport(patch, rel, f.state, f.detail, f.where, state_after=f.state))
+            plan.reports.append(_report(patch, rel, f.state, f.detail, f.where, state_after=f.state))
         return plan
     parsed = _parse(rel, original)
     if isinstance(parsed, str):
         for patch in patches:
-            plan.reports.append(PatchReport(patch, rel, State.DRIFT, parsed, state_after=State.DRIFT))
+            plan.reports.append(_report(patch, rel, State.DRIFT, parsed, state_after=State.DRIFT))
         return plan
     module = parsed
     before: list[Finding] = []
@@ -114,7 +83,7 @@ def plan_file(tree: SglangTree, rel: str, patches: list[Patch], change: bool) ->
                 f"{final.detail}); nothing was written"
             )
         plan.reports.append(
-            PatchReport(
+            _report(
                 patch,
                 rel,
                 first.state,

@@ -16,7 +16,7 @@ from rich.text import Text
 from sm120patch import __version__, releases
 from sm120patch.locate import InstallKind, SglangTree
 from sm120patch.outcome import Command, Outcome
-from sm120patch.patch_model import Edit, Patch, State
+from sm120patch.patch_model import Edit, State
 from sm120patch.registry import all_patches
 
 if TYPE_CHECKING:
@@ -58,12 +58,20 @@ def tree_json(tree: SglangTree) -> dict[str, Any]:
 
 
 def _patch_json(
-    patch: Patch, file: str | None, state: State, after: State, where: str, detail: str, evidence: list[dict[str, Any]]
+    ident: str,
+    summary: str,
+    requires: tuple[str, ...],
+    file: str | None,
+    state: State,
+    after: State,
+    where: str,
+    detail: str,
+    evidence: list[dict[str, Any]],
 ) -> dict[str, Any]:
     return {
-        "id": patch.id,
-        "summary": patch.summary,
-        "requires": list(patch.requires),
+        "id": ident,
+        "summary": summary,
+        "requires": list(requires),
         "file": file,
         "state": state.value,
         "state_after": after.value,
@@ -76,11 +84,16 @@ def _patch_json(
 def to_json(outcome: Outcome) -> dict[str, Any]:
     plan = outcome.plan
     if plan is not None and plan.refusal:
-        patches = [_patch_json(p, None, State.REFUSED, State.REFUSED, "", plan.refusal, []) for p in all_patches()]
+        patches = [
+            _patch_json(p.id, p.summary, p.requires, None, State.REFUSED, State.REFUSED, "", plan.refusal, [])
+            for p in all_patches()
+        ]
     else:
         patches = [
             _patch_json(
-                r.patch,
+                r.id,
+                r.summary,
+                r.requires,
                 f"sglang/{r.file}",
                 r.state,
                 r.state_after or r.state,
@@ -170,10 +183,8 @@ def render(outcome: Outcome, show_docs: bool = False) -> None:
                 out.print(Text(f"sglang/{r.file}", style="bold"))
             state = r.state_after or r.state
             label = r.state.value if state is r.state else f"{r.state.value} -> {state.value}"
-            detail = r.patch.summary if show_docs else r.detail
-            out.print(
-                Text.assemble(f"  {r.patch.id:<26} ", (f"{label:<20}", _STYLE[state]), " ", detail), soft_wrap=True
-            )
+            detail = r.summary if show_docs else r.detail
+            out.print(Text.assemble(f"  {r.id:<26} ", (f"{label:<20}", _STYLE[state]), " ", detail), soft_wrap=True)
         evidence = [(r.file, e) for r in plan.reports for e in r.evidence]
         if evidence and outcome.command in (Command.VERIFY, Command.APPLY):
             out.print(Text("evidence:", style="bold"))

@@ -33,7 +33,7 @@ from sm120patch.patch_model import State
 from sm120patch.state import FileRecord, Manifest, StateDir
 
 if TYPE_CHECKING:
-    from sm120patch.plan import Plan
+    from sm120patch.outcome import Plan
 
 JOURNAL_FORMAT = 1
 
@@ -124,7 +124,7 @@ def stage(state: StateDir, plan: Plan, manifest: Manifest) -> list[Entry]:
                 state.put(state.backup_path(f.rel), f.original)
                 record = FileRecord(before, after, [], f"backups/{f.rel}")
             state.put(state.staged_path(f.rel), f.updated)
-            applied_here = [r.patch.id for r in f.reports if r.state is State.PENDING]
+            applied_here = [r.id for r in f.reports if r.state is State.PENDING]
             record.sha256_after = after
             record.patches = sorted(set(record.patches) | set(applied_here))
             manifest.files[f.rel] = record

@@ -220,7 +220,7 @@ def run_cycle(package: Path, after_apply: Callable[[dict[str, bytes]], None] | N
         "version": tree.version,
         "exit_code": first.exit_code,
         "refusal": first.plan.refusal if first.plan else None,
-        "states": {r.patch.id: r.state.value for r in (first.plan.reports if first.plan else [])},
+        "states": {r.id: r.state.value for r in (first.plan.reports if first.plan else [])},
         "written": sorted(first.written),
         "changes": {},
     }

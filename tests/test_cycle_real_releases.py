@@ -62,7 +62,7 @@ def test_full_cycle(release, version: str) -> None:
     assert touched == ["srt/layers/communicator.py"] + (
         ["srt/layers/flashinfer_comm_fusion.py"] if preflight else []
     ) + ["srt/server_args.py"]
-    states = {r.patch.id: r.state_after for r in first.plan.reports}
+    states = {r.id: r.state_after for r in first.plan.reports}
     assert states == {
         "communicator-import": State.APPLIED,
         "communicator-flag": State.APPLIED,

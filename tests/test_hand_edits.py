@@ -51,7 +51,7 @@ def test_apply_completes_a_partial_sed_fix_without_duplicating(release) -> None:
 
     outcome = commands.apply(from_directory(package), list(all_patches()))
     assert outcome.exit_code == 0, outcome.headline
-    states = {r.patch.id: (r.state, r.state_after) for r in outcome.plan.reports}
+    states = {r.id: (r.state, r.state_after) for r in outcome.plan.reports}
     assert states["communicator-import"] == (State.APPLIED, State.APPLIED)
     assert states["communicator-flag"] == (State.APPLIED, State.APPLIED)
     assert states["communicator-fusion-gate"] == (State.PENDING, State.APPLIED)
@@ -68,7 +68,7 @@ def test_sed_run_twice_is_reported_and_not_made_worse(release) -> None:
     assert len(flags_before) == 2
     outcome = commands.apply(from_directory(package), list(all_patches()))
     assert outcome.exit_code == 0
-    flag = next(r for r in outcome.plan.reports if r.patch.id == "communicator-flag")
+    flag = next(r for r in outcome.plan.reports if r.id == "communicator-flag")
     assert "2 times" in flag.detail
     flags_after = [line for line in grep(target) if line.split(":", 1)[1].startswith("_is_sm120")]
     assert len(flags_after) == 2
@@ -84,7 +84,7 @@ def test_renamed_gate_is_drift_and_nothing_is_written(release) -> None:
     outcome = commands.apply(from_directory(package), list(all_patches()))
     assert outcome.exit_code == 1
     drift = [r for r in outcome.plan.reports if r.state is State.DRIFT]
-    assert [r.patch.id for r in drift] == ["communicator-fusion-gate"]
+    assert [r.id for r in drift] == ["communicator-fusion-gate"]
     assert drift[0].file == COMM
     assert "apply_flashinfer_allreduce_fusion" in drift[0].detail
     assert "nothing was written" in outcome.headline
