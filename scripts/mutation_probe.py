@@ -32,8 +32,8 @@ MUTANTS = [
     (
         "evidence line numbers off by one",
         "sm120patch/evidence.py",
-        "                line = pos.start.line\n",
-        "                line = pos.start.line + 1\n",
+        "        self.line = 1\n",
+        "        self.line = 2\n",
     ),
     (
         "a negated SM clause accepted as the fusion gate",

@@ -1,34 +1,61 @@
-"""``file:line: text`` evidence for reports: the lines of the nodes a finding points at."""
+"""The module's code and the lines of the nodes findings point at, in one code-generation pass.
+
+``file:line: text`` evidence needs the line each node starts on.  libcst's PositionProvider
+computes a range for every node of the file (and copies it first); here the one
+code-generation pass that produces the file's bytes anyway also notes the start line of the
+few nodes asked for, the same line PositionProvider reports (the syntactic start).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst._nodes.internal import CodegenState
 
 from sm120patch.outcome import Evidence
 
 
-class Lines:
-    """Line numbers of nodes in one module, resolved once and only if asked."""
+class _LineState(CodegenState):
+    """Code generation that counts lines and notes where the wanted nodes start."""
 
-    def __init__(self, module: cst.Module) -> None:
-        self.module = module
-        self._positions: Mapping[cst.CSTNode, CodeRange] | None = None
-        self._lines: list[str] = []
+    def __init__(self, module: cst.Module, wanted: set[int]) -> None:
+        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
+        self.line = 1
+        self.wanted = wanted
+        self.starts: dict[int, int] = {}
 
-    def evidence(self, nodes: Sequence[cst.CSTNode]) -> list[Evidence]:
-        if not nodes:
-            return []
-        if self._positions is None:
-            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
-            self._positions = wrapper.resolve(PositionProvider)
-            self._lines = self.module.code.splitlines()
+    def add_token(self, value: str) -> None:
+        self.tokens.append(value)
+        self.line += value.count("\n")
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        if id(node) in self.wanted:  # whitespace included; the syntactic start below wins
+            self.starts[id(node)] = self.line
+
+    @contextmanager
+    def record_syntactic_position(
+        self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None, end_node: cst.CSTNode | None = None
+    ) -> Iterator[None]:
+        if id(node) in self.wanted and start_node is None:
+            self.starts[id(node)] = self.line
+        yield
+
+
+def generate(module: cst.Module, groups: Sequence[Sequence[cst.CSTNode]]) -> tuple[str, list[list[Evidence]]]:
+    """The module's code, and for each group of nodes its evidence lines (sorted, one per line)."""
+    wanted = {id(node) for group in groups for node in group}
+    state = _LineState(module, wanted)
+    module._codegen(state)
+    code = "".join(state.tokens)
+    lines = code.splitlines()
+    found: list[list[Evidence]] = []
+    for group in groups:
         seen: dict[int, Evidence] = {}
-        for node in nodes:
-            pos = self._positions.get(node)
-            if pos is not None:
-                line = pos.start.line
-                seen.setdefault(line, Evidence(line, self._lines[line - 1].rstrip()))
-        return sorted(seen.values(), key=lambda e: e.line)
+        for node in group:
+            line = state.starts.get(id(node))
+            if line is not None:
+                seen.setdefault(line, Evidence(line, lines[line - 1].rstrip()))
+        found.append(sorted(seen.values(), key=lambda e: e.line))
+    return code, found

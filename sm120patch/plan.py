@@ -14,7 +14,7 @@ import libcst as cst
 
 from sm120patch import releases, static_names
 from sm120patch.errors import EnvironmentProblem, InternalError
-from sm120patch.evidence import Lines
+from sm120patch.evidence import generate
 from sm120patch.locate import SglangTree
 from sm120patch.outcome import FilePlan, PatchReport, Plan
 from sm120patch.patch_model import Finding, Patch, PatchContext, State
@@ -63,35 +63,29 @@ def plan_file(tree: SglangTree, rel: str, patches: list[Patch], change: bool) ->
         return plan
     module = parsed
     before: list[Finding] = []
-    for patch, ctx in zip(patches, contexts, strict=False):
+    for patch, ctx in zip(patches, contexts, strict=True):
         finding = patch.check(module, ctx)
         before.append(finding)
         if change and finding.state is State.PENDING and finding.apply is not None:
             module = finding.apply(module)
-    if change and module.bytes != original:
-        plan.updated = module.bytes
-        try:
-            compile(plan.updated, str(path), "exec", dont_inherit=True)
-        except (SyntaxError, ValueError) as exc:
-            raise InternalError(f"{rel}: the patched code does not compile ({exc}); nothing was written") from exc
-    lines = Lines(module)
-    for patch, ctx, first in zip(patches, contexts, before, strict=False):
-        final = patch.check(module, ctx) if plan.updated is not None else first
-        if change and first.state is State.PENDING and final.state is not State.APPLIED:
+    changed = module is not parsed
+    finals = [patch.check(module, ctx) for patch, ctx in zip(patches, contexts, strict=True)] if changed else before
+    for patch, first, final in zip(patches, before, finals, strict=True):
+        if first.state is State.PENDING and changed and final.state is not State.APPLIED:
             raise InternalError(
                 f"{rel}: {patch.id} did not re-check as applied ({final.state.value}: "
                 f"{final.detail}); nothing was written"
             )
+    code, evidence = generate(module, [final.evidence for final in finals])
+    if changed:
+        plan.updated = code.encode(module.encoding)
+        try:
+            compile(plan.updated, str(path), "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as exc:
+            raise InternalError(f"{rel}: the patched code does not compile ({exc}); nothing was written") from exc
+    for patch, first, final, lines in zip(patches, before, finals, evidence, strict=True):
         plan.reports.append(
-            _report(
-                patch,
-                rel,
-                first.state,
-                final.detail,
-                first.where or final.where,
-                lines.evidence(final.evidence),
-                state_after=final.state,
-            )
+            _report(patch, rel, first.state, final.detail, first.where or final.where, lines, state_after=final.state)
         )
     return plan
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from sm120patch.evidence import Lines
+from sm120patch.evidence import generate
 from sm120patch.layout import ADD_NORM, COMM_FUSION, COMMUNICATOR, OVERRIDES, SERVER_ARGS
 from sm120patch.patch_model import Patch, State
 from sm120patch.registry import all_patches, provided_for
@@ -39,7 +39,8 @@ def test_example(patch: Patch, example) -> None:
     assert finding.apply is None
     assert module.code == (example.after if example.after is not None else example.before)
     if example.evidence is not None:
-        assert [e.line for e in Lines(module).evidence(finding.evidence)] == list(example.evidence)
+        _, (lines,) = generate(module, [finding.evidence])
+        assert [e.line for e in lines] == list(example.evidence)
 
 
 def test_examples_have_distinct_names() -> None:

@@ -1,0 +1,44 @@
+"""Evidence lines from the single code-generation pass equal libcst's PositionProvider lines
+and the patched file's own lines, on real releases (every file, every patch, before and after)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import partial
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from sm120patch import commands, static_names
+from sm120patch.evidence import generate
+from sm120patch.locate import from_directory
+from sm120patch.patch_model import PatchContext
+from sm120patch.registry import all_patches, provided_for
+
+pytestmark = pytest.mark.slow  # real sglang releases from the package index
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.14", "0.5.23"])
+def test_lines_match_position_provider(release, version: str) -> None:
+    package = release(version)
+    tree = from_directory(package)
+    for stage in ("pristine", "patched"):
+        if stage == "patched":
+            assert commands.apply(tree, list(all_patches())).exit_code == 0
+        base = PatchContext(tree.parsed_version, partial(static_names.defines, tree.package_dir))
+        by_file: dict[str, list] = {}
+        for patch in all_patches():
+            by_file.setdefault(patch.target(tree.exists), []).append(patch)
+        for rel, patches in by_file.items():
+            data = tree.path(rel).read_bytes()
+            module = cst.parse_module(data)
+            groups = [p.check(module, replace(base, provided=provided_for(p))).evidence for p in patches]
+            code, found = generate(module, groups)
+            assert code.encode(module.encoding) == data
+            positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+            file_lines = data.decode().splitlines()
+            for group, evidence in zip(groups, found, strict=True):
+                expected = sorted({positions[node].start.line for node in group})
+                assert [e.line for e in evidence] == expected, (stage, rel)
+                assert all(file_lines[e.line - 1].rstrip() == e.text for e in evidence)
