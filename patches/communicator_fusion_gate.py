@@ -163,7 +163,7 @@ class CommunicatorFusionGate(Patch):
                 f"found 0 SM clauses like (_is_sm90_supported or _is_sm100_supported) in {shown}: the "
                 f"fusion gate was renamed or rewritten (looked for {searched(self.anchors)})",
             )
-        anchor, _, clauses = testing[0]
+        anchor, function, clauses = testing[0]
         where = label(anchor)
         if len(clauses) != 1:
             return Finding(
@@ -172,4 +172,4 @@ class CommunicatorFusionGate(Patch):
                 f"{where}, found {len(clauses)}: {'; '.join(describe(c.terms) for c in clauses)}",
                 where,
             )
-        return decide(module, ctx, clauses, where, [clauses[0].node])
+        return decide(module, ctx, clauses, where, [clauses[0].node], [function])

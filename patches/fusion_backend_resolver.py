@@ -145,4 +145,4 @@ class FusionBackendResolver(Patch):
                 f"expected one guard `if not (<SM90> or <SM100>): raise ...` in {FUNCTION}, found {len(guards)}",
                 FUNCTION,
             )
-        return decide(module, ctx, guards, FUNCTION, [guards[0].node])
+        return decide(module, ctx, guards, FUNCTION, [guards[0].node], functions)

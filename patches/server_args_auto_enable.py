@@ -296,4 +296,5 @@ class ServerArgsAutoEnable(Patch):
                 f"kernels ({mixed}); left alone, pass the fusion flag instead",
                 where,
             )
-        return decide(module, ctx, eligible, where, [c.node for c in eligible])
+        scopes = [f for _, f in functions.values()]
+        return decide(module, ctx, eligible, where, [c.node for c in eligible], scopes)

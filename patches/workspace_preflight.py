@@ -380,7 +380,7 @@ class WorkspacePreflight(Patch):
             pairs: list[tuple[cst.CSTNode, cst.CSTNode]] = [(block, new_block)]
             if site is not None:
                 pairs.append((site.node, insert_after(site, SM120_HELPER)))
-            return replace_all(tree, pairs)
+            return replace_all(tree, pairs, [function])
 
         return Finding(
             State.PENDING,

@@ -9,16 +9,16 @@ import functools
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from sm120patch import __version__, commands, report
+from sm120patch import FIRST_SUPPORTED, LAST_KNOWN, __version__
 from sm120patch.errors import ExitCode, ToolError
-from sm120patch.locate import SglangTree, locate
-from sm120patch.outcome import Outcome
-from sm120patch.registry import SelectionError, select
-from sm120patch.releases import FIRST_SUPPORTED, LAST_KNOWN
+
+if TYPE_CHECKING:  # the modules behind the commands load when a command runs, not for --help
+    from sm120patch.locate import SglangTree
+    from sm120patch.outcome import Outcome
 
 PYTHON_HELP = "Interpreter (or venv / conda env root) of the environment that serves sglang."
 PATH_HELP = "The sglang package directory itself (site-packages/sglang, or a checkout's python/sglang)."
@@ -43,6 +43,8 @@ def _location_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _fail(message: str, code: int, as_json: bool) -> None:
+    from sm120patch import report
+
     if as_json:
         report.print_json(report.error_json(message, code))
     report.error(message)
@@ -51,6 +53,8 @@ def _fail(message: str, code: int, as_json: bool) -> None:
 def _guarded(as_json: bool, run: Callable[[], int]) -> None:
     """Run a command body; turn the errors a user can act on into their exit codes, and a
     bug into exit 70 with its traceback."""
+    from sm120patch.registry import SelectionError
+
     ctx = click.get_current_context()
     try:
         code = run()
@@ -80,6 +84,9 @@ def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
     @functools.wraps(func)
     def wrapper(python: str | None, sglang_path: Path | None, as_json: bool, **kwargs: Any) -> None:
         def run() -> int:
+            from sm120patch import report
+            from sm120patch.locate import locate
+
             outcome = func(tree=locate(python=python, sglang_path=sglang_path), **kwargs)
             if as_json:
                 report.print_json(report.to_json(outcome))
@@ -132,7 +139,10 @@ def main() -> None:
 )
 def apply(tree: SglangTree, only: str | None, skip: str | None, dry_run: bool, strict: bool) -> Outcome:
     """Back up and patch the located sglang (a second run is a no-op)."""
-    patches, notes = select(_ids(only), _ids(skip))
+    from sm120patch import commands
+    from sm120patch.registry import select
+
+    patches, notes = select(_ids(only), _ids(skip)) if only or skip else (None, [])
     return commands.apply(tree, patches, dry_run=dry_run, notes=notes, strict=strict)
 
 
@@ -153,6 +163,8 @@ def apply(tree: SglangTree, only: str | None, skip: str | None, dry_run: bool, s
 )
 def verify(tree: SglangTree, runtime: bool, timeout: float) -> Outcome:
     """Report each patch as applied / pending / drift, with file:line evidence."""
+    from sm120patch import commands
+
     return commands.verify(tree, runtime_timeout=timeout if runtime else None)
 
 
@@ -164,6 +176,8 @@ def verify(tree: SglangTree, runtime: bool, timeout: float) -> Outcome:
 @click.option("--dry-run", is_flag=True, help="Write nothing; print the diff that revert would apply.")
 def revert(tree: SglangTree, force: bool, dry_run: bool) -> Outcome:
     """Restore every patched file from its backup, then remove the saved state."""
+    from sm120patch import commands
+
     return commands.revert(tree, force=force, dry_run=dry_run)
 
 
@@ -172,6 +186,8 @@ def revert(tree: SglangTree, force: bool, dry_run: bool) -> Outcome:
 @click.option("--docs", is_flag=True, help="Also print each patch's description and where it looks.")
 def list_(tree: SglangTree, docs: bool) -> Outcome:
     """The patches, what each does, and its state in the located sglang."""
+    from sm120patch import commands
+
     return commands.list_patches(tree)
 
 
@@ -183,6 +199,8 @@ def doctor(python: str | None, sglang_path: Path | None, as_json: bool, tp: int 
     patches, FlashInfer's SM12x kernel, P2P, multicast, GPUDirect RDMA, launch flags).
     Exit 1 when any finding is an error."""
     from sm120patch import doctor as checkup
+    from sm120patch import report
+    from sm120patch.locate import locate
 
     def run() -> int:
         tree, problem = None, None

@@ -14,11 +14,12 @@ from sm120patch import releases
 from sm120patch.errors import EnvironmentProblem, ExitCode
 from sm120patch.fsutil import sha256, sha256_file
 from sm120patch.locate import SglangTree
-from sm120patch.outcome import Command, FileStatus, Outcome, Recorded, StateSummary
+from sm120patch.outcome import CheckedBy, Command, FileStatus, Outcome, Recorded, StateSummary
 from sm120patch.patch_model import Patch, State
 from sm120patch.registry import all_patches
 from sm120patch.state import Manifest, StateDir
 from sm120patch.transaction import Entry, check_writable, commit, recover, remove_temps, stage, still_current
+from sm120patch.trust import record, trusted_plan
 
 if TYPE_CHECKING:
     from sm120patch.outcome import Plan
@@ -55,7 +56,10 @@ def _plan_diff(plan: Plan) -> str:
     )
 
 
-def file_statuses(tree: SglangTree, rels: list[str], manifest: Manifest | None) -> list[FileStatus]:
+def file_statuses(
+    tree: SglangTree, rels: list[str], manifest: Manifest | None, by_hash: bool = False
+) -> list[FileStatus]:
+    checked_by = CheckedBy.HASH if by_hash else CheckedBy.STRUCTURE
     statuses = []
     for rel in rels:
         current = sha256_file(tree.path(rel))
@@ -63,7 +67,7 @@ def file_statuses(tree: SglangTree, rels: list[str], manifest: Manifest | None) 
         if manifest is not None and rel in manifest.files:
             rec = manifest.files[rel]
             recorded = {rec.sha256_after: Recorded.PATCHED, rec.sha256_before: Recorded.ORIGINAL}.get(current or "")
-        statuses.append(FileStatus(rel, current, tree.record.sha256(rel), recorded))
+        statuses.append(FileStatus(rel, current, tree.record.sha256(rel), recorded, checked_by))
     return statuses
 
 
@@ -118,9 +122,11 @@ def verify(tree: SglangTree, patches: list[Patch] | None = None, runtime_timeout
     serving interpreter (``verify --runtime``)."""
     state = StateDir(tree.package_dir)
     manifest = state.load()
-    plan = make_plan(tree, list(patches or all_patches()), change=False)
+    trusted = trusted_plan(tree, state, manifest) if patches is None else None
+    plan = trusted or make_plan(tree, list(patches or all_patches()), change=False)
     outcome = Outcome(Command.VERIFY, tree, ExitCode.OK, "", plan, state=state_summary(state, manifest, tree))
-    outcome.files = file_statuses(tree, [f.rel for f in plan.files if f.original is not None], manifest)
+    rels = [f.rel for f in plan.files if f.original is not None]
+    outcome.files = file_statuses(tree, rels, manifest, by_hash=trusted is not None)
     outcome.warnings = _fused_path_warnings(tree)
     if outcome.state and outcome.state.interrupted:
         outcome.notes.append(
@@ -174,8 +180,9 @@ def _runtime(outcome: Outcome, timeout: float) -> None:
 
 
 def list_patches(tree: SglangTree) -> Outcome:
-    plan = make_plan(tree, list(all_patches()), change=False)
-    return Outcome(Command.LIST, tree, ExitCode.OK, plan.refusal or f"{len(all_patches())} patches", plan)
+    state = StateDir(tree.package_dir)
+    plan = trusted_plan(tree, state, state.load()) or make_plan(tree, list(all_patches()), change=False)
+    return Outcome(Command.LIST, tree, ExitCode.OK, plan.refusal or f"{len(plan.reports)} patches", plan)
 
 
 # --- apply ---------------------------------------------------------------------------------
@@ -183,19 +190,23 @@ def list_patches(tree: SglangTree) -> Outcome:
 
 def apply(
     tree: SglangTree,
-    patches: list[Patch],
+    patches: list[Patch] | None = None,
     dry_run: bool = False,
     notes: list[str] | None = None,
     strict: bool = False,
 ) -> Outcome:
-    """Patch the tree.  ``strict``: a warning about the fused path (FlashInfer without the
-    SM12x kernel) refuses the change instead, for image builds."""
+    """Patch the tree with ``patches`` (default: all).  ``strict``: a warning about the fused
+    path (FlashInfer without the SM12x kernel) refuses the change instead, for image builds."""
     state = StateDir(tree.package_dir)
     outcome = Outcome(Command.APPLY, tree, ExitCode.OK, "", notes=list(notes or []))
     outcome.warnings = _fused_path_warnings(tree)
     note = _gpu_note()
     if note:
         outcome.notes.append(note)
+    trusted = trusted_plan(tree, state, state.load()) if patches is None and not dry_run else None
+    if trusted is not None and not (strict and outcome.warnings):
+        return _report_plan(outcome, trusted, state, dry_run, by_hash=True)
+    patches = patches if patches is not None else list(all_patches())
     plan = make_plan(tree, patches, change=True)
     if _problem(plan) or dry_run:
         return _report_plan(outcome, plan, state, dry_run)
@@ -235,17 +246,18 @@ def _write(outcome: Outcome, plan: Plan, state: StateDir) -> None:
         manifest = None
     manifest = manifest or Manifest(tree.version, str(tree.package_dir))
     entries = stage(state, plan, manifest)
+    record(plan, manifest, [p.id for p in all_patches()])
     commit(state, entries, manifest, Command.APPLY.value)
     outcome.written = [e.rel for e in entries]
     outcome.diff = _plan_diff(plan)
 
 
-def _report_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool) -> Outcome:
+def _report_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool, by_hash: bool = False) -> Outcome:
     tree = outcome.tree
     outcome.plan = plan
     manifest = state.load()
     outcome.state = state_summary(state, manifest, tree)
-    outcome.files = file_statuses(tree, [f.rel for f in plan.files if f.original is not None], manifest)
+    outcome.files = file_statuses(tree, [f.rel for f in plan.files if f.original is not None], manifest, by_hash)
     problem = _problem(plan)
     if problem:
         outcome.exit_code, outcome.headline = ExitCode.NOT_AS_ASKED, problem

@@ -76,11 +76,13 @@ def decide(
     clauses: Sequence[Clause],
     where: str,
     evidence: Sequence[cst.CSTNode],
+    scopes: Sequence[cst.CSTNode] = (),
 ) -> Finding:
-    """The state of ``clauses`` (the SM tests a gate patch found), and the change if pending."""
+    """The state of ``clauses`` (the SM tests a gate patch found in the functions
+    ``scopes``), and the change if pending."""
     to_widen = [c for c in clauses if not admits_sm12x(c.terms)]
     if to_widen:
-        return _widening(module, ctx, to_widen, where, evidence)
+        return _widening(module, ctx, to_widen, where, evidence, scopes)
     if any(names_sm120(c.terms) for c in clauses):
         sm120 = [t for c in clauses for t in c.terms if t.arch in SM120_ARCHS]
         missing = unbound(module, ctx, sm120)
@@ -107,6 +109,7 @@ def _widening(
     clauses: Sequence[Clause],
     where: str,
     evidence: Sequence[cst.CSTNode],
+    scopes: Sequence[cst.CSTNode],
 ) -> Finding:
     new_terms = [template_term(c.terms) for c in clauses]
     site: ImportSite | None = None
@@ -127,7 +130,7 @@ def _widening(
         pairs: list[tuple[cst.CSTNode, cst.CSTNode]] = [(c.node, widen(c)) for c in clauses]
         if site is not None:
             pairs.append((site.node, insert_after(site, SM120_HELPER)))
-        return replace_all(tree, pairs)
+        return replace_all(tree, pairs, scopes)
 
     added = ", ".join(dict.fromkeys(code(sm120_term(t)) for t in new_terms))
     return Finding(

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from packaging.version import Version
 
+import sm120patch
 from sm120patch import flashinfer_kernel, static_names
 from sm120patch.layout import COMM_FUSION
 from sm120patch.locate import SglangTree
 
 FUSION_SINCE = Version("0.4.9")  # FlashInfer allreduce fusion appears
-FIRST_SUPPORTED = Version("0.5.4")  # is_sm120_supported appears
+FIRST_SUPPORTED = Version(sm120patch.FIRST_SUPPORTED)  # is_sm120_supported appears
 FLASHINFER_SM12X = flashinfer_kernel.FIRST_SM12X  # first FlashInfer with an SM12x trtllm allreduce kernel
 
 #: The FlashInfer each sglang release pins (its wheel's requirements).
@@ -83,7 +84,7 @@ FLASHINFER_PINS: dict[str, str] = {
 }
 
 ALL_RELEASES = tuple(FLASHINFER_PINS)
-LAST_KNOWN = ALL_RELEASES[-1]  # the newest release run end to end (docs/compatibility.md)
+assert ALL_RELEASES[-1] == sm120patch.LAST_KNOWN  # the newest release run end to end
 
 
 def refusal(tree: SglangTree) -> str | None:

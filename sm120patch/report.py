@@ -9,17 +9,14 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.syntax import Syntax
-from rich.text import Text
-
 from sm120patch import __version__, releases
 from sm120patch.locate import InstallKind, SglangTree
 from sm120patch.outcome import Command, Outcome
 from sm120patch.patch_model import Edit, State
-from sm120patch.registry import all_patches
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # rich loads only to render for people (JSON output never needs it)
+    from rich.console import Console
+
     from sm120patch.doctor import DoctorReport
 
 SCHEMA = "sm120patch/1"
@@ -84,6 +81,8 @@ def _patch_json(
 def to_json(outcome: Outcome) -> dict[str, Any]:
     plan = outcome.plan
     if plan is not None and plan.refusal:
+        from sm120patch.registry import all_patches
+
         patches = [
             _patch_json(p.id, p.summary, p.requires, None, State.REFUSED, State.REFUSED, "", plan.refusal, [])
             for p in all_patches()
@@ -158,10 +157,14 @@ def print_json(data: dict[str, Any]) -> None:
 
 
 def console() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False)
 
 
 def render(outcome: Outcome, show_docs: bool = False) -> None:
+    from rich.text import Text
+
     out = console()
     tree = outcome.tree
     out.print(
@@ -212,6 +215,8 @@ def render(outcome: Outcome, show_docs: bool = False) -> None:
 
 def patch_table_markdown() -> str:
     """README's "What it changes" table, generated from the patches' own anchor tables."""
+    from sm120patch.registry import all_patches
+
     rows = ["| patch | where it looks (file: what, releases) | what it changes |", "|---|---|---|"]
     for patch in all_patches():
         places = []
@@ -227,6 +232,10 @@ def patch_table_markdown() -> str:
 
 def render_docs(out: Console) -> None:
     """Each patch's description and the anchor rows it searches (``list --docs``)."""
+    from rich.text import Text
+
+    from sm120patch.registry import all_patches
+
     for patch in all_patches():
         out.print(Text(f"\n{patch.id}", style="bold"))
         out.print(Text(patch.doc), soft_wrap=True)
@@ -240,6 +249,8 @@ def render_docs(out: Console) -> None:
 
 
 def _render_runtime(out: Console, data: dict[str, Any]) -> None:
+    from rich.text import Text
+
     out.print(Text(f"runtime ({data.get('python')}):", style="bold"))
     torch = data.get("torch") or {}
     if not torch.get("ok"):
@@ -269,6 +280,8 @@ def _render_runtime(out: Console, data: dict[str, Any]) -> None:
 
 
 def render_doctor(result: DoctorReport) -> None:
+    from rich.text import Text
+
     out = console()
     for f in result.findings:
         severity = f.severity.value
@@ -284,12 +297,18 @@ def render_doctor(result: DoctorReport) -> None:
 
 
 def error(message: str) -> None:
+    from rich.text import Text
+
     console().print(Text.assemble(("error: ", "bold red"), message), soft_wrap=True)
 
 
 def print_diff(diff: str) -> None:
+    from rich.console import Console
+    from rich.syntax import Syntax
+
     if not diff:
         return
+
     stdout = Console(highlight=False)
     if stdout.is_terminal:
         stdout.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))

@@ -23,12 +23,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sm120patch import __version__
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.fsutil import atomic_write, fsync_dir
 
-FORMAT = 1
+FORMAT = 2  # 2: the manifest also records what the last apply saw in each file (``checked``)
 DIRNAME = ".sm120patch"
 
 
@@ -41,6 +42,15 @@ class FileRecord:
 
 
 @dataclass
+class CheckedFile:
+    """What the last apply saw in a file once the tree was written: its sha256 and every
+    patch's report.  verify trusts these only for byte-identical files (commands.py)."""
+
+    sha256: str
+    reports: list[dict[str, Any]]
+
+
+@dataclass
 class Manifest:
     sglang_version: str | None
     sglang_location: str
@@ -49,14 +59,20 @@ class Manifest:
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     updated: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     files: dict[str, FileRecord] = field(default_factory=dict)
+    fingerprint: str = ""  # of the sm120patch code that wrote ``checked`` (fingerprint.py)
+    patch_set: list[str] = field(default_factory=list)  # the patches that last apply ran
+    registry: list[str] = field(default_factory=list)  # every patch that sm120patch had
+    checked: dict[str, CheckedFile] = field(default_factory=dict)
+    seal: str = ""  # sha256 over the fields above that trust.py relies on
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict) -> Manifest:
+    def from_json(cls, data: dict[str, Any]) -> Manifest:
         files = {rel: FileRecord(**rec) for rel, rec in data.pop("files", {}).items()}
-        return cls(**data, files=files)
+        checked = {rel: CheckedFile(**rec) for rel, rec in data.pop("checked", {}).items()}
+        return cls(**data, files=files, checked=checked)
 
 
 class StateDir:
@@ -123,6 +139,7 @@ class StateDir:
 
     def save(self, manifest: Manifest) -> None:
         manifest.updated = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        manifest.format = FORMAT
         self.write_json(self.manifest_path, manifest.to_json())
 
     def load_journal(self) -> dict | None:
