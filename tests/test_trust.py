@@ -43,7 +43,8 @@ def test_untouched_tree_is_trusted_by_hash_without_libcst(applied: Path) -> None
     assert gate["evidence"][0]["text"].strip() == "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)"
     probe = (
         "import sys\nfrom sm120patch.cli import main\n"
-        f"try:\n    main(['verify', '--sglang-path', {str(applied)!r}])\nexcept SystemExit as e:\n    assert e.code == 0\n"
+        f"try:\n    main(['verify', '--sglang-path', {str(applied)!r}])\n"
+        "except SystemExit as e:\n    assert e.code == 0\n"
         "print(sorted(m for m in ('libcst', 'rich') if m in sys.modules))\n"
     )
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
@@ -82,7 +83,7 @@ def test_a_tampered_manifest_is_not_believed(applied: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "field, value",
+    ("field", "value"),
     [("fingerprint", "0" * 64), ("tool_version", "0.1.0"), ("patch_set", ["communicator-import"])],
 )
 def test_a_manifest_from_other_code_or_a_partial_apply_is_not_trusted(applied: Path, field: str, value) -> None:
