@@ -109,9 +109,26 @@ def _node_fields(kind: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(kind))
 
 
+#: Fields that hold layout only (whitespace, comments, brackets, separators): never code.
+FORMAT_FIELDS = frozenset(
+    {
+        "colon", "comma", "comment", "dot", "empty_lines", "equal", "first_colon", "first_line",
+        "footer", "header", "last_line", "lbrace", "lbracket", "leading_lines", "leading_whitespace",
+        "lines_after_decorators", "lpar", "newline", "rbrace", "rbracket", "relative", "rpar",
+        "second_colon", "semicolon", "separator", "trailing_comma", "trailing_whitespace",
+    }
+)  # fmt: skip
+
+
+@cache
+def _code_fields(kind: type) -> tuple[str, ...]:
+    return tuple(name for name in _node_fields(kind) if name not in FORMAT_FIELDS and not name.startswith("whitespace"))
+
+
 def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Direct children, read from the dataclass fields (much cheaper than ``.children``)."""
-    for name in _node_fields(type(node)):
+    """Direct children that hold code (layout-only fields skipped), read from the dataclass
+    fields: much cheaper than libcst's ``.children``, which also yields every whitespace."""
+    for name in _code_fields(type(node)):
         value = getattr(node, name)
         if isinstance(value, cst.CSTNode):
             yield value
@@ -122,7 +139,7 @@ def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """``node`` and everything below it, depth first."""
+    """``node`` and every code node below it, depth first, in source order."""
     stack = [node]
     while stack:
         current = stack.pop()

@@ -8,6 +8,7 @@ slow or impossible.  ``ast`` reads the module, follows ``from ... import *`` cha
 from __future__ import annotations
 
 import ast
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -65,14 +66,43 @@ def _resolve_relative(dotted_here: str, is_package: bool, level: int, module: st
     return ".".join(parts + ([module] if module else []))
 
 
+_STAR_IMPORT = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+\*", re.M)
+
+
+@lru_cache(maxsize=256)
+def _text(path: Path, mtime_ns: int) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror})") from exc
+
+
 def defines(package_dir: Path, dotted: str, name: str, _seen: frozenset[str] = frozenset()) -> bool:
-    """Whether importing ``dotted`` binds ``name`` (statically, following star imports)."""
+    """Whether importing ``dotted`` binds ``name`` (statically, following star imports).
+
+    A "yes" can come from the text alone (a ``def`` or assignment of ``name`` at column 0,
+    here or behind a star import); every other answer comes from parsing."""
     if dotted in _seen:
         return False
     path = module_file(package_dir, dotted)
     if path is None:
         return False
-    tree = _parse(path, path.stat().st_mtime_ns)
+    mtime = path.stat().st_mtime_ns
+    text = _text(path, mtime)
+    escaped = re.escape(name)
+    if re.search(rf"^(?:(?:async[ \t]+)?def|class)[ \t]+{escaped}\b|^{escaped}[ \t]*(?::[^=\n]*)?=(?!=)", text, re.M):
+        return True
+    if name not in text:  # not bound here: only a star import can bring it
+        is_package = path.name == "__init__.py"
+        for match in _STAR_IMPORT.finditer(text):
+            module = match.group(1)
+            level = len(module) - len(module.lstrip("."))
+            source = _resolve_relative(dotted, is_package, level, module.lstrip(".") or None) if level else module
+            target = module_file(package_dir, source)
+            if target is not None and _exports(target, name) and defines(package_dir, source, name, _seen | {dotted}):
+                return True
+    # No quick yes: parse, so that a "no" is never the guess of a file that does not parse.
+    tree = _parse(path, mtime)
     statements = _import_time_statements(tree.body)
     for stmt in statements:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stmt.name == name:
@@ -101,6 +131,8 @@ def _exports(path: Path, name: str) -> bool:
     """A star import takes ``name`` unless it is private or left out of a literal ``__all__``."""
     if name.startswith("_"):
         return False
+    if "__all__" not in _text(path, path.stat().st_mtime_ns):
+        return True
     tree = _parse(path, path.stat().st_mtime_ns)
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets):
