@@ -219,6 +219,7 @@ def apply(
         )
         return outcome
     if not plan.changes and not state.journal_path.exists():
+        _refresh_record(state, plan, patches)
         return _report_plan(outcome, plan, state, dry_run)
     with state.lock():
         recovered = recover(state)
@@ -231,6 +232,22 @@ def apply(
         if plan.changes and not _problem(plan):
             _write(outcome, plan, state)
         return _report_plan(outcome, plan, state, dry_run)
+
+
+def _refresh_record(state: StateDir, plan: Plan, patches: list[Patch]) -> None:
+    """Nothing to write, but what verify may trust is stale (a newer sm120patch, say):
+    record it again, so the next verify needs no parsing.  Only the manifest is rewritten,
+    under the lock, and only where this release's state exists."""
+    manifest = state.load()
+    tree = plan.tree
+    if manifest is None or manifest.sglang_version != tree.version or trusted_plan(tree, state, manifest):
+        return
+    with state.lock():
+        manifest = state.load()
+        if manifest is None or not still_current(plan):
+            return
+        record(plan, manifest, [p.id for p in all_patches()])
+        state.save(manifest)
 
 
 def _write(outcome: Outcome, plan: Plan, state: StateDir) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from sm120patch import find_sglang, flashinfer_kernel
+from sm120patch import flashinfer_kernel
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.interpreter import run_script
 
@@ -29,15 +29,24 @@ class InstallKind(str, Enum):
 
 @dataclass(frozen=True)
 class Record:
-    """The wheel's RECORD: sha256 of every installed file, as pip wrote it."""
+    """The wheel's RECORD: sha256 of every installed file, as pip wrote it.  Looked up per
+    file (a RECORD lists thousands; sm120patch asks about three)."""
 
-    rows: dict[str, str]  # path relative to the package dir -> urlsafe-b64 sha256
+    text: str
+    prefix: str | None  # the package directory as RECORD spells it ("sglang/")
     problem: str | None = None  # why the pristine check is off, when it is
 
     def sha256(self, rel: str) -> str | None:
-        digest = self.rows.get(rel)
-        if digest is None:
+        if self.prefix is None:
             return None
+        start = self.text.find(f"\n{self.prefix}{rel},")  # ``text`` starts with a newline
+        if start < 0:
+            return None
+        row = self.text[start + 1 :].split("\n", 1)[0]
+        _, digest, *_ = next(csv.reader([row]))
+        if not digest.startswith("sha256="):
+            return None
+        digest = digest.removeprefix("sha256=")
         return base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4)).hex()
 
 
@@ -76,36 +85,21 @@ class SglangTree:
     def record(self) -> Record:
         """RECORD of the installed release (empty for a checkout or a bare directory)."""
         if self.dist_info is None:
-            return Record({}, "no install metadata (not installed from a wheel)")
+            return Record("", None, "no install metadata (not installed from a wheel)")
         if self.install_kind is InstallKind.EDITABLE:
-            return Record({}, "an editable install: its RECORD does not list the checkout's files")
+            return Record("", None, "an editable install: its RECORD does not list the checkout's files")
         path = self.dist_info / "RECORD"
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
-            return Record({}, f"cannot read {path} ({exc.strerror}): the pristine check is off")
+            return Record("", None, f"cannot read {path} ({exc.strerror}): the pristine check is off")
         site = self.dist_info.parent
-        prefix = None
         for package, root in ((self.package_dir, site), (self.package_dir.resolve(), site.resolve())):
             if package.is_relative_to(root):
                 prefix = package.relative_to(root).as_posix() + "/"
-                break
-        rows: dict[str, str] = {}
-        for row in csv.reader(text.splitlines()):
-            if len(row) < 2 or not row[1].startswith("sha256="):
-                continue
-            name = row[0]
-            if prefix is not None and name.startswith(prefix):
-                rows[name[len(prefix) :]] = row[1][7:]
-            elif name.startswith(".."):  # a file installed outside site-packages' tree
-                try:
-                    rel = (site / name).resolve().relative_to(self.package_dir.resolve())
-                except ValueError:
-                    continue
-                rows[rel.as_posix()] = row[1][7:]
-        if not rows:
-            return Record({}, f"{path} lists no file of {self.package_dir}: the pristine check is off")
-        return Record(rows)
+                if f"{prefix}__init__.py," in text:
+                    return Record("\n" + text, prefix)
+        return Record("", None, f"{path} lists no file of {self.package_dir}: the pristine check is off")
 
 
 def _from_probe(data: dict, how_found: str) -> SglangTree | None:
@@ -137,6 +131,8 @@ def run_probe(python: str) -> dict:
     if not exe.exists():
         raise EnvironmentProblem(f"--python {python}: no such interpreter")
     try:
+        from sm120patch import find_sglang
+
         proc = run_script(str(exe), find_sglang.__file__)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EnvironmentProblem(f"--python {python}: could not run it ({exc})") from exc
@@ -245,6 +241,8 @@ def locate(python: str | None = None, sglang_path: Path | None = None) -> Sglang
         data = run_probe(python)
         how = f"--python {python}"
     else:
+        from sm120patch import find_sglang
+
         data = find_sglang.find()
         how = f"this interpreter ({sys.executable})"
     tree = _from_probe(data, how)

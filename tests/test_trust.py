@@ -112,3 +112,17 @@ def test_apply_only_a_subset_is_not_trusted_later(tmp_path: Path) -> None:
     assert runner.invoke(main, ["apply", "--sglang-path", str(package), "--only", "communicator-flag"]).exit_code == 0
     data = verify(package)
     assert checked_by(data) == {"structure"} and data["exit_code"] == 1
+
+
+def test_a_no_op_apply_renews_a_stale_record(applied: Path) -> None:
+    """After an sm120patch upgrade the record is another code's: verify falls back to parsing
+    until an apply (which has nothing to write) records the tree again."""
+    manifest = json.loads(manifest_path(applied).read_text())
+    manifest["fingerprint"] = "the previous sm120patch"
+    manifest_path(applied).write_text(json.dumps(manifest))
+    before = {p.name: p.read_bytes() for p in applied.rglob("*.py")}
+    assert checked_by(verify(applied)) == {"structure"}
+    result = CliRunner().invoke(main, ["apply", "--sglang-path", str(applied), "--json"])
+    assert json.loads(result.stdout)["written"] == []
+    assert {p.name: p.read_bytes() for p in applied.rglob("*.py")} == before  # no sglang file touched
+    assert checked_by(verify(applied)) == {"hash"}
