@@ -5,7 +5,6 @@ The CLI only parses options and renders an ``Outcome``; tests and scripts call t
 
 from __future__ import annotations
 
-import difflib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,24 +35,8 @@ def make_plan(tree: SglangTree, patches: list[Patch], change: bool) -> Plan:
 # --- what every command reports ----------------------------------------------------------
 
 
-def _diff(files: list[tuple[str, bytes, bytes]]) -> str:
-    chunks: list[str] = []
-    for rel, old, new in files:
-        chunks.extend(
-            difflib.unified_diff(
-                old.decode("utf-8", "replace").splitlines(keepends=True),
-                new.decode("utf-8", "replace").splitlines(keepends=True),
-                f"a/sglang/{rel}",
-                f"b/sglang/{rel}",
-            )
-        )
-    return "".join(chunks)
-
-
-def _plan_diff(plan: Plan) -> str:
-    return _diff(
-        [(f.rel, f.original, f.updated) for f in plan.changes if f.original is not None and f.updated is not None]
-    )
+def _plan_changes(plan: Plan) -> list[tuple[str, bytes, bytes]]:
+    return [(f.rel, f.original, f.updated) for f in plan.changes if f.original is not None and f.updated is not None]
 
 
 def file_statuses(
@@ -266,7 +249,7 @@ def _write(outcome: Outcome, plan: Plan, state: StateDir) -> None:
     record(plan, manifest, [p.id for p in all_patches()])
     commit(state, entries, manifest, Command.APPLY.value)
     outcome.written = [e.rel for e in entries]
-    outcome.diff = _plan_diff(plan)
+    outcome.changes = _plan_changes(plan)
 
 
 def _report_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool, by_hash: bool = False) -> Outcome:
@@ -279,7 +262,7 @@ def _report_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool, b
     if problem:
         outcome.exit_code, outcome.headline = ExitCode.NOT_AS_ASKED, problem
     elif dry_run:
-        outcome.diff = _plan_diff(plan)
+        outcome.changes = _plan_changes(plan)
         outcome.headline = (
             f"dry run: would change {len(plan.changes)} file(s); nothing written"
             if plan.changes
@@ -383,7 +366,7 @@ def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: boo
         if status.recorded is None and not dry_run:
             outcome.notes.append(f"kept the changed {status.rel} as {_keep_changed(state, status.rel, current)}")
         entries.append(Entry(status.rel, str(path), status.sha256 or "", record.sha256_before, record.backup))
-    outcome.diff = _diff(diffs)
+    outcome.changes = diffs
     if dry_run:
         outcome.headline = f"dry run: would restore {len(entries)} file(s); nothing written"
         return outcome

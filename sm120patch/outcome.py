@@ -129,7 +129,24 @@ class Outcome:
     notes: list[str] = field(default_factory=list)  # what happened on the way
     warnings: list[str] = field(default_factory=list)  # what keeps the fused path from running
     written: list[str] = field(default_factory=list)
-    diff: str = ""
+    changes: list[tuple[str, bytes, bytes]] = field(default_factory=list)  # (file, before, after)
     files: list[FileStatus] = field(default_factory=list)
     state: StateSummary | None = None
     runtime: dict[str, Any] | None = None  # verify --runtime: what the serving interpreter imported
+
+    @property
+    def diff(self) -> str:
+        """The unified diff of ``changes``, made only when someone reads it."""
+        import difflib
+
+        chunks: list[str] = []
+        for rel, old, new in self.changes:
+            chunks.extend(
+                difflib.unified_diff(
+                    old.decode("utf-8", "replace").splitlines(keepends=True),
+                    new.decode("utf-8", "replace").splitlines(keepends=True),
+                    f"a/sglang/{rel}",
+                    f"b/sglang/{rel}",
+                )
+            )
+        return "".join(chunks)
