@@ -32,8 +32,8 @@ MUTANTS = [
     (
         "evidence line numbers off by one",
         "sm120patch/evidence.py",
-        "        self.line = 1\n",
-        "        self.line = 2\n",
+        "        line, done = 1, 0\n",
+        "        line, done = 2, 0\n",
     ),
     (
         "a negated SM clause accepted as the fusion gate",

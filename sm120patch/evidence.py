@@ -18,29 +18,32 @@ from sm120patch.outcome import Evidence
 
 
 class _LineState(CodegenState):
-    """Code generation that counts lines and notes where the wanted nodes start."""
+    """Code generation that notes, for the wanted nodes, how many tokens precede them (their
+    lines are counted once at the end, not token by token)."""
 
     def __init__(self, module: cst.Module, wanted: set[int]) -> None:
         super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
-        self.line = 1
         self.wanted = wanted
-        self.starts: dict[int, int] = {}
-
-    def add_token(self, value: str) -> None:
-        self.tokens.append(value)
-        self.line += value.count("\n")
-
-    def before_codegen(self, node: cst.CSTNode) -> None:
-        if id(node) in self.wanted:  # whitespace included; the syntactic start below wins
-            self.starts[id(node)] = self.line
+        self.starts: dict[int, int] = {}  # node id -> index of its first token
 
     @contextmanager
     def record_syntactic_position(
         self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None, end_node: cst.CSTNode | None = None
     ) -> Iterator[None]:
         if id(node) in self.wanted and start_node is None:
-            self.starts[id(node)] = self.line
+            self.starts[id(node)] = len(self.tokens)
         yield
+
+    def lines(self) -> dict[int, int]:
+        """node id -> 1-based line of its first token."""
+        order = sorted(self.starts.items(), key=lambda item: item[1])
+        found: dict[int, int] = {}
+        line, done = 1, 0
+        for ident, index in order:
+            line += sum(token.count("\n") for token in self.tokens[done:index])
+            done = index
+            found[ident] = line
+        return found
 
 
 def generate(module: cst.Module, groups: Sequence[Sequence[cst.CSTNode]]) -> tuple[str, list[list[Evidence]]]:
@@ -50,11 +53,12 @@ def generate(module: cst.Module, groups: Sequence[Sequence[cst.CSTNode]]) -> tup
     module._codegen(state)
     code = "".join(state.tokens)
     lines = code.splitlines()
+    starts = state.lines()
     found: list[list[Evidence]] = []
     for group in groups:
         seen: dict[int, Evidence] = {}
         for node in group:
-            line = state.starts.get(id(node))
+            line = starts.get(id(node))
             if line is not None:
                 seen.setdefault(line, Evidence(line, lines[line - 1].rstrip()))
         found.append(sorted(seen.values(), key=lambda e: e.line))
