@@ -7,7 +7,7 @@ import libcst as cst
 from sm120patch.cst_helpers import code, module_assignments, replace_all
 from sm120patch.layout import ADD_NORM, COMMUNICATOR
 from sm120patch.patch_model import Anchor, Edit, Example, Finding, Kind, Patch, PatchContext, Releases, State
-from sm120patch.sm_terms import FLAG, sm120_term, sm_terms_in
+from sm120patch.sm_terms import FLAG, first_sm_term, sm120_term, sm_terms_in
 
 NAME = "_is_sm120_supported"
 SM100 = "_is_sm100_supported"
@@ -109,7 +109,7 @@ class CommunicatorFlag(Patch):
                 detail += f" {len(existing)} times (a hand edit run twice?); harmless, left as is"
             return Finding(State.APPLIED, detail, evidence=flags)
         sm100 = module_assignments(module, SM100)
-        if not sm100 and not any(t.spelling is FLAG for t in sm_terms_in(module)):
+        if not sm100 and first_sm_term(module, FLAG) is None:
             return Finding(State.NOT_NEEDED, "no cached _is_smXX_supported flags here: the gate tests its terms inline")
         if len(sm100) != 1:
             return Finding(State.DRIFT, f"expected one module-level `{SM100} = ...`, found {len(sm100)}")

@@ -9,7 +9,7 @@ from sm120patch.decide import helper_import
 from sm120patch.imports import insert_after
 from sm120patch.layout import ADD_NORM, COMMUNICATOR, SM120_HELPER
 from sm120patch.patch_model import Anchor, Edit, Example, Finding, Kind, Patch, PatchContext, Releases, State
-from sm120patch.sm_terms import HELPER, sm_terms_in
+from sm120patch.sm_terms import HELPER, first_sm_term
 
 _SM_NAMES = ("is_sm90_supported", "is_sm100_supported", SM120_HELPER)
 _PLATFORM_FLAGS = "the SM flags read get_platform(), which already has is_sm120"
@@ -150,7 +150,7 @@ class CommunicatorImport(Patch):
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
         if binds_at_import(module, SM120_HELPER):
             return Finding(State.APPLIED, f"{SM120_HELPER} is imported", evidence=_import_evidence(module))
-        if not any(t.spelling is HELPER for t in sm_terms_in(module)):
+        if first_sm_term(module, HELPER) is None:
             return Finding(
                 State.NOT_NEEDED,
                 "nothing here calls an is_smXX_supported() helper: " + _PLATFORM_FLAGS,

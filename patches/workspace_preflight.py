@@ -27,6 +27,7 @@ from sm120patch.sm_terms import (
     PLATFORM,
     admits_sm12x,
     clauses_in_test,
+    first_sm_term,
     names_sm120,
     sm120_term,
     sm_terms_in,
@@ -79,16 +80,15 @@ def _bound_outside(function: cst.FunctionDef, statements: Sequence[cst.CSTNode])
 def _sm12x_term(module: cst.Module, ctx: PatchContext) -> tuple[cst.BaseExpression, ImportSite | None] | str:
     """The SM12x test in this file's spelling, and the import to extend (if any); or why
     there is none."""
-    terms = sm_terms_in(module)
-    platform = [t for t in terms if t.spelling is PLATFORM]
-    if platform:
-        return sm120_term(platform[0]), None
+    platform = first_sm_term(module, PLATFORM)
+    if platform is not None:
+        return sm120_term(platform), None
     if binds_at_import(module, FLAG_NAME):
         return cst.Name(FLAG_NAME), None
     call = cst.Call(func=cst.Name(SM120_HELPER))
     if binds_at_import(module, SM120_HELPER) or SM120_HELPER in ctx.provided:
         return call, None
-    anchor = "is_sm100_supported" if any(t.spelling is HELPER for t in terms) else None
+    anchor = "is_sm100_supported" if first_sm_term(module, HELPER) is not None else None
     site = helper_import(module, ctx, anchor)
     return site if isinstance(site, str) else (call, site)
 

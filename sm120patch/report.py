@@ -303,14 +303,14 @@ def error(message: str) -> None:
 
 
 def print_diff(diff: str) -> None:
+    """The diff on stdout: highlighted on a terminal, plain when piped (and then rich's
+    highlighter, which loads pygments, is never imported)."""
+    if not diff:
+        return
+    if not sys.stdout.isatty():
+        sys.stdout.write(diff)
+        return
     from rich.console import Console
     from rich.syntax import Syntax
 
-    if not diff:
-        return
-
-    stdout = Console(highlight=False)
-    if stdout.is_terminal:
-        stdout.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
-    else:
-        sys.stdout.write(diff)
+    Console(highlight=False).print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))

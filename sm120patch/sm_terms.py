@@ -30,6 +30,7 @@ class Spelling:
     name: str
     example: str  # how it reads in sglang, for docs
     seen: str  # the releases where it was seen
+    node_type: type[cst.CSTNode]  # the node it is
     read: Callable[[cst.CSTNode], str | None]  # the architecture ``node`` tests, if it is one
     sm120: Callable[[cst.BaseExpression], cst.BaseExpression]  # the SM120 term, same spelling
     binds: str | None  # a name the SM120 term needs bound that the SM100 one did not
@@ -71,6 +72,7 @@ HELPER = Spelling(
     "helper call",
     "is_sm100_supported()",
     "0.5.4 - 0.5.18 (gates, auto-enable, resolver)",
+    cst.Call,
     _read_helper,
     lambda template: cst.Call(func=cst.Name("is_sm120_supported")),
     "is_sm120_supported",
@@ -79,6 +81,7 @@ FLAG = Spelling(
     "cached flag",
     "_is_sm100_supported",
     "0.4.9 - 0.5.23 (the fusion-gate module)",
+    cst.Name,
     _read_flag,
     lambda template: cst.Name("_is_sm120_supported"),
     "_is_sm120_supported",
@@ -87,6 +90,7 @@ PLATFORM = Spelling(
     "platform attribute",
     "get_platform().is_sm100",
     "0.5.19 - 0.5.23",
+    cst.Attribute,
     _read_platform,
     lambda template: template.with_changes(attr=cst.Name("is_sm120"), lpar=(), rpar=()),
     None,  # the same get_platform() the SM100 term calls
@@ -101,9 +105,14 @@ class SmTerm:
     node: cst.BaseExpression
 
 
+_BY_NODE_TYPE: dict[type[cst.CSTNode], tuple[Spelling, ...]] = {}
+for _spelling in SPELLINGS:
+    _BY_NODE_TYPE[_spelling.node_type] = (*_BY_NODE_TYPE.get(_spelling.node_type, ()), _spelling)
+
+
 def sm_term_of(node: cst.CSTNode) -> SmTerm | None:
     """The SM term ``node`` is, if it is one."""
-    for spelling in SPELLINGS:
+    for spelling in _BY_NODE_TYPE.get(type(node), ()):
         arch = spelling.read(node)
         if arch is not None:
             assert isinstance(node, cst.BaseExpression)
@@ -113,6 +122,16 @@ def sm_term_of(node: cst.CSTNode) -> SmTerm | None:
 
 def sm_terms_in(node: cst.CSTNode) -> list[SmTerm]:
     return [t for t in map(sm_term_of, walk(node)) if t is not None]
+
+
+def first_sm_term(node: cst.CSTNode, spelling: Spelling) -> SmTerm | None:
+    """The first SM term of ``spelling`` under ``node`` (the search stops there)."""
+    for child in walk(node):
+        if type(child) is spelling.node_type:
+            term = sm_term_of(child)
+            if term is not None and term.spelling is spelling:
+                return term
+    return None
 
 
 def admits_sm12x(terms: Sequence[SmTerm]) -> bool:
