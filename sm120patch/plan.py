@@ -14,7 +14,7 @@ import libcst as cst
 
 from sm120patch import releases, static_names
 from sm120patch.errors import EnvironmentProblem, InternalError
-from sm120patch.evidence import generate
+from sm120patch.evidence import emit
 from sm120patch.locate import SglangTree
 from sm120patch.outcome import FilePlan, PatchReport, Plan
 from sm120patch.patch_model import Finding, Patch, PatchContext, State
@@ -76,9 +76,9 @@ def plan_file(tree: SglangTree, rel: str, patches: list[Patch], change: bool) ->
                 f"{rel}: {patch.id} did not re-check as applied ({final.state.value}: "
                 f"{final.detail}); nothing was written"
             )
-    code, evidence = generate(module, [final.evidence for final in finals])
+    data, evidence = emit(original, parsed, module, [final.evidence for final in finals])
     if changed:
-        plan.updated = code.encode(module.encoding)
+        plan.updated = data
         try:
             compile(plan.updated, str(path), "exec", dont_inherit=True)
         except (SyntaxError, ValueError) as exc:
