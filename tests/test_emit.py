@@ -16,7 +16,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("patch, example", CASES)
+@pytest.mark.parametrize(("patch", "example"), CASES)
 def test_splice_equals_printing_the_module(patch, example) -> None:
     ctx = example.context(provided_for(patch))
     original = example.before.encode()
