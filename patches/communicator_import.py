@@ -4,15 +4,34 @@ from __future__ import annotations
 
 import libcst as cst
 
-from sm120patch.cst_helpers import binds_at_import, bound_name, import_froms, imported_names, replace_all
+from sm120patch.cst_helpers import (
+    binds_at_import,
+    bound_name,
+    import_froms,
+    imported_names,
+    module_statements,
+    replace_all,
+)
 from sm120patch.decide import helper_import
 from sm120patch.imports import insert_after
 from sm120patch.layout import ADD_NORM, COMMUNICATOR, SM120_HELPER
 from sm120patch.patch_model import Anchor, Edit, Example, Finding, Kind, Patch, PatchContext, Releases, State
-from sm120patch.sm_terms import HELPER, first_sm_term
+from sm120patch.sm_terms import HELPER, first_sm_term, is_helper_name
 
 _SM_NAMES = ("is_sm90_supported", "is_sm100_supported", SM120_HELPER)
 _PLATFORM_FLAGS = "the SM flags read get_platform(), which already has is_sm120"
+
+
+def _helpers_callable(module: cst.Module) -> bool:
+    """Whether any ``is_smXX_supported`` name is bound here (imported, defined, or maybe
+    behind a star import): without one no helper call can run, and no walk is needed."""
+    for stmt in module_statements(module):
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and is_helper_name(stmt.name.value):
+            return True
+    for imp in import_froms(module):
+        if isinstance(imp.names, cst.ImportStar) or any(is_helper_name(bound_name(a)) for a in imported_names(imp)):
+            return True
+    return False
 
 
 def _import_evidence(module: cst.Module) -> list[cst.CSTNode]:
@@ -150,7 +169,7 @@ class CommunicatorImport(Patch):
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
         if binds_at_import(module, SM120_HELPER):
             return Finding(State.APPLIED, f"{SM120_HELPER} is imported", evidence=_import_evidence(module))
-        if first_sm_term(module, HELPER) is None:
+        if not _helpers_callable(module) or first_sm_term(module, HELPER) is None:
             return Finding(
                 State.NOT_NEEDED,
                 "nothing here calls an is_smXX_supported() helper: " + _PLATFORM_FLAGS,

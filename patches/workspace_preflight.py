@@ -316,7 +316,9 @@ class WorkspacePreflight(Patch):
                 FUNCTION,
                 [node.test],
             )
-        return Finding(State.APPLIED, f"{FUNCTION}: {shown} guards the multicast query", FUNCTION, [node.test])
+        return Finding(
+            State.APPLIED, f"{FUNCTION}: {shown} guards the multicast query", FUNCTION, [node.test], scopes=[function]
+        )
 
     def _plan_guard(
         self, module: cst.Module, ctx: PatchContext, function: cst.FunctionDef, chain: list[cst.CSTNode]

@@ -150,21 +150,21 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 _STATEMENT_LEVEL = (cst.Module, cst.BaseCompoundStatement, cst.BaseSuite, cst.Else, cst.ExceptHandler, cst.Finally)
 
 
-def _search(root: cst.CSTNode, remaining: set[int], statements_only: bool = False) -> set[int]:
-    """Ids on the paths from ``root`` to the targets in ``remaining`` (which loses the ones
-    found).  Depth first, stopping once none remain; ``statements_only`` descends through
-    statements and suites alone, never into expressions (a cheap way to a function)."""
-    on_path: set[int] = set()
+def search_paths(root: cst.CSTNode, remaining: set[int], statements_only: bool = False) -> dict[int, list[cst.CSTNode]]:
+    """Paths from ``root`` down to the nodes whose ids are in ``remaining`` (which loses the
+    ones found).  Depth first, stopping once none remain; ``statements_only`` descends
+    through statements and suites alone, never into expressions (a cheap way to a function)."""
     parent: dict[int, cst.CSTNode] = {}
-    stack = [root]
+    paths: dict[int, list[cst.CSTNode]] = {}
+    stack: list[cst.CSTNode] = [root]
     while stack and remaining:
         node = stack.pop()
         if id(node) in remaining:
             remaining.discard(id(node))
-            climb: cst.CSTNode | None = node
-            while climb is not None and id(climb) not in on_path:
-                on_path.add(id(climb))
-                climb = parent.get(id(climb))
+            path = [node]
+            while id(path[-1]) in parent:
+                path.append(parent[id(path[-1])])
+            paths[id(node)] = path[::-1]
             continue
         if statements_only and not isinstance(node, _STATEMENT_LEVEL):
             continue
@@ -172,22 +172,22 @@ def _search(root: cst.CSTNode, remaining: set[int], statements_only: bool = Fals
         for child in children:
             parent[id(child)] = node
         stack.extend(reversed(children))
-    return on_path
+    return paths
 
 
-def _paths(root: cst.CSTNode, targets: set[int], scopes: Sequence[cst.CSTNode]) -> set[int]:
-    """Ids of ``root``'s nodes on the path to a target (targets included).  Targets inside
-    a ``scope`` (a function) are searched for there, the scope itself found through the
-    statements alone; the rest by a search of the whole tree that stops when done."""
+def scoped_paths(root: cst.CSTNode, targets: set[int], scopes: Sequence[cst.CSTNode]) -> dict[int, list[cst.CSTNode]]:
+    """Paths from ``root`` to the targets.  Targets inside a ``scope`` (a function) are
+    searched for there, the scope itself reached through statements alone; the rest by one
+    search of the whole tree that stops once all are found."""
     remaining = set(targets)
-    on_path: set[int] = set()
+    paths: dict[int, list[cst.CSTNode]] = {}
     for scope in scopes:
-        inside = _search(scope, remaining)
-        if inside:
-            on_path |= inside | _search(root, {id(scope)}, statements_only=True)
-    if remaining:
-        on_path |= _search(root, remaining)
-    return on_path
+        to_scope = search_paths(root, {id(scope)}, statements_only=True).get(id(scope))
+        if to_scope is not None:
+            inside = search_paths(scope, remaining)
+            paths.update({ident: [*to_scope[:-1], *path] for ident, path in inside.items()})
+    paths.update(search_paths(root, remaining))
+    return paths
 
 
 def replace_all(
@@ -202,7 +202,7 @@ def replace_all(
     rebuilds the whole tree on each call: a full visit per patch on a 7000-line file.)
     """
     replacements = {id(old): new for old, new in pairs}
-    on_path = _paths(module, set(replacements), scopes)
+    on_path = {id(node) for path in scoped_paths(module, set(replacements), scopes).values() for node in path}
 
     def rebuild(node: cst.CSTNode) -> cst.CSTNode | cst.FlattenSentinel:
         if id(node) in replacements:

@@ -94,12 +94,13 @@ def decide(
                 evidence,
             )
         shown = "; ".join(code(c.node) for c in clauses if names_sm120(c.terms))
-        return Finding(State.APPLIED, f"{where}: {shown}", where, evidence)
+        return Finding(State.APPLIED, f"{where}: {shown}", where, evidence, scopes=scopes)
     return Finding(
         State.NOT_NEEDED,
         f"{where} already admits SM12x: {'; '.join(describe(c.terms) for c in clauses)}",
         where,
         evidence,
+        scopes=scopes,
     )
 
 
@@ -140,4 +141,5 @@ def _widening(
         where,
         evidence,
         apply,
+        scopes,
     )

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-from sm120patch.cst_helpers import iter_children
+from sm120patch.cst_helpers import scoped_paths
 from sm120patch.outcome import Evidence
 
 
@@ -159,34 +159,14 @@ def _splice(original: str, parsed: cst.Module, final: cst.Module) -> str:
     return text
 
 
-def _statement_paths(module: cst.Module, nodes: Sequence[cst.CSTNode]) -> dict[int, list[cst.CSTNode]]:
-    """For each node, the path from the module down to it (one search, stopping when done)."""
-    remaining = {id(n) for n in nodes}
-    parent: dict[int, cst.CSTNode] = {}
-    paths: dict[int, list[cst.CSTNode]] = {}
-    stack: list[cst.CSTNode] = [module]
-    while stack and remaining:
-        node = stack.pop()
-        if id(node) in remaining:
-            remaining.discard(id(node))
-            path = [node]
-            while id(path[-1]) in parent:
-                path.append(parent[id(path[-1])])
-            paths[id(node)] = path[::-1]
-            continue
-        children = list(iter_children(node))
-        for child in children:
-            parent[id(child)] = node
-        stack.extend(reversed(children))
-    return paths
-
-
-def _lines_by_statement(module: cst.Module, text: str, groups: Sequence[Sequence[cst.CSTNode]]) -> list[list[Evidence]]:
+def _lines_by_statement(
+    module: cst.Module, text: str, groups: Sequence[Sequence[cst.CSTNode]], scopes: Sequence[cst.CSTNode] = ()
+) -> list[list[Evidence]]:
     """Evidence lines without printing the module: each node's statement is printed alone
     and found in ``text`` (it must occur once), its line inside the statement added."""
     nodes = [node for group in groups for node in group]
     starts: dict[int, int] = {}
-    for ident, path in _statement_paths(module, nodes).items():
+    for ident, path in scoped_paths(module, {id(n) for n in nodes}, scopes).items():
         depth = max(i for i, n in enumerate(path) if isinstance(n, cst.BaseStatement))
         statement = path[depth]
         indents = [
@@ -203,14 +183,19 @@ def _lines_by_statement(module: cst.Module, text: str, groups: Sequence[Sequence
 
 
 def emit(
-    original: bytes, parsed: cst.Module, final: cst.Module, groups: Sequence[Sequence[cst.CSTNode]]
+    original: bytes,
+    parsed: cst.Module,
+    final: cst.Module,
+    groups: Sequence[Sequence[cst.CSTNode]],
+    scopes: Sequence[cst.CSTNode] = (),
 ) -> tuple[bytes, list[list[Evidence]]]:
-    """The bytes ``final`` prints as, and each group's evidence lines in them."""
+    """The bytes ``final`` prints as, and each group's evidence lines in them (``scopes``:
+    functions of ``final`` that hold evidence, a hint for finding it)."""
     try:
         text = original.decode(final.encoding)
         if final is not parsed:
             text = _splice(text, parsed, final)
-        return text.encode(final.encoding), _lines_by_statement(final, text, groups)
+        return text.encode(final.encoding), _lines_by_statement(final, text, groups, scopes)
     except (_NotUnique, KeyError, UnicodeError):
         code, evidence = generate(final, groups)
         return code.encode(final.encoding), evidence

@@ -112,6 +112,7 @@ class Finding:
     where: str = ""
     evidence: Sequence[cst.CSTNode] = ()
     apply: Callable[[cst.Module], cst.Module] | None = field(default=None, repr=False)
+    scopes: Sequence[cst.CSTNode] = field(default=(), repr=False)  # functions holding the evidence
 
 
 def _source(text: str) -> str:

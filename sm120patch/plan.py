@@ -76,7 +76,8 @@ def plan_file(tree: SglangTree, rel: str, patches: list[Patch], change: bool) ->
                 f"{rel}: {patch.id} did not re-check as applied ({final.state.value}: "
                 f"{final.detail}); nothing was written"
             )
-    data, evidence = emit(original, parsed, module, [final.evidence for final in finals])
+    scopes = [scope for final in finals for scope in final.scopes]
+    data, evidence = emit(original, parsed, module, [final.evidence for final in finals], scopes)
     if changed:
         plan.updated = data
         try:

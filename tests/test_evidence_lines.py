@@ -59,8 +59,8 @@ def test_apply_splices_exactly_what_printing_gives(release, version: str, monkey
 
     real_emit = evidence.emit
 
-    def checked_emit(original, parsed, final, groups):
-        data, lines = real_emit(original, parsed, final, groups)
+    def checked_emit(original, parsed, final, groups, scopes=()):
+        data, lines = real_emit(original, parsed, final, groups, scopes)
         printed.append(final.bytes)
         assert data == final.bytes
         return data, lines
