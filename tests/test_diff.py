@@ -43,8 +43,8 @@ edits = st.lists(
 @given(lines, edits)
 def test_cut_diff_applies_to_the_whole_file(base: list[str], changes: list) -> None:
     new = list(base)
-    for op, at, text in changes:
-        at = min(at, len(new))
+    for op, where, text in changes:
+        at = min(where, len(new))
         if op == "i":
             new.insert(at, text)
         elif new and op == "d":
