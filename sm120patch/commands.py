@@ -60,7 +60,7 @@ def state_summary(state: StateDir, manifest: Manifest | None, tree: SglangTree) 
         present=manifest is not None,
         sglang_version=manifest.sglang_version if manifest else None,
         tool_version=manifest.tool_version if manifest else None,
-        stale=bool(manifest and manifest.sglang_version != tree.version),
+        stale=bool(manifest and not tree.same_release(manifest.sglang_version)),
         files=sorted(manifest.files) if manifest else [],
         interrupted=state.journal_path.exists(),
     )
@@ -116,7 +116,7 @@ def verify(tree: SglangTree, patches: list[Patch] | None = None, runtime_timeout
             f"an apply/revert was interrupted ({state.journal_path}); "
             "the next `sm120patch apply` or `revert` finishes it"
         )
-    if manifest is not None and manifest.sglang_version != tree.version:
+    if manifest is not None and not tree.same_release(manifest.sglang_version):
         outcome.notes.append(
             f"the saved state is from sglang {manifest.sglang_version}, but {tree.version} is installed: an "
             "upgrade or reinstall replaced the patched files (apply sets the old state aside)"
@@ -223,7 +223,7 @@ def _refresh_record(state: StateDir, plan: Plan, patches: list[Patch]) -> None:
     under the lock, and only where this release's state exists."""
     manifest = state.load()
     tree = plan.tree
-    if manifest is None or manifest.sglang_version != tree.version or trusted_plan(tree, state, manifest):
+    if manifest is None or not tree.same_release(manifest.sglang_version) or trusted_plan(tree, state, manifest):
         return
     with state.lock():
         manifest = state.load()
@@ -237,7 +237,7 @@ def _write(outcome: Outcome, plan: Plan, state: StateDir) -> None:
     tree = outcome.tree
     check_writable([f.path for f in plan.changes])
     manifest = state.load()
-    if manifest is not None and manifest.sglang_version != tree.version:
+    if manifest is not None and not tree.same_release(manifest.sglang_version):
         aside = state.set_aside(manifest.sglang_version or "unknown")
         outcome.notes.append(
             f"the saved state was for sglang {manifest.sglang_version}; {tree.version} is installed now. "
@@ -293,7 +293,7 @@ def revert(tree: SglangTree, force: bool = False, dry_run: bool = False) -> Outc
         remove_temps(state, [tree.path(rel) for rel in manifest.files])
         outcome.state = state_summary(state, manifest, tree)
         outcome.files = file_statuses(tree, sorted(manifest.files), manifest)
-        if manifest.sglang_version != tree.version:
+        if not tree.same_release(manifest.sglang_version):
             return _revert_other_release(outcome, state, manifest, dry_run)
         changed = [s.rel for s in outcome.files if s.recorded is None]
         if changed and not force:

@@ -195,7 +195,7 @@ def _patch_findings(
 
 def _flashinfer_finding(report: DoctorReport, tree: SglangTree, blocking: Severity) -> None:
     facts = tree.flashinfer_facts
-    pin = releases.FLASHINFER_PINS.get(tree.version or "")
+    pin = releases.pin_for(tree.version)
     if not facts.found:
         report.findings.append(
             Finding(

@@ -68,6 +68,11 @@ class SglangTree:
         """The installed FlashInfer and whether its code builds the SM12x allreduce."""
         return flashinfer_kernel.inspect(self.flashinfer, self.flashinfer_dir)
 
+    def same_release(self, version: str | None) -> bool:
+        """Whether ``version`` (a saved state's) names this tree's release.  A checkout's
+        commits past a tag (``0.5.23+14.gdeadbee``) are the same release as the tag."""
+        return release_of(version) == release_of(self.version)
+
     @property
     def parsed_version(self) -> Version | None:
         try:
@@ -100,6 +105,16 @@ class SglangTree:
                 if f"{prefix}__init__.py," in text:
                     return Record("\n" + text, prefix)
         return Record("", None, f"{path} lists no file of {self.package_dir}: the pristine check is off")
+
+
+def release_of(version: str | None) -> str | None:
+    """The public release of a version (its local label dropped)."""
+    if version is None:
+        return None
+    try:
+        return Version(version).public
+    except InvalidVersion:
+        return version
 
 
 def _from_probe(data: dict, how_found: str) -> SglangTree | None:
@@ -147,7 +162,36 @@ def run_probe(python: str) -> dict:
         raise EnvironmentProblem(f"--python {python}: unreadable probe output") from exc
 
 
-_VERSION_ASSIGN = re.compile(r"""^(?:__version__|version)\s*=\s*["']([^"']+)["']""", re.M)
+_VERSION_ASSIGN = re.compile(r"""^(?:__version__|version)\s*=\s*(?:version\s*=\s*)?["']([^"']+)["']""", re.M)
+_DESCRIBE = re.compile(r"^v?(\d+(?:\.\d+)+(?:\.post\d+)?)(?:-(\d+)-g([0-9a-f]+))?$")
+
+
+def checkout_version(package_dir: Path) -> str | None:
+    """The version of an sglang without install metadata (a checkout): the file
+    setuptools-scm writes (``_version.py``), a literal in ``version.py`` or the checkout's
+    ``pyproject.toml``, else ``git describe`` of the checkout (read-only; commits after the
+    tag become a local label: ``0.5.23+14.gdeadbee``)."""
+    for source in (package_dir / "_version.py", package_dir / "version.py", package_dir.parent / "pyproject.toml"):
+        try:
+            match = _VERSION_ASSIGN.search(source.read_text(encoding="utf-8"))
+        except OSError:
+            continue
+        if match:
+            return match.group(1)
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(package_dir), "describe", "--tags", "--match", "v[0-9]*"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = _DESCRIBE.match(proc.stdout.strip()) if proc.returncode == 0 else None
+    if match is None:
+        return None
+    release, commits, sha = match.groups()
+    return f"{release}+{commits}.g{sha}" if commits and commits != "0" else release
 
 
 def _metadata_field(metadata: Path, name: str) -> str | None:
@@ -202,14 +246,7 @@ def from_directory(directory: Path) -> SglangTree:
         except (OSError, ValueError):
             pass
     if version is None:
-        for source in (package_dir / "version.py", package_dir.parent / "pyproject.toml"):
-            try:
-                match = _VERSION_ASSIGN.search(source.read_text(encoding="utf-8"))
-            except OSError:
-                continue
-            if match:
-                version = match.group(1)
-                break
+        version = checkout_version(package_dir)
     return SglangTree(
         package_dir,
         version,

@@ -6,7 +6,7 @@ the FlashInfer warning, and says which releases the project has run end to end.
 
 from __future__ import annotations
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 import sm120patch
 from sm120patch import flashinfer_kernel, static_names
@@ -83,6 +83,17 @@ FLASHINFER_PINS: dict[str, str] = {
     "0.5.23": "0.7.2",
 }
 
+
+def pin_for(version: str | None) -> str | None:
+    """The FlashInfer sglang ``version`` pins (a checkout past a tag: the tag's pin)."""
+    if not version:
+        return None
+    try:
+        return FLASHINFER_PINS.get(Version(version).public) or FLASHINFER_PINS.get(version)
+    except InvalidVersion:
+        return FLASHINFER_PINS.get(version)
+
+
 ALL_RELEASES = tuple(FLASHINFER_PINS)
 assert ALL_RELEASES[-1] == sm120patch.LAST_KNOWN  # the newest release run end to end
 
@@ -125,7 +136,7 @@ def flashinfer_warning(facts: flashinfer_kernel.FlashInfer, sglang_version: str 
             f"{name} does not build the trtllm allreduce for SM12x ({facts.source}); the first "
             f"that does is {FLASHINFER_SM12X} (flashinfer#3903). {consequence} {upgrade}"
         )
-    pin = FLASHINFER_PINS.get(sglang_version or "")
+    pin = pin_for(sglang_version)
     if flashinfer_has_sm12x_kernel(pin) is not False:
         return None
     return (

@@ -36,7 +36,7 @@ _SEVERITY_STYLE = {"ok": "green", "info": "cyan", "warning": "yellow", "error": 
 
 def tree_json(tree: SglangTree) -> dict[str, Any]:
     facts = tree.flashinfer_facts
-    pin = releases.FLASHINFER_PINS.get(tree.version or "")
+    pin = releases.pin_for(tree.version)
     return {
         "version": tree.version,
         "location": str(tree.package_dir),

@@ -79,6 +79,14 @@ class StateDir:
     def __init__(self, package_dir: Path) -> None:
         self.root = package_dir / DIRNAME
 
+    def make(self) -> None:
+        """Create the state directory, ignored by git (as pytest does for its cache): in a
+        checkout, ``git status`` then shows the patched files and nothing of the state."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        ignore = self.root / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("# written by sm120patch: its backups and state stay out of git\n*\n")
+
     # -- paths ---------------------------------------------------------------
     @property
     def manifest_path(self) -> Path:
@@ -134,6 +142,7 @@ class StateDir:
         return data
 
     def write_json(self, path: Path, data: dict) -> None:
+        self.make()
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
 
@@ -148,6 +157,7 @@ class StateDir:
     # -- files ---------------------------------------------------------------
     def put(self, path: Path, data: bytes) -> None:
         """Write a backup or staged file durably (atomic, fsynced, directory fsynced)."""
+        self.make()
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, data, like=None)
 
@@ -189,7 +199,7 @@ class StateDir:
         """One writer per tree.  flock() is released by the kernel when a process dies,
         so a killed run never leaves a lock that blocks the next one."""
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            self.make()
             fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise EnvironmentProblem(

@@ -74,7 +74,7 @@ def trusted_plan(tree: SglangTree, state: StateDir, manifest: Manifest | None) -
         manifest is None
         or not manifest.checked
         or manifest.fingerprint != code_fingerprint()
-        or manifest.sglang_version != tree.version
+        or not tree.same_release(manifest.sglang_version)
         or sorted(manifest.patch_set) != sorted(manifest.registry)
         or state.journal_path.exists()
         or manifest.seal != _seal(manifest)
