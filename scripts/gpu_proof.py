@@ -22,28 +22,19 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.sglang_exec import (
+from tests.sglang_exec import (  # noqa: E402  (the repository root is put on the path above)
     load_function,
-    release_platform,
     release_utils,
+    size_helper,
     utils_importable_as_sglang,
 )
 
 FUSION = "srt/layers/flashinfer_comm_fusion.py"
-SIZES = "_flashinfer_trtllm_workspace_allocation_sizes"
 PROP = "_make_flashinfer_workspace_allocation_prop"
 
 
 def _call(package: Path, source: bytes, utils: dict[str, Any], driver: Any, torch: Any) -> dict[str, Any]:
-    namespace: dict[str, Any] = {
-        "torch": torch,
-        "ceil_align": utils["ceil_align"],
-        "is_sm120_supported": utils["is_sm120_supported"],
-    }
-    platform = release_platform(package)
-    if platform is not None:
-        namespace["get_platform"] = platform
-    sizes = load_function(source, SIZES, namespace)
+    sizes = size_helper(package, source, utils, torch)
     make_prop = load_function(source, PROP, {"torch": torch})
     with utils_importable_as_sglang(utils):
         try:

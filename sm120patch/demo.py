@@ -29,39 +29,31 @@ def wheel_cache() -> Path:
     return Path(xdg) / "sm120patch" / "wheels"
 
 
-def fetch_wheel(version: str) -> Path:
-    """The sglang wheel of ``version`` from the cache, or downloaded (no dependencies)."""
+def fetch(dist: str, version: str) -> Path:
+    """A wheel of ``dist==version`` for this interpreter from the cache, or downloaded
+    (without dependencies) into it."""
     cache = wheel_cache()
-    cached = sorted(cache.glob(f"sglang-{version}-*.whl"))
+    prefix = dist.replace("-", "_")
+    cached = sorted(cache.glob(f"{prefix}-{version}-*.whl"))
     if cached:
         return cached[0]
     cache.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--quiet",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--python-version",
-        "3.11",
-        "--implementation",
-        "cp",
-        "--platform",
-        "manylinux_2_34_x86_64",
-        "--platform",
-        "any",
-        "-d",
-        str(cache),
-        f"sglang=={version}",
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    cached = sorted(cache.glob(f"sglang-{version}-*.whl"))
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    platforms = [f"manylinux_2_{n}_x86_64" for n in (34, 28, 17)] + ["manylinux2014_x86_64", "any"]
+    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:"]
+    cmd += ["--disable-pip-version-check", "--python-version", python, "--implementation", "cp"]
+    cmd += [arg for platform in platforms for arg in ("--platform", platform)]
+    proc = subprocess.run([*cmd, "-d", str(cache), f"{dist}=={version}"], capture_output=True, text=True)
+    cached = sorted(cache.glob(f"{prefix}-{version}-*.whl"))
     if proc.returncode != 0 or not cached:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise EnvironmentProblem(f"could not download sglang=={version} with pip: {tail}")
+        raise EnvironmentProblem(f"could not download {dist}=={version} with pip: {tail}")
     return cached[0]
+
+
+def fetch_wheel(version: str) -> Path:
+    """The sglang wheel of ``version`` (see ``fetch``)."""
+    return fetch("sglang", version)
 
 
 def install_wheel(wheel: Path, site: Path) -> Path:

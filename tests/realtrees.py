@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from sm120patch.demo import fetch_wheel, wheel_cache
+from sm120patch.demo import fetch, fetch_wheel, wheel_cache
 
 TREES = Path(os.environ.get("SM120PATCH_TREE_CACHE") or wheel_cache().parent / "trees")
 
@@ -254,32 +254,11 @@ def run_cycle(package: Path, after_apply: Callable[[dict[str, bytes]], None] | N
 # --- serving environments: real venvs with sglang (and FlashInfer) installed by pip ---------
 
 
-def fetch_dist(name: str, version: str) -> Path:
-    """A wheel of ``name==version`` from the cache, or downloaded (no dependencies)."""
-    cache = wheel_cache()
-    prefix = name.replace("-", "_")
-    cached = sorted(cache.glob(f"{prefix}-{version}-*.whl"))
-    if cached:
-        return cached[0]
-    cache.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--disable-pip-version-check",
-            "-d",
-            str(cache),
-            f"{name}=={version}",
-        ],
-        check=True,
-    )
-    (wheel,) = sorted(cache.glob(f"{prefix}-{version}-*.whl"))
-    return wheel
+def pip_install_into(python: Path, *wheels: str, upgrade: bool = False) -> None:
+    """``pip install --no-deps`` of ``wheels`` into the environment of ``python``."""
+    command = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps"]
+    command += ["--no-compile", "--disable-pip-version-check", *(["--upgrade"] if upgrade else []), *wheels]
+    subprocess.run(command, check=True)
 
 
 def serving_env(root: Path, sglang: str, flashinfer: str | None = None) -> Path:
@@ -287,21 +266,6 @@ def serving_env(root: Path, sglang: str, flashinfer: str | None = None) -> Path:
     as users install sglang over an image's torch; returns its python."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
     python = root / "bin" / "python"
-    wheels = [str(fetch_wheel(sglang))] + ([str(fetch_dist("flashinfer-python", flashinfer))] if flashinfer else [])
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(python),
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-compile",
-            "--disable-pip-version-check",
-            *wheels,
-        ],
-        check=True,
-    )
+    wheels = [str(fetch_wheel(sglang))] + ([str(fetch("flashinfer-python", flashinfer))] if flashinfer else [])
+    pip_install_into(python, *wheels)
     return python

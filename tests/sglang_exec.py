@@ -163,6 +163,20 @@ def load_function(
     return _run([node], filename, namespace)[name]
 
 
+def size_helper(package: Path, source: bytes, utils: dict[str, Any], torch: Any) -> Callable[..., list[int]]:
+    """The release's ``_flashinfer_trtllm_workspace_allocation_sizes`` from ``source``, its
+    globals being the release's own ``ceil_align`` and SM probes from ``utils``."""
+    namespace: dict[str, Any] = {
+        "torch": torch,
+        "ceil_align": utils["ceil_align"],
+        "is_sm120_supported": utils["is_sm120_supported"],
+    }
+    platform = release_platform(package)
+    if platform is not None:
+        namespace["get_platform"] = platform
+    return load_function(source, "_flashinfer_trtllm_workspace_allocation_sizes", namespace)
+
+
 def workspace_sizes(
     package: Path,
     source: bytes,
@@ -172,19 +186,11 @@ def workspace_sizes(
     max_token_num: int = 2048,
     hidden_dim: int = 7168,
 ) -> list[int]:
-    """Run the release's ``_flashinfer_trtllm_workspace_allocation_sizes`` from ``source``
-    (the file before or after sm120patch) on a GPU of ``capability`` behind ``driver``."""
+    """Run the release's size helper from ``source`` (the file before or after sm120patch)
+    on a GPU of ``capability`` behind ``driver``."""
     torch = FakeTorch(capability)
     utils = release_utils(package, torch)
-    namespace: dict[str, Any] = {
-        "torch": torch,
-        "ceil_align": utils["ceil_align"],
-        "is_sm120_supported": utils["is_sm120_supported"],
-    }
-    platform = release_platform(package)
-    if platform is not None:
-        namespace["get_platform"] = platform
-    function = load_function(source, "_flashinfer_trtllm_workspace_allocation_sizes", namespace)
+    function = size_helper(package, source, utils, torch)
     prop = types.SimpleNamespace(requestedHandleTypes=1)
     with utils_importable_as_sglang(utils):
         return function(driver, prop, world_size, max_token_num, hidden_dim, torch.bfloat16)

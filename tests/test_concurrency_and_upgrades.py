@@ -17,7 +17,7 @@ from sm120patch.demo import fetch_wheel
 from sm120patch.locate import locate
 from sm120patch.registry import all_patches
 from tests.faultsuite import cli
-from tests.realtrees import record_hashes, sha256
+from tests.realtrees import pip_install_into, record_hashes, serving_env, sha256
 
 pytestmark = pytest.mark.slow  # real sglang releases from the package index
 
@@ -99,31 +99,12 @@ def test_apply_waits_for_a_live_holder_then_finds_the_tree_patched(release) -> N
 
 
 def _venv_with(tmp_path: Path, version: str) -> tuple[Path, Path]:
-    root = tmp_path / "serving-env"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
-    python = root / "bin" / "python"
-    pip_install(python, version)
+    python = serving_env(tmp_path / "serving-env", version)
     return python, Path(locate(python=str(python)).package_dir)
 
 
 def pip_install(python: Path, version: str) -> None:
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(python),
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-compile",
-            "--disable-pip-version-check",
-            "--upgrade",
-            str(fetch_wheel(version)),
-        ],
-        check=True,
-    )
+    pip_install_into(python, str(fetch_wheel(version)), upgrade=True)
 
 
 def _run(python: Path, command: str) -> dict:
