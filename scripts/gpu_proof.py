@@ -22,7 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.sglang_exec import (  # noqa: E402  (the repository root is put on the path above)
+from tests.sglang_exec import (
     load_function,
     release_utils,
     size_helper,
