@@ -157,7 +157,7 @@ def diagnose(
             Finding(
                 "sglang",
                 Severity.INFO,
-                f"sglang {tree.version or '(unknown version)'} ({tree.install_kind})",
+                f"sglang {tree.version or '(unknown version)'} ({tree.install_kind.value})",
                 str(tree.package_dir),
                 tree.how_found,
             )

@@ -48,6 +48,7 @@ def test_no_gpu_old_flashinfer(tmp_path: Path) -> None:
     assert code == 0 and data["exit_code"] == 0
     assert found["gpus"]["severity"] == "info" and found["gpus"]["summary"] == "no NVIDIA GPU seen"
     assert "nvidia-smi is not on PATH" in found["gpus"]["source"]
+    assert found["sglang"]["summary"] == "sglang 0.5.9 (wheel)"
     fi = found["flashinfer"]
     assert fi["severity"] == "warning" and "FlashInfer 0.6.3 lacks the SM12x allreduce kernel" in fi["summary"]
     assert ">= 0.6.17" in fi["summary"]
