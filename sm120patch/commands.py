@@ -66,6 +66,13 @@ def state_summary(state: StateDir, manifest: Manifest | None, tree: SglangTree) 
     )
 
 
+#: What "applied" does not say: the gates are open, the host may still stop the kernel.
+HOST_HINT = (
+    "the gates are open; whether this host runs the fused kernel (FlashInfer's SM12x build, "
+    "P2P, multicast, GPUDirect RDMA) is for `sm120patch doctor` to say"
+)
+
+
 def _fused_path_warnings(tree: SglangTree) -> list[str]:
     """What would keep the fused kernel from running even with every patch applied."""
     warning = releases.flashinfer_warning(tree.flashinfer_facts, tree.version)
@@ -122,6 +129,8 @@ def verify(tree: SglangTree, patches: list[Patch] | None = None, runtime_timeout
             "upgrade or reinstall replaced the patched files (apply sets the old state aside)"
         )
     outcome.exit_code, outcome.headline = _verdict(plan, outcome.files, tree)
+    if outcome.exit_code == ExitCode.OK:
+        outcome.notes.append(HOST_HINT)
     if runtime_timeout is not None and not plan.refusal:
         _runtime(outcome, runtime_timeout)
     return outcome
@@ -270,8 +279,10 @@ def _report_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool, b
         )
     elif outcome.written:
         outcome.headline = f"patched {len(outcome.written)} file(s); backups in {state.root}"
+        outcome.notes.append(HOST_HINT)
     else:
         outcome.headline = "already applied: nothing to change"
+        outcome.notes.append(HOST_HINT)
     return outcome
 
 
