@@ -90,7 +90,7 @@ _BODIES = (cst.FunctionDef, cst.ClassDef, cst.For, cst.While, cst.With, cst.If)
 
 
 def _changed(
-    old: Sequence[cst.CSTNode], new: Sequence[cst.CSTNode], indents: tuple[str, ...]
+    old: Sequence[cst.CSTNode], new: Sequence[cst.CSTNode], indents: tuple[str, ...], default_indent: str
 ) -> Iterator[tuple[list[cst.CSTNode], list[cst.CSTNode], tuple[str, ...]]]:
     """The runs of statements that differ between two versions of a body: descend into a
     compound statement whose only change is inside its indented body; a run that only adds
@@ -101,8 +101,8 @@ def _changed(
                 continue
             if _only_body_changed(before, after):
                 block_old, block_new = before.body, after.body  # type: ignore[attr-defined]
-                indent = block_new.indent if block_new.indent is not None else None
-                yield from _changed(block_old.body, block_new.body, (*indents, indent or "\0default"))
+                indent = block_new.indent if block_new.indent is not None else default_indent
+                yield from _changed(block_old.body, block_new.body, (*indents, indent), default_indent)
             else:
                 yield [before], [after], indents
         return
@@ -135,10 +135,6 @@ def _only_body_changed(before: cst.CSTNode, after: cst.CSTNode) -> bool:
     return True
 
 
-def _indents(module: cst.Module, indents: Sequence[str]) -> list[str]:
-    return [module.default_indent if i == "\0default" else i for i in indents]
-
-
 def _find_once(text: str, part: str) -> int:
     at = text.find(part)
     if at < 0 or text.find(part, at + 1) >= 0:
@@ -151,9 +147,8 @@ def _splice(original: str, parsed: cst.Module, final: cst.Module) -> str:
     if any(getattr(parsed, f) is not getattr(final, f) for f in parsed.__dataclass_fields__ if f != "body"):
         raise _NotUnique  # the header or footer changed: nothing to anchor on
     text = original
-    for old, new, indents in _changed(parsed.body, final.body, ()):
-        levels = _indents(final, indents)
-        old_text, new_text = _code(parsed, old, levels), _code(final, new, levels)
+    for old, new, indents in _changed(parsed.body, final.body, (), final.default_indent):
+        old_text, new_text = _code(parsed, old, indents), _code(final, new, indents)
         at = _find_once(text, old_text)
         text = text[:at] + new_text + text[at + len(old_text) :]
     return text

@@ -172,9 +172,6 @@ class Patch(ABC):
         """The file this patch reads in this tree: the first of its files that exists."""
         return next((f for f in self.files if exists(f)), self.files[0])
 
-    def anchors_for(self, rel: str) -> tuple[Anchor, ...]:
-        return tuple(a for a in self.anchors if a.file == rel)
-
     def absent(self, ctx: PatchContext, rel: str) -> Finding:
         """The finding when none of the patch's files exists in this tree."""
         if self.since is not None and ctx.version is not None and ctx.version < Version(self.since):
