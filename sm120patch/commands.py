@@ -40,12 +40,17 @@ def _plan_changes(plan: Plan) -> list[tuple[str, bytes, bytes]]:
 
 
 def file_statuses(
-    tree: SglangTree, rels: list[str], manifest: Manifest | None, by_hash: bool = False
+    tree: SglangTree,
+    rels: list[str],
+    manifest: Manifest | None,
+    by_hash: bool = False,
+    read: dict[str, bytes] | None = None,
 ) -> list[FileStatus]:
+    """Each file against RECORD and the saved state (``read``: bytes just read, not re-read)."""
     checked_by = CheckedBy.HASH if by_hash else CheckedBy.STRUCTURE
     statuses = []
     for rel in rels:
-        current = sha256_file(tree.path(rel))
+        current = sha256(read[rel]) if read and rel in read else sha256_file(tree.path(rel))
         recorded = None
         if manifest is not None and rel in manifest.files:
             rec = manifest.files[rel]
@@ -115,8 +120,8 @@ def verify(tree: SglangTree, patches: list[Patch] | None = None, runtime_timeout
     trusted = trusted_plan(tree, state, manifest) if patches is None else None
     plan = trusted or make_plan(tree, list(patches or all_patches()), change=False)
     outcome = Outcome(Command.VERIFY, tree, ExitCode.OK, "", plan, state=state_summary(state, manifest, tree))
-    rels = [f.rel for f in plan.files if f.original is not None]
-    outcome.files = file_statuses(tree, rels, manifest, by_hash=trusted is not None)
+    read = {f.rel: f.original for f in plan.files if f.original is not None}
+    outcome.files = file_statuses(tree, list(read), manifest, by_hash=trusted is not None, read=read)
     outcome.warnings = _fused_path_warnings(tree)
     if outcome.state and outcome.state.interrupted:
         outcome.notes.append(
