@@ -118,6 +118,7 @@ def main() -> None:
       sm120patch verify   after an upgrade or at container start (exit 0 = patched)
       sm120patch revert   restore the original files byte for byte
       sm120patch doctor   what else stands between this host and the fused kernel
+      sm120patch bench    does fusion pay on this host? fused vs unfused, measured
       sm120patch list     the patches and their state in this sglang
       sm120patch demo     the whole cycle on a downloaded release, in a temp dir
 
@@ -218,6 +219,77 @@ def doctor(python: str | None, sglang_path: Path | None, as_json: bool, tp: int 
         return result.exit_code
 
     _guarded(as_json, run)
+
+
+def _tokens(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
+    from sm120patch.bench.mirror import REFERENCE_CALL
+
+    limit = REFERENCE_CALL["max_token_num"]
+    try:
+        tokens = sorted({int(v) for v in value.split(",") if v.strip()})
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a comma-separated list of token counts") from None
+    if not tokens or tokens[0] < 1 or tokens[-1] > limit:
+        raise click.BadParameter(f"token counts go from 1 to {limit} (sglang fuses only batches of 1..{limit})")
+    return tuple(tokens)
+
+
+def _hidden(ctx: click.Context, param: click.Parameter, value: int) -> int:
+    if value < 8 or value % 8:
+        raise click.BadParameter(f"{value}: the hidden size must be a positive multiple of 8 (16-byte rows)")
+    return value
+
+
+@main.command()
+@_location_options
+@click.option("--tp", type=click.IntRange(min=2), help="Ranks (GPUs) to measure with.  [default: every visible GPU]")
+@click.option(
+    "--tokens",
+    default="1,2,4,8,16,32,64,128,256,512,1024,2048",
+    show_default=True,
+    callback=_tokens,
+    help="Comma-separated token counts (batch sizes) to measure.",
+)
+@click.option("--hidden", type=int, default=7168, show_default=True, callback=_hidden, help="The model's hidden size.")
+@click.option("--dtype", type=click.Choice(["bf16", "fp16"]), default="bf16", show_default=True)
+@click.option(
+    "--replays", type=click.IntRange(min=30), default=40, show_default=True, help="Timed CUDA-graph replays per size."
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=300,
+    show_default=True,
+    help="Seconds a rank may spend in one phase before every rank is stopped (6x for the first "
+    "workspace, which may build FlashInfer's module).",
+)
+@click.option(
+    "--plot",
+    type=click.Path(path_type=Path, dir_okay=False, writable=True),
+    help="Also draw latency against tokens to FILE.png or FILE.svg (needs matplotlib: sm120patch[plot]).",
+)
+def bench(
+    python: str | None,
+    sglang_path: Path | None,
+    as_json: bool,
+    tp: int | None,
+    tokens: tuple[int, ...],
+    hidden: int,
+    dtype: str,
+    replays: int,
+    timeout: float,
+    plot: Path | None,
+) -> None:
+    """Measure fused vs unfused allreduce + RMSNorm on this host's GPUs, check the fused
+    results, and say whether fusion pays.  Runs in the interpreter that serves sglang,
+    one rank per GPU; never creates a multicast object.  Exit 1 when a fused result is
+    wrong, 2 when the host cannot run it (no torch, GPU, FlashInfer kernel or P2P)."""
+    from sm120patch.bench import command
+
+    _guarded(
+        as_json,
+        lambda: command.bench(python, sglang_path, as_json, tp, tokens, hidden, dtype, replays, timeout, plot),
+    )
 
 
 @main.command()

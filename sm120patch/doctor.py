@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from sm120patch import gpus as gpu_module
-from sm120patch import host_facts, releases
-from sm120patch.interpreter import run_script
+from sm120patch import releases
 from sm120patch.locate import SglangTree
+from sm120patch.probes import host_facts, run_script
 
 
 class Severity(str, Enum):
@@ -369,7 +369,7 @@ FUSION_OPTIONS = (
 )
 
 
-def _release_options(tree: SglangTree) -> set[str]:
+def release_options(tree: SglangTree) -> set[str]:
     """The fusion options this release's server accepts, read from its argument code: an
     ``add_argument("--x")`` literal, or a ServerArgs field ``x: ...`` (0.5.14+ derive the
     option from the field, unless it is marked ``no_cli=True``)."""
@@ -398,7 +398,7 @@ def _release_options(tree: SglangTree) -> set[str]:
 
 def _launch_findings(report: DoctorReport, tree: SglangTree, tp: int | None) -> None:
     add = report.findings.append
-    options = _release_options(tree)
+    options = release_options(tree)
     source = f"{tree.path('srt/server_args.py')} (and arg_groups/)"
     if "--flashinfer-allreduce-fusion-backend" in options:
         flag = "--flashinfer-allreduce-fusion-backend trtllm"

@@ -1,7 +1,7 @@
 """A fingerprint of sm120patch's own code: its version, its patch set and every line of it.
 
 verify may take a file's patch states from the manifest instead of parsing the file only
-when the code that recorded them is byte for byte the code running now (commands.py).
+when the code that recorded them is byte for byte the code running now (trust.py).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from sm120patch import __version__
 
 def _sources() -> list[Path]:
     package = Path(__file__).resolve().parent
-    files = sorted(package.glob("*.py"))
+    files = sorted(package.rglob("*.py"))  # every subpackage: probes, bench, ...
     spec = importlib.util.find_spec("sm120patch.patches")  # finds, does not import, the patches
     for location in (spec.submodule_search_locations or []) if spec else []:
         files += sorted(Path(location).resolve().glob("*.py"))
-    return files
+    return sorted(set(files))  # an installed wheel holds the patches in the package too
 
 
 @lru_cache(maxsize=1)

@@ -18,7 +18,7 @@ from packaging.version import InvalidVersion, Version
 
 from sm120patch import flashinfer_kernel
 from sm120patch.errors import EnvironmentProblem
-from sm120patch.interpreter import run_script
+from sm120patch.probes import run_script
 
 
 class InstallKind(str, Enum):
@@ -146,7 +146,7 @@ def run_probe(python: str) -> dict:
     if not exe.exists():
         raise EnvironmentProblem(f"--python {python}: no such interpreter")
     try:
-        from sm120patch import find_sglang
+        from sm120patch.probes import find_sglang
 
         proc = run_script(str(exe), find_sglang.__file__)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -278,7 +278,7 @@ def locate(python: str | None = None, sglang_path: Path | None = None) -> Sglang
         data = run_probe(python)
         how = f"--python {python}"
     else:
-        from sm120patch import find_sglang
+        from sm120patch.probes import find_sglang
 
         data = find_sglang.find()
         how = f"this interpreter ({sys.executable})"

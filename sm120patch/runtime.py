@@ -13,10 +13,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sm120patch import import_check, static_names
+from sm120patch import static_names
 from sm120patch.errors import EnvironmentProblem, ExitCode
-from sm120patch.interpreter import run_script
 from sm120patch.locate import SglangTree
+from sm120patch.probes import import_check, run_script
 
 
 def dotted(rel: str) -> str:

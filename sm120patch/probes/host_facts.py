@@ -20,11 +20,11 @@ def _last_line(exc: BaseException) -> str:
 
 def _driver() -> tuple[Any, str]:
     try:
-        from cuda.bindings import driver  # type: ignore[import-not-found]
+        from cuda.bindings import driver
 
         return driver, "cuda.bindings.driver"
     except ImportError:
-        from cuda import cuda as driver  # type: ignore[import-not-found]  # cuda-python < 12.6
+        from cuda import cuda as driver  # cuda-python < 12.6
 
         return driver, "cuda.cuda"
 
@@ -47,7 +47,7 @@ def read() -> dict[str, Any]:
         "devices": [],
     }
     try:
-        import torch  # type: ignore[import-not-found]
+        import torch
     except Exception as exc:  # torch is optional here: its absence is reported, not fatal
         result["torch"] = {"ok": False, "error": _last_line(exc)}
         return result

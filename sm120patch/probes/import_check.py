@@ -26,10 +26,10 @@ def _last_line(exc: BaseException) -> str:
 
 def _sm120(spelling: str) -> tuple[str, bool]:
     if spelling == "platform":
-        from sglang.srt.runtime_context import get_platform  # type: ignore[import-not-found]
+        from sglang.srt.runtime_context import get_platform
 
         return "get_platform().is_sm120", bool(get_platform().is_sm120)
-    from sglang.srt.utils import is_sm120_supported  # type: ignore[import-not-found]
+    from sglang.srt.utils import is_sm120_supported
 
     return "is_sm120_supported()", bool(is_sm120_supported())
 
@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
     result: dict[str, Any] = {"python": sys.executable, "torch": None, "sglang": None, "probe": None, "modules": []}
     code = 0
     try:
-        import torch  # type: ignore[import-not-found]
+        import torch
 
         result["torch"] = {"ok": True, "version": torch.__version__, "cuda": torch.version.cuda}
         if torch.cuda.is_available():

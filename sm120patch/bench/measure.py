@@ -1,0 +1,243 @@
+"""Ask the serving interpreter what it has, refuse what cannot run, then measure.
+
+Everything that would make the ranks fail in a way a person cannot read is checked first,
+in one probe, and refused with one sentence (exit 2): no torch, no CUDA GPU, fewer GPUs
+than ``--tp``, no FlashInfer (or one without the unified fusion API), a FlashInfer whose
+trtllm kernel is not built for these GPUs, no P2P between two of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sm120patch import flashinfer_kernel
+from sm120patch.bench import launch
+from sm120patch.bench.mirror import SglangCall
+from sm120patch.bench.verdict import Point, Verdict, judge
+from sm120patch.errors import EnvironmentProblem, ExitCode
+from sm120patch.probes import bench_rank, run_script
+
+DEFAULT_TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
+CALLS_PER_GRAPH = 10
+REPLAYS = 40
+
+
+@dataclass(frozen=True)
+class Settings:
+    python: str
+    tp: int | None  # None: every GPU torch sees
+    tokens: tuple[int, ...]
+    hidden: int
+    dtype: str
+    timeout: float
+    eps: float = 1e-6
+    calls: int = CALLS_PER_GRAPH
+    replays: int = REPLAYS
+    device: str = "cuda"  # "cpu-standin" only in sm120patch's own tests (bench_rank.py)
+    fault: str | None = None
+
+
+@dataclass(frozen=True)
+class Timing:
+    median_us: float
+    p90_us: float
+
+
+@dataclass(frozen=True)
+class Row:
+    tokens: int
+    fused: Timing
+    unfused: Timing
+    allreduce: Timing
+    max_abs_error: dict[str, float]
+    tolerance: dict[str, float]
+    ok: bool
+
+    @property
+    def point(self) -> Point:
+        return Point(self.tokens, self.fused.median_us, self.unfused.median_us, self.ok)
+
+
+@dataclass
+class BenchResult:
+    settings: Settings
+    tp: int
+    call: SglangCall
+    probe: dict[str, Any]
+    rows: list[Row]
+    baseline: str  # what "unfused" ran
+    versions: dict[str, Any]
+    verdict: Verdict
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.OK if all(r.ok for r in self.rows) else ExitCode.NOT_AS_ASKED
+
+
+def run_probe(python: str, world: int, timeout: float) -> dict[str, Any]:
+    try:
+        proc = run_script(python, bench_rank.__file__, ["probe", str(world)], timeout=timeout, env=rank_env())
+    except subprocess.TimeoutExpired as exc:
+        raise EnvironmentProblem(f"{python} did not answer the bench probe within {timeout:.0f} s") from exc
+    except OSError as exc:
+        raise EnvironmentProblem(f"could not run {python} ({exc.strerror or exc})") from exc
+    try:
+        data: dict[str, Any] = json.loads(proc.stdout)
+    except ValueError as exc:
+        last = (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}").splitlines()[-1]
+        raise EnvironmentProblem(f"{python} could not run the bench probe: {last}") from exc
+    return data
+
+
+def rank_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(bench_rank.MULTICAST_ENV)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def refusal(probe: dict[str, Any], tp: int | None, python: str) -> str | None:
+    """Why bench cannot run here, in one sentence; None when it can."""
+    torch = probe.get("torch") or {}
+    if not torch.get("ok"):
+        return (
+            f"torch does not import in {python} ({torch.get('error')}): bench runs in the interpreter that "
+            "serves sglang (--python)"
+        )
+    gpus = probe.get("gpus") or []
+    if not gpus:
+        why = f": {torch['error']}" if torch.get("error") else ""
+        visible = probe.get("cuda_visible_devices")
+        hint = f" (CUDA_VISIBLE_DEVICES={visible!r})" if visible is not None else ""
+        return f"torch {torch.get('version')} in {python} sees no CUDA GPU{hint}{why}: nothing to measure"
+    world = tp or len(gpus)
+    if world < 2:
+        return f"one GPU is visible to torch: an allreduce needs --tp 2 or more GPUs{_names(gpus)}"
+    if world > len(gpus):
+        return f"--tp {world} needs {world} GPUs; torch in {python} sees {len(gpus)}{_names(gpus)}"
+    fi = probe.get("flashinfer") or {}
+    if not fi.get("ok"):
+        return f"FlashInfer does not import in {python} ({fi.get('error')}): there is no fused kernel to measure"
+    if fi.get("comm_error"):
+        return f"flashinfer.comm does not import in {python}: {fi['comm_error']}"
+    if not fi.get("unified_api"):
+        return (
+            f"FlashInfer {fi.get('version')} has no create_allreduce_fusion_workspace/allreduce_fusion: "
+            f"bench needs FlashInfer {flashinfer_kernel.FIRST_SM12X} or newer"
+        )
+    facts = flashinfer_kernel.inspect(fi.get("version"), Path(fi["package_dir"]) if fi.get("package_dir") else None)
+    used = gpus[:world]
+    majors = sorted({g["capability"][0] for g in used})
+    if facts.majors is not None and any(m not in facts.majors for m in majors):
+        return (
+            f"FlashInfer {fi.get('version')} builds its trtllm allreduce for SM {list(facts.majors)} only, and these "
+            f"GPUs are SM {majors} ({facts.source}); upgrade to flashinfer-python>={flashinfer_kernel.FIRST_SM12X}"
+        )
+    for i, j, ok in probe.get("p2p") or []:
+        if not ok and i < world and j < world:
+            return (
+                f"no P2P access from GPU {i} to GPU {j} (torch.cuda.can_device_access_peer): FlashInfer's trtllm "
+                "allreduce needs P2P between every pair, so fusion cannot run on this host"
+            )
+    return None
+
+
+def _names(gpus: list[dict[str, Any]]) -> str:
+    return " (" + "; ".join(f"GPU {g['index']}: {g['name']}" for g in gpus) + ")" if gpus else ""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _timing(event: dict[str, Any], name: str) -> Timing:
+    return Timing(float(event[name]["median_us"]), float(event[name]["p90_us"]))
+
+
+def combine(logs: list[launch.RankLog]) -> list[Row]:
+    """One row per token count: each timing the slowest rank's, each error the largest."""
+    by_tokens: dict[int, list[dict[str, Any]]] = {}
+    for log in logs:
+        for event in log.events:
+            if event["event"] == "row":
+                by_tokens.setdefault(int(event["tokens"]), []).append(event)
+    rows = []
+    for tokens, events in sorted(by_tokens.items()):
+        timings = {
+            name: Timing(max(_timing(e, name).median_us for e in events), max(_timing(e, name).p90_us for e in events))
+            for name in ("fused", "unfused", "allreduce")
+        }
+        errors = {key: max(float(e["max_abs_error"][key]) for e in events) for key in events[0]["max_abs_error"]}
+        rows.append(
+            Row(
+                tokens,
+                **timings,
+                max_abs_error=errors,
+                tolerance=events[0]["tolerance"],
+                ok=all(e["ok"] for e in events),
+            )
+        )
+    return rows
+
+
+def run(
+    settings: Settings,
+    call: SglangCall,
+    keep_off: str,
+    on_event: Callable[[int, dict[str, Any]], None] = lambda rank, event: None,
+) -> BenchResult:
+    probe = run_probe(settings.python, settings.tp or 0, min(settings.timeout, 300.0))
+    if settings.device == "cuda":
+        problem = refusal(probe, settings.tp, settings.python)
+        if problem:
+            raise EnvironmentProblem(problem)
+        world = settings.tp or len(probe["gpus"])
+    else:
+        world = settings.tp or 2
+    call = call.for_world(world)
+    config = {
+        "device": settings.device,
+        "fault": settings.fault,
+        "dtype": settings.dtype,
+        "hidden": settings.hidden,
+        "eps": settings.eps,
+        "tokens": list(settings.tokens),
+        "calls": settings.calls,
+        "replays": settings.replays,
+        "call": call.values,
+    }
+    env = rank_env()
+    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    try:
+        logs = launch.launch(
+            settings.python, bench_rank.__file__, ["run", json.dumps(config)], world, env, settings.timeout, on_event
+        )
+    except launch.RankFailure as exc:
+        if exc.kind == "no-kernel":
+            raise EnvironmentProblem(f"FlashInfer has no trtllm allreduce kernel for these GPUs ({exc})") from exc
+        if exc.kind == "environment":
+            raise EnvironmentProblem(str(exc)) from exc
+        raise
+    done = next(e for e in logs[0].events if e["event"] == "done")
+    rows = combine(logs)
+    return BenchResult(
+        settings=settings,
+        tp=world,
+        call=call,
+        probe=probe,
+        rows=rows,
+        baseline=f"{done['allreduce']}, then {done['norm']}",
+        versions=done.get("versions") or {},
+        verdict=judge([r.point for r in rows], world, keep_off),
+        notes=list(call.notes),
+    )

@@ -1,0 +1,143 @@
+"""From measured rows to one line of advice a person can act on.
+
+A token count is "faster" or "slower" when fused and unfused differ by more than
+``NOISE_PCT`` (median against median, each the slowest rank's); closer than that they are
+"even".  A wrong fused result outranks every timing: then the advice is to keep fusion off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+NOISE_PCT = 3.0
+KEEP_OFF_DEFAULT = "`--enforce-disable-flashinfer-allreduce-fusion` / `sm120patch apply --skip server-args-auto-enable`"
+
+
+class Kind(str, Enum):
+    PAYS = "pays"  # faster somewhere, slower nowhere
+    COSTS = "costs"  # slower somewhere, faster nowhere
+    EVEN = "even"  # within the noise everywhere
+    MIXED = "mixed"  # faster at some sizes, slower at others
+    WRONG = "wrong"  # a fused result did not match the fp32 reference
+
+
+class Compare(str, Enum):
+    FASTER = "faster"
+    SLOWER = "slower"
+    EVEN = "even"
+
+
+@dataclass(frozen=True)
+class Point:
+    """What the verdict needs of one row."""
+
+    tokens: int
+    fused_us: float
+    unfused_us: float
+    ok: bool
+
+    @property
+    def delta_pct(self) -> float:
+        """Fused against unfused: negative is faster."""
+        return (self.fused_us - self.unfused_us) / self.unfused_us * 100.0
+
+    @property
+    def compare(self) -> Compare:
+        if self.delta_pct <= -NOISE_PCT:
+            return Compare.FASTER
+        if self.delta_pct >= NOISE_PCT:
+            return Compare.SLOWER
+        return Compare.EVEN
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: Kind
+    advice: str
+    crossover: int | None  # the token count from which fusion stops paying (or starts)
+
+
+def _span(points: Sequence[Point]) -> str:
+    low, high = points[0].tokens, points[-1].tokens
+    return f"{low} token{'s' if low != 1 else ''}" if low == high else f"{low} to {high} tokens"
+
+
+def _pct(points: Sequence[Point]) -> str:
+    gains = sorted(abs(p.delta_pct) for p in points)
+    low, high = gains[0], gains[-1]
+    return f"{low:.0f} %" if round(low) == round(high) else f"{low:.0f} % to {high:.0f} %"
+
+
+def _crossover(points: Sequence[Point]) -> tuple[int, Compare] | None:
+    """(first token count of the upper run, what it is) when the sizes split in two runs:
+    one side never slower, the other never faster; None when they interleave."""
+    for i in range(1, len(points)):
+        below, above = points[:i], points[i:]
+        for low, high in ((Compare.FASTER, Compare.SLOWER), (Compare.SLOWER, Compare.FASTER)):
+            if (
+                above[0].compare is high
+                and any(p.compare is low for p in below)
+                and all(p.compare is not high for p in below)
+                and all(p.compare is not low for p in above)
+            ):
+                return above[0].tokens, high
+    return None
+
+
+def judge(points: Sequence[Point], tp: int, keep_off: str = KEEP_OFF_DEFAULT) -> Verdict:
+    """The verdict over ``points`` (any order) at ``tp``; ``keep_off`` names how this release
+    turns fusion off."""
+    points = sorted(points, key=lambda p: p.tokens)
+    wrong = [p for p in points if not p.ok]
+    if wrong:
+        sizes = ", ".join(str(p.tokens) for p in wrong)
+        return Verdict(
+            Kind.WRONG,
+            f"the fused kernel gave wrong results at {sizes} tokens on these GPUs: keep fusion off ({keep_off}) "
+            "and upgrade FlashInfer",
+            None,
+        )
+    faster = [p for p in points if p.compare is Compare.FASTER]
+    slower = [p for p in points if p.compare is Compare.SLOWER]
+    if faster and not slower:
+        return Verdict(
+            Kind.PAYS, f"fusion pays here at TP {tp}: {_pct(faster)} faster at {_span(faster)}: leave it on", None
+        )
+    if slower and not faster:
+        return Verdict(
+            Kind.COSTS,
+            f"fusion is slower at TP {tp} ({_pct(slower)} at {_span(slower)}): keep it off ({keep_off})",
+            None,
+        )
+    if not faster:
+        return Verdict(
+            Kind.EVEN,
+            f"fusion makes no measurable difference at TP {tp} (within ±{NOISE_PCT:.0f} % at every size): either way",
+            None,
+        )
+    split = _crossover(points)
+    if split and split[1] is Compare.SLOWER:
+        tokens = split[0]
+        return Verdict(
+            Kind.MIXED,
+            f"fusion is faster below {tokens} tokens and slower from {tokens} tokens at TP {tp}: it pays for "
+            f"decode-sized batches; keep it off ({keep_off}) where batches of {tokens}+ tokens dominate",
+            tokens,
+        )
+    if split:
+        tokens = split[0]
+        return Verdict(
+            Kind.MIXED,
+            f"fusion is slower below {tokens} tokens and faster from {tokens} tokens at TP {tp}: small decode "
+            f"batches lose; keep it off ({keep_off}) for latency-bound serving",
+            tokens,
+        )
+    return Verdict(
+        Kind.MIXED,
+        f"fusion is faster at {', '.join(str(p.tokens) for p in faster)} tokens and slower at "
+        f"{', '.join(str(p.tokens) for p in slower)} tokens at TP {tp}: no clear crossover; measure your "
+        "workload end to end before keeping it",
+        None,
+    )
