@@ -148,15 +148,23 @@ def _watch(
         elif line:
             _take(logs[rank], line, on_event)
         now = time.monotonic()
-        for log in logs:
-            if procs[log.rank].poll() is None and now - log.since > limit_for(log.phase, timeout):
-                raise RankFailure(
-                    log.rank,
-                    log.phase,
-                    "timeout",
-                    f"no progress for {limit_for(log.phase, timeout):.0f} s (a GPU without P2P, a stuck "
-                    "NCCL init or a peer that died); every rank was stopped",
-                )
+        running = [log for log in logs if procs[log.rank].poll() is None]
+        if any(now - log.since > limit_for(log.phase, timeout) for log in running):
+            raise _stuck(running, timeout)
+
+
+def _stuck(running: list[RankLog], timeout: float) -> RankFailure:
+    """The rank that made the least progress is the one to blame: the others wait for it
+    in a collective."""
+    laggard = min(running, key=lambda log: (sum(e["event"] == "phase" for e in log.events), log.since))
+    others = "; ".join(f"rank {log.rank} was waiting in {log.phase}" for log in running if log is not laggard)
+    return RankFailure(
+        laggard.rank,
+        laggard.phase,
+        "timeout",
+        f"no progress for {limit_for(laggard.phase, timeout):.0f} s (a GPU without P2P, a stuck NCCL init or a "
+        f"peer that died); every rank was stopped" + (f" ({others})" if others else ""),
+    )
 
 
 def _take(log: RankLog, line: str, on_event: Callable[[int, dict[str, Any]], None]) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sm120patch import __version__
-from sm120patch.bench.measure import BenchResult, Row
+from sm120patch.bench.measure import BenchResult, Row, Timing
 from sm120patch.bench.verdict import Compare, Kind
 from sm120patch.errors import EnvironmentProblem
 
@@ -77,32 +77,33 @@ def to_json(result: BenchResult) -> dict[str, Any]:
 
 
 def _us(value: float) -> str:
-    return f"{value:,.1f}" if value < 1000 else f"{value:,.0f}"
+    return f"{value:.1f}" if value < 100 else f"{value:,.0f}"
+
+
+def _cell(timing: Timing) -> str:
+    return f"{_us(timing.median_us)}/{_us(timing.p90_us)}"
 
 
 def render(result: BenchResult, out: Console) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    settings = result.settings
     table = Table(
-        title=f"fused allreduce + RMSNorm at TP {result.tp}, hidden {result.settings.hidden}, "
-        f"{result.settings.dtype} (µs per call: median / p90)",
+        title=f"allreduce + RMSNorm, TP {result.tp}, hidden {settings.hidden}, {settings.dtype}: "
+        "µs per call, median/p90 of the slowest rank",
         title_justify="left",
     )
-    table.add_column("tokens", justify="right")
-    table.add_column("fused", justify="right")
-    table.add_column("unfused", justify="right")
-    table.add_column("allreduce alone", justify="right")
-    table.add_column("fused vs unfused", justify="right")
-    table.add_column("max error", justify="right")
+    for header in ("tokens", "fused", "unfused", "AR alone", "vs unfused", "max err"):
+        table.add_column(header, justify="right", no_wrap=True)
     for row in result.rows:
         point = row.point
         error = max(row.max_abs_error.values())
         table.add_row(
             str(row.tokens),
-            f"{_us(row.fused.median_us)} / {_us(row.fused.p90_us)}",
-            f"{_us(row.unfused.median_us)} / {_us(row.unfused.p90_us)}",
-            f"{_us(row.allreduce.median_us)} / {_us(row.allreduce.p90_us)}",
+            _cell(row.fused),
+            _cell(row.unfused),
+            _cell(row.allreduce),
             Text(f"{point.delta_pct:+.1f} %", style=_COMPARE_STYLE[point.compare]),
             Text(f"{error:.3g}" + ("" if row.ok else " WRONG"), style="" if row.ok else "bold red"),
         )
@@ -119,8 +120,8 @@ def render(result: BenchResult, out: Console) -> None:
         *result.notes,
     ]
     for fact in facts:
-        out.print(Text(fact, style="dim"), soft_wrap=True)
-    out.print(Text(result.verdict.advice, style=_KIND_STYLE[result.verdict.kind]), soft_wrap=True)
+        out.print(Text(fact, style="dim"))
+    out.print(Text(result.verdict.advice, style=_KIND_STYLE[result.verdict.kind]))
 
 
 def check_plot_target(path: Path) -> None:

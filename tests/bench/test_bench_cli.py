@@ -1,0 +1,129 @@
+"""`sm120patch bench` from the command line: usage, and every host it must refuse (exit 2,
+one sentence, JSON on stdout, never a traceback).  The serving interpreter is this one,
+with FakeTorch / FakeFlashInfer (tests/bench/fakes.py) on its path."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.bench.fakes import H200, RTX_PRO_6000, fake_serving_site
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def bench(*args: str, site: Path | None = None, json_out: bool = True) -> tuple[int, dict | None, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CUDA_VISIBLE_DEVICES")}
+    env.update(NO_COLOR="1", COLUMNS="200")
+    if site is not None:
+        env["PYTHONPATH"] = str(site)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sm120patch", "bench", "--python", sys.executable, *args]
+        + (["--json"] if json_out else []),
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, json.loads(proc.stdout) if json_out and proc.stdout else None, proc.stderr
+
+
+def refused(site: Path, *args: str) -> str:
+    code, data, _ = bench(*args, site=site)
+    assert code == 2 and data is not None
+    assert data["ok"] is False and data["exit_code"] == 2
+    return data["error"]
+
+
+def test_no_torch(tmp_path: Path) -> None:
+    code, data, _ = bench("--tp", "2")  # this interpreter has no torch
+    assert code == 2 and data is not None
+    assert data["error"].startswith(f"torch does not import in {sys.executable} (ModuleNotFoundError")
+    assert data["error"].endswith("bench runs in the interpreter that serves sglang (--python)")
+
+
+def test_no_gpu(tmp_path: Path) -> None:
+    error = refused(fake_serving_site(tmp_path, []), "--tp", "2")
+    assert error == f"torch 2.11.0+fake in {sys.executable} sees no CUDA GPU: nothing to measure"
+
+
+def test_fewer_gpus_than_tp(tmp_path: Path) -> None:
+    error = refused(fake_serving_site(tmp_path, [RTX_PRO_6000] * 2), "--tp", "8")
+    assert error.startswith(f"--tp 8 needs 8 GPUs; torch in {sys.executable} sees 2 (GPU 0: NVIDIA RTX PRO 6000")
+
+
+def test_one_gpu_and_no_tp(tmp_path: Path) -> None:
+    error = refused(fake_serving_site(tmp_path, [H200]))
+    assert error == "one GPU is visible to torch: an allreduce needs --tp 2 or more GPUs (GPU 0: NVIDIA H200)"
+
+
+def test_no_flashinfer(tmp_path: Path) -> None:
+    error = refused(fake_serving_site(tmp_path, [RTX_PRO_6000] * 2, flashinfer=None), "--tp", "2")
+    assert error.startswith(f"FlashInfer does not import in {sys.executable} (ModuleNotFoundError")
+    assert error.endswith("there is no fused kernel to measure")
+
+
+def test_flashinfer_without_the_unified_api(tmp_path: Path) -> None:
+    site = fake_serving_site(tmp_path, [H200] * 2, flashinfer=("0.2.9", [9, 10]), unified_api=False)
+    assert refused(site) == (
+        "FlashInfer 0.2.9 has no create_allreduce_fusion_workspace/allreduce_fusion: bench needs FlashInfer 0.6.17 "
+        "or newer"
+    )
+
+
+def test_flashinfer_without_the_sm12x_kernel_on_sm12x_gpus(tmp_path: Path) -> None:
+    site = fake_serving_site(tmp_path, [RTX_PRO_6000] * 2, flashinfer=("0.6.3", [9, 10]))
+    error = refused(site, "--tp", "2")
+    assert error.startswith("FlashInfer 0.6.3 builds its trtllm allreduce for SM [9, 10] only, and these GPUs are SM [12]")
+    assert error.endswith("upgrade to flashinfer-python>=0.6.17")
+
+
+def test_the_same_flashinfer_is_no_refusal_on_hopper(tmp_path: Path) -> None:
+    """Past the kernel check, to the P2P one: the SM [9, 10] build serves SM90."""
+    site = fake_serving_site(tmp_path, [H200] * 2, p2p=False, flashinfer=("0.6.3", [9, 10]))
+    assert refused(site, "--tp", "2").startswith("no P2P access from GPU 0 to GPU 1")
+
+
+def test_no_p2p(tmp_path: Path) -> None:
+    error = refused(fake_serving_site(tmp_path, [RTX_PRO_6000] * 2, p2p=False), "--tp", "2")
+    assert error == (
+        "no P2P access from GPU 0 to GPU 1 (torch.cuda.can_device_access_peer): FlashInfer's trtllm allreduce "
+        "needs P2P between every pair, so fusion cannot run on this host"
+    )
+
+
+def test_a_refusal_without_json_is_one_line_on_stderr(tmp_path: Path) -> None:
+    code, _, err = bench("--tp", "2", site=fake_serving_site(tmp_path, []), json_out=False)
+    assert code == 2
+    assert err.strip().splitlines() == [f"error: torch 2.11.0+fake in {sys.executable} sees no CUDA GPU: nothing to measure"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tp", "1"], "1 is not in the range x>=2"),
+        (["--tokens", "0,8"], "token counts go from 1 to 2048"),
+        (["--tokens", "4096"], "token counts go from 1 to 2048"),
+        (["--tokens", "a,b"], "is not a comma-separated list of token counts"),
+        (["--hidden", "100"], "the hidden size must be a positive multiple of 8"),
+        (["--dtype", "fp8"], "'fp8' is not one of 'bf16', 'fp16'"),
+        (["--replays", "5"], "5 is not in the range x>=30"),
+    ],
+)
+def test_usage_errors_exit_2_and_say_why(args: list[str], message: str) -> None:
+    code, _, err = bench(*args, json_out=False)
+    assert code == 2
+    assert message in err
+
+
+def test_a_plot_that_cannot_be_drawn_is_refused_before_measuring(tmp_path: Path) -> None:
+    code, data, _ = bench("--plot", str(tmp_path / "plot.pdf"))
+    assert code == 2 and data is not None
+    assert data["error"] == f"--plot {tmp_path / 'plot.pdf'}: the file must end in .png or .svg"

@@ -1,0 +1,102 @@
+"""What bench shows: the JSON object, the table on an 80-column terminal, the plot file."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from sm120patch.bench import measure, render
+from sm120patch.bench.measure import BenchResult, Row, Settings, Timing
+from sm120patch.bench.mirror import read_call
+from sm120patch.bench.verdict import judge
+
+
+def result(ok: bool = True) -> BenchResult:
+    settings = Settings(sys.executable, 2, (1, 128, 2048), 7168, "bf16", 300.0)
+    # The 2x H200 figures of the first run (research notes), as rows.
+    rows = [
+        Row(1, Timing(5.2, 5.6), Timing(24.9, 26.0), Timing(8.2, 8.9), {"norm": 0.01, "residual": 0.0}, {}, True),
+        Row(128, Timing(10.4, 11.0), Timing(64.9, 66.0), Timing(27.4, 28.0), {"norm": 0.016, "residual": 0.0}, {}, ok),
+        Row(2048, Timing(137.1, 140.0), Timing(369.4, 371.0), Timing(120.4, 122.0), {"norm": 0.0, "residual": 0.0}, {}, True),
+    ]
+    probe = {"gpus": [{"index": i, "name": "NVIDIA H200", "capability": [9, 0]} for i in range(4)]}
+    return BenchResult(
+        settings,
+        2,
+        read_call(None, None),
+        probe,
+        rows,
+        "torch.distributed all_reduce (nccl), then torch (add + RMSNorm as separate ops)",
+        {"torch": "2.11.0+cu130", "flashinfer": "0.6.18", "nccl": "2.27.7", "driver": "13.0", "torch_cuda": "13.0"},
+        judge([r.point for r in rows], 2),
+    )
+
+
+def test_json_holds_rows_baseline_gpus_versions_and_verdict() -> None:
+    data = json.loads(json.dumps(render.to_json(result())))  # plain JSON types only
+    assert data["command"] == "bench" and data["exit_code"] == 0 and data["tp"] == 2
+    assert [r["tokens"] for r in data["rows"]] == [1, 128, 2048]
+    first = data["rows"][0]
+    assert first["fused"] == {"median_us": 5.2, "p90_us": 5.6}
+    assert first["fused_vs_unfused_pct"] == round((5.2 - 24.9) / 24.9 * 100, 2)
+    assert first["compare"] == "faster"
+    assert len(data["gpus"]) == 2  # the GPUs measured, not every GPU seen
+    assert data["call"]["backend"] == "trtllm" and data["call"]["launch_with_pdl"] is True
+    assert data["baseline"].startswith("torch.distributed all_reduce (nccl)")
+    assert data["versions"]["flashinfer"] == "0.6.18"
+    assert data["verdict"]["kind"] == "pays" and data["verdict"]["crossover_tokens"] is None
+
+
+def test_a_wrong_row_makes_exit_1_and_the_verdict_wrong() -> None:
+    wrong = result(ok=False)
+    wrong.verdict = judge([r.point for r in wrong.rows], 2)
+    data = render.to_json(wrong)
+    assert data["exit_code"] == 1 and data["verdict"]["kind"] == "wrong"
+    assert [r["ok"] for r in data["rows"]] == [True, False, True]
+
+
+def test_the_table_fits_80_columns() -> None:
+    buffer = io.StringIO()
+    render.render(result(), Console(file=buffer, width=80, no_color=True))
+    lines = buffer.getvalue().splitlines()
+    assert all(len(line.rstrip()) <= 80 for line in lines)
+    table = [line for line in lines if line.startswith("│")]
+    assert [cell.strip() for cell in table[1].strip("│").split("│")] == [
+        "128", "10.4/11.0", "64.9/66.0", "27.4/28.0", "-84.0 %", "0.016"
+    ]
+    assert "…" not in buffer.getvalue()
+    assert " ".join(lines).endswith("fusion pays here at TP 2: 63 % to 84 % faster at 1 to 2048 tokens: leave it on")
+
+
+def test_the_plot_is_a_png(tmp_path: Path) -> None:
+    target = tmp_path / "bench.png"
+    render.check_plot_target(target)
+    render.plot(result(), target)
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_combine_takes_the_slowest_rank_and_the_largest_error() -> None:
+    from sm120patch.bench.launch import RankLog
+
+    def row(fused: float, error: float, ok: bool) -> dict:
+        timing = {"median_us": fused, "p90_us": fused + 1}
+        return {
+            "event": "row",
+            "tokens": 8,
+            "fused": timing,
+            "unfused": timing,
+            "allreduce": timing,
+            "max_abs_error": {"norm": error, "residual": 0.0},
+            "tolerance": {"atol": 0.03, "rtol": 0.03},
+            "ok": ok,
+        }
+
+    logs = [RankLog(0, events=[row(5.0, 0.5, False)]), RankLog(1, events=[row(7.0, 0.1, True)])]
+    (combined,) = measure.combine(logs)
+    assert combined.fused == Timing(7.0, 8.0)
+    assert combined.max_abs_error == {"norm": 0.5, "residual": 0.0}
+    assert combined.ok is False

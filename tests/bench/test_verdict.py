@@ -1,0 +1,70 @@
+"""bench's verdict: from rows to advice (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sm120patch.bench.verdict import NOISE_PCT, Compare, Kind, Point, judge
+
+
+def rows(*pairs: tuple[int, float], unfused: float = 100.0) -> list[Point]:
+    """Points at ``unfused`` µs unfused and the given fused µs."""
+    return [Point(tokens, fused, unfused, True) for tokens, fused in pairs]
+
+
+def test_faster_everywhere_pays_and_names_the_range() -> None:
+    verdict = judge(rows((1, 50.0), (16, 60.0), (2048, 90.0)), tp=2)
+    assert verdict.kind is Kind.PAYS
+    assert verdict.advice == "fusion pays here at TP 2: 10 % to 50 % faster at 1 to 2048 tokens: leave it on"
+    assert verdict.crossover is None
+
+
+def test_slower_everywhere_costs_and_says_how_to_keep_it_off() -> None:
+    verdict = judge(rows((1, 120.0), (64, 140.0)), tp=8, keep_off="`--off`")
+    assert verdict.kind is Kind.COSTS
+    assert verdict.advice == "fusion is slower at TP 8 (20 % to 40 % at 1 to 64 tokens): keep it off (`--off`)"
+
+
+def test_faster_then_slower_gives_the_crossover() -> None:
+    verdict = judge(rows((1, 50.0), (16, 70.0), (64, 101.0), (128, 130.0), (2048, 150.0)), tp=8)
+    assert verdict.kind is Kind.MIXED
+    assert verdict.crossover == 128  # 64 tokens is within the noise: the first slower size is 128
+    assert "faster below 128 tokens and slower from 128 tokens at TP 8" in verdict.advice
+    assert "--enforce-disable-flashinfer-allreduce-fusion" in verdict.advice
+
+
+def test_slower_then_faster_is_the_other_crossover() -> None:
+    verdict = judge(rows((1, 130.0), (16, 120.0), (512, 80.0)), tp=4)
+    assert (verdict.kind, verdict.crossover) == (Kind.MIXED, 512)
+    assert verdict.advice.startswith("fusion is slower below 512 tokens and faster from 512 tokens at TP 4")
+
+
+def test_interleaved_sizes_have_no_crossover() -> None:
+    verdict = judge(rows((1, 50.0), (16, 150.0), (64, 50.0), (128, 150.0)), tp=4)
+    assert (verdict.kind, verdict.crossover) == (Kind.MIXED, None)
+    assert "faster at 1, 64 tokens and slower at 16, 128 tokens" in verdict.advice
+
+
+def test_within_the_noise_everywhere_is_even() -> None:
+    verdict = judge(rows((1, 100.0 + NOISE_PCT - 0.1), (8, 100.0 - NOISE_PCT + 0.1)), tp=2)
+    assert verdict.kind is Kind.EVEN
+
+
+@pytest.mark.parametrize(
+    ("fused", "expected"),
+    [(100.0 - NOISE_PCT, Compare.FASTER), (100.0 + NOISE_PCT, Compare.SLOWER), (100.0, Compare.EVEN)],
+)
+def test_the_noise_band_edges(fused: float, expected: Compare) -> None:
+    assert Point(1, fused, 100.0, True).compare is expected
+
+
+def test_a_wrong_result_outranks_every_timing() -> None:
+    points = [Point(1, 10.0, 100.0, False), Point(16, 10.0, 100.0, True), Point(8, 10.0, 100.0, False)]
+    verdict = judge(points, tp=2)
+    assert verdict.kind is Kind.WRONG
+    assert verdict.advice.startswith("the fused kernel gave wrong results at 1, 8 tokens on these GPUs: keep fusion off")
+
+
+def test_order_of_the_rows_does_not_matter() -> None:
+    ordered = rows((1, 50.0), (16, 70.0), (128, 130.0))
+    assert judge(list(reversed(ordered)), tp=8) == judge(ordered, tp=8)
