@@ -138,13 +138,24 @@ def main() -> None:
     help="Exit 1 and write nothing when the fused path would still not run (FlashInfer "
     "without the SM12x kernel); for image builds.",
 )
-def apply(tree: SglangTree, only: str | None, skip: str | None, dry_run: bool, strict: bool) -> Outcome:
-    """Back up and patch the located sglang (a second run is a no-op)."""
+@click.option(
+    "--allow-missing-kernel",
+    is_flag=True,
+    help="Write even though the FlashInfer beside sglang has no SM12x allreduce kernel (fusion would "
+    "then stop sglang <= 0.5.9 from starting, and change nothing in later releases).",
+)
+def apply(
+    tree: SglangTree, only: str | None, skip: str | None, dry_run: bool, strict: bool, allow_missing_kernel: bool
+) -> Outcome:
+    """Back up and patch the located sglang (a second run is a no-op).  Refuses while the
+    FlashInfer beside it lacks the SM12x kernel (--allow-missing-kernel)."""
     from sm120patch import commands
     from sm120patch.registry import select
 
     patches, notes = select(_ids(only), _ids(skip)) if only or skip else (None, [])
-    return commands.apply(tree, patches, dry_run=dry_run, notes=notes, strict=strict)
+    return commands.apply(
+        tree, patches, dry_run=dry_run, notes=notes, strict=strict, allow_missing_kernel=allow_missing_kernel
+    )
 
 
 @main.command()

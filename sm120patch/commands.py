@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sm120patch import releases
+from sm120patch import releases, startup_risk
 from sm120patch.errors import EnvironmentProblem, ExitCode
 from sm120patch.fsutil import sha256, sha256_file
+from sm120patch.layout import COMM_FUSION
 from sm120patch.locate import SglangTree
 from sm120patch.outcome import CheckedBy, Command, FileStatus, Outcome, Recorded, StateSummary
 from sm120patch.patch_model import Patch, State
@@ -82,6 +83,39 @@ def _fused_path_warnings(tree: SglangTree) -> list[str]:
     """What would keep the fused kernel from running even with every patch applied."""
     warning = releases.flashinfer_warning(tree.flashinfer_facts, tree.version)
     return [warning] if warning else []
+
+
+def missing_kernel_refusal(tree: SglangTree) -> str | None:
+    """Why apply must not open the gates: the FlashInfer beside sglang has no SM12x build of
+    the trtllm allreduce, so fusion on SM12x would stop the server (0.5.4-0.5.9) or change
+    nothing (0.5.10+).  None when FlashInfer has the kernel, or is not installed (then the
+    gate cannot open at all: a warning says so)."""
+    facts = tree.flashinfer_facts
+    if not facts.found or facts.sm12x_kernel is not False:
+        return None
+    try:
+        effect = startup_risk.missing_kernel_effect(tree.path(COMM_FUSION).read_bytes())
+    except OSError:
+        effect = None
+    release = tree.version or "(unknown version)"
+    consequence = startup_risk.effect_sentence(release, effect) if effect else "fusion cannot run on SM12x with it"
+    name = f"FlashInfer {facts.version}" if facts.version else "the installed FlashInfer"
+    return (
+        f"refusing to patch, nothing was written: {name} has no SM12x allreduce kernel ({facts.source}), and "
+        f"{consequence}; what works is sglang >= {releases.FIRST_PINNING_SM12X} with the FlashInfer it pins, or "
+        f"flashinfer-python>={releases.FLASHINFER_SM12X} (untested with older sglang); "
+        "--allow-missing-kernel writes anyway"
+    )
+
+
+def _refuse(outcome: Outcome, plan: Plan, state: StateDir, headline: str) -> Outcome:
+    """Nothing is written: each patch is reported as it is, not as the plan would leave it."""
+    for report in plan.reports:
+        report.state_after = None
+    _report_plan(outcome, plan, state, dry_run=False)
+    outcome.notes = [note for note in outcome.notes if note != HOST_HINT]
+    outcome.exit_code, outcome.headline = ExitCode.NOT_AS_ASKED, headline
+    return outcome
 
 
 def _gpu_note() -> str | None:
@@ -191,12 +225,15 @@ def apply(
     dry_run: bool = False,
     notes: list[str] | None = None,
     strict: bool = False,
+    allow_missing_kernel: bool = False,
 ) -> Outcome:
-    """Patch the tree with ``patches`` (default: all).  ``strict``: a warning about the fused
-    path (FlashInfer without the SM12x kernel) refuses the change instead, for image builds."""
+    """Patch the tree with ``patches`` (default: all).  A FlashInfer beside sglang without
+    the SM12x kernel refuses the change unless ``allow_missing_kernel``.  ``strict``: any
+    warning about the fused path refuses it too, for image builds."""
     state = StateDir(tree.package_dir)
     outcome = Outcome(Command.APPLY, tree, ExitCode.OK, "", notes=list(notes or []))
     outcome.warnings = _fused_path_warnings(tree)
+    refusal = None if allow_missing_kernel else missing_kernel_refusal(tree)
     note = _gpu_note()
     if note:
         outcome.notes.append(note)
@@ -206,15 +243,19 @@ def apply(
     patches = patches if patches is not None else list(all_patches())
     plan = make_plan(tree, patches, change=True)
     if _problem(plan) or dry_run:
+        if dry_run and refusal and plan.changes:
+            outcome.notes.append(refusal.replace("refusing to patch, nothing was written", "apply would refuse"))
         return _report_plan(outcome, plan, state, dry_run)
+    if refusal and plan.changes:
+        return _refuse(outcome, plan, state, refusal)
     if strict and outcome.warnings:
-        _report_plan(outcome, plan, state, dry_run=False)
-        outcome.exit_code = ExitCode.NOT_AS_ASKED
-        outcome.headline = (
+        return _refuse(
+            outcome,
+            plan,
+            state,
             f"--strict: nothing was written: {len(outcome.warnings)} warning(s) say the fused path "
-            "would still not run on SM12x"
+            "would still not run on SM12x",
         )
-        return outcome
     if not plan.changes and not state.journal_path.exists():
         _refresh_record(state, plan, patches)
         return _report_plan(outcome, plan, state, dry_run)

@@ -95,6 +95,10 @@ def pin_for(version: str | None) -> str | None:
 
 
 ALL_RELEASES = tuple(FLASHINFER_PINS)
+#: The first sglang whose pinned FlashInfer has the SM12x allreduce kernel.
+FIRST_PINNING_SM12X = next(
+    v for v in ALL_RELEASES if Version(v) > FUSION_SINCE and flashinfer_kernel.by_version(FLASHINFER_PINS[v])
+)
 assert ALL_RELEASES[-1] == sm120patch.LAST_KNOWN  # the newest release run end to end
 
 

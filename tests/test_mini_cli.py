@@ -97,16 +97,39 @@ def test_only_and_skip(mini: Path) -> None:
     assert code == 2 and "unknown patch id nope" in err
 
 
-def test_strict_refuses_while_flashinfer_lacks_the_kernel(mini: Path) -> None:
-    site = mini.parent
-    fake_flashinfer(site, "0.6.16", [9, 10])
+def test_apply_refuses_while_flashinfer_lacks_the_kernel(mini: Path) -> None:
+    fake_flashinfer(mini.parent, "0.6.16", [9, 10])
     before = hashes(mini)
-    code, data = jrun("apply", "--sglang-path", str(mini), "--strict")
+    code, data = jrun("apply", "--sglang-path", str(mini))
+    assert code == 1 and data["written"] == []
+    assert data["headline"].startswith(
+        "refusing to patch, nothing was written: FlashInfer 0.6.16 has no SM12x allreduce kernel ("
+    )
+    works = "what works is sglang >= 0.5.18 with the FlashInfer it pins, or flashinfer-python>=0.6.17"
+    assert works in data["headline"]
+    assert data["headline"].endswith("--allow-missing-kernel writes anyway")
+    assert all(p["state_after"] == p["state"] for p in data["patches"])  # nothing promised
+    assert "pending" in {p["state"] for p in data["patches"]}
+    assert not any("the gates are open" in m for m in data["messages"])
+    assert hashes(mini) == before
+
+
+def test_allow_missing_kernel_writes_with_the_warning_and_strict_still_refuses(mini: Path) -> None:
+    fake_flashinfer(mini.parent, "0.6.16", [9, 10])
+    before = hashes(mini)
+    code, data = jrun("apply", "--sglang-path", str(mini), "--allow-missing-kernel", "--strict")
     assert code == 1 and data["written"] == [] and data["headline"].startswith("--strict: nothing was written")
     assert "supported_major_versions=[9, 10]" in data["warnings"][0]
     assert hashes(mini) == before
-    code, data = jrun("apply", "--sglang-path", str(mini))  # without --strict: a warning only
+    code, data = jrun("apply", "--sglang-path", str(mini), "--allow-missing-kernel")
     assert code == 0 and data["warnings"] and data["written"]
+
+
+def test_dry_run_says_apply_would_refuse(mini: Path) -> None:
+    fake_flashinfer(mini.parent, "0.6.16", [9, 10])
+    code, data = jrun("apply", "--sglang-path", str(mini), "--dry-run")
+    assert code == 0 and data["written"] == [] and data["diff"]
+    assert any(m.startswith("apply would refuse: FlashInfer 0.6.16") for m in data["messages"])
 
 
 def test_strict_passes_with_the_sm12x_kernel(mini: Path) -> None:

@@ -150,6 +150,8 @@ def plot(result: BenchResult, path: Path) -> None:
     ):
         ax.plot(tokens, [getattr(r, name).median_us for r in result.rows], marker="o", label=label)
     ax.set_xscale("log", base=2)
+    ax.set_xticks(tokens, [str(t) for t in tokens])
+    ax.minorticks_off()
     ax.set_yscale("log")
     ax.set_xlabel("tokens")
     ax.set_ylabel("µs per call (median, slowest rank)")

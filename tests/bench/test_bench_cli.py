@@ -81,7 +81,9 @@ def test_flashinfer_without_the_unified_api(tmp_path: Path) -> None:
 def test_flashinfer_without_the_sm12x_kernel_on_sm12x_gpus(tmp_path: Path) -> None:
     site = fake_serving_site(tmp_path, [RTX_PRO_6000] * 2, flashinfer=("0.6.3", [9, 10]))
     error = refused(site, "--tp", "2")
-    assert error.startswith("FlashInfer 0.6.3 builds its trtllm allreduce for SM [9, 10] only, and these GPUs are SM [12]")
+    assert error.startswith(
+        "FlashInfer 0.6.3 builds its trtllm allreduce for SM [9, 10] only, and these GPUs are SM [12]"
+    )
     assert error.endswith("upgrade to flashinfer-python>=0.6.17")
 
 
@@ -102,7 +104,9 @@ def test_no_p2p(tmp_path: Path) -> None:
 def test_a_refusal_without_json_is_one_line_on_stderr(tmp_path: Path) -> None:
     code, _, err = bench("--tp", "2", site=fake_serving_site(tmp_path, []), json_out=False)
     assert code == 2
-    assert err.strip().splitlines() == [f"error: torch 2.11.0+fake in {sys.executable} sees no CUDA GPU: nothing to measure"]
+    assert err.strip().splitlines() == [
+        f"error: torch 2.11.0+fake in {sys.executable} sees no CUDA GPU: nothing to measure"
+    ]
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 from sm120patch.bench.mirror import FUSION_FILE, REFERENCE_CALL, read_call
 
 # The two shapes the releases have, written here in miniature (not sglang's code).
-LEGACY_SHAPE = '''
+LEGACY_SHAPE = """
 def flashinfer_allreduce_residual_rmsnorm(
     input_tensor, residual, weight, eps=1e-6, max_token_num=2048, use_oneshot=None,
     trigger_completion_at_end=False, fp32_acc=False,
@@ -18,8 +18,8 @@ def flashinfer_allreduce_residual_rmsnorm(
     _flashinfer_comm.trtllm_allreduce_fusion(
         allreduce_in=input_tensor, launch_with_pdl=True, use_oneshot=use_oneshot, fp32_acc=fp32_acc,
     )
-'''
-UNIFIED_SHAPE = '''
+"""
+UNIFIED_SHAPE = """
 def flashinfer_allreduce_residual_rmsnorm(
     input_tensor, residual, weight, eps=1e-6, max_token_num=4096, use_oneshot=None,
     trigger_completion_at_end=True, fp32_acc=True, use_attn_tp_group=True,
@@ -27,7 +27,7 @@ def flashinfer_allreduce_residual_rmsnorm(
     kwargs = dict(input=input_tensor, pattern=1, launch_with_pdl=False, use_oneshot=use_oneshot)
     kwargs["fp32_acc"] = fp32_acc
     _flashinfer_comm.allreduce_fusion(**kwargs)
-'''
+"""
 
 
 def package_with(tmp_path: Path, source: str) -> Path:

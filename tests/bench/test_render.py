@@ -21,7 +21,15 @@ def result(ok: bool = True) -> BenchResult:
     rows = [
         Row(1, Timing(5.2, 5.6), Timing(24.9, 26.0), Timing(8.2, 8.9), {"norm": 0.01, "residual": 0.0}, {}, True),
         Row(128, Timing(10.4, 11.0), Timing(64.9, 66.0), Timing(27.4, 28.0), {"norm": 0.016, "residual": 0.0}, {}, ok),
-        Row(2048, Timing(137.1, 140.0), Timing(369.4, 371.0), Timing(120.4, 122.0), {"norm": 0.0, "residual": 0.0}, {}, True),
+        Row(
+            2048,
+            Timing(137.1, 140.0),
+            Timing(369.4, 371.0),
+            Timing(120.4, 122.0),
+            {"norm": 0.0, "residual": 0.0},
+            {},
+            True,
+        ),
     ]
     probe = {"gpus": [{"index": i, "name": "NVIDIA H200", "capability": [9, 0]} for i in range(4)]}
     return BenchResult(
@@ -66,7 +74,12 @@ def test_the_table_fits_80_columns() -> None:
     assert all(len(line.rstrip()) <= 80 for line in lines)
     table = [line for line in lines if line.startswith("│")]
     assert [cell.strip() for cell in table[1].strip("│").split("│")] == [
-        "128", "10.4/11.0", "64.9/66.0", "27.4/28.0", "-84.0 %", "0.016"
+        "128",
+        "10.4/11.0",
+        "64.9/66.0",
+        "27.4/28.0",
+        "-84.0 %",
+        "0.016",
     ]
     assert "…" not in buffer.getvalue()
     assert " ".join(lines).endswith("fusion pays here at TP 2: 63 % to 84 % faster at 1 to 2048 tokens: leave it on")

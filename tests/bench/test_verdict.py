@@ -62,7 +62,9 @@ def test_a_wrong_result_outranks_every_timing() -> None:
     points = [Point(1, 10.0, 100.0, False), Point(16, 10.0, 100.0, True), Point(8, 10.0, 100.0, False)]
     verdict = judge(points, tp=2)
     assert verdict.kind is Kind.WRONG
-    assert verdict.advice.startswith("the fused kernel gave wrong results at 1, 8 tokens on these GPUs: keep fusion off")
+    assert verdict.advice.startswith(
+        "the fused kernel gave wrong results at 1, 8 tokens on these GPUs: keep fusion off"
+    )
 
 
 def test_order_of_the_rows_does_not_matter() -> None:

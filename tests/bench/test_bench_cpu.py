@@ -1,0 +1,72 @@
+"""bench's ranks with the real torch (CPU build), gloo between two processes.
+
+There is no GPU here, so the rank runs its ``cpu-standin`` device: gloo instead of NCCL,
+wall-clock timing instead of CUDA graphs, and ``CpuStandInFusedKernel`` (torch ops that
+compute what FlashInfer's kernel computes) in place of the kernel.  Everything else --
+the process group, the inputs, the fp32 reference, the correctness check, the unfused
+path, the protocol and the verdict -- is the code the GPU runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sm120patch.bench.measure import Settings, run
+from sm120patch.bench.mirror import read_call
+from sm120patch.bench.verdict import Kind
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+
+
+def settings(python: Path, **changes: object) -> Settings:
+    base = Settings(str(python), 2, (1, 8, 64), 1024, "bf16", 120.0, calls=2, replays=30, device="cpu-standin")
+    return Settings(**{**base.__dict__, **changes})  # type: ignore[arg-type]
+
+
+def test_the_cli_refuses_a_serving_python_without_a_gpu(cpu_torch_python: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "sm120patch", "bench", "--python", str(cpu_torch_python), "--tp", "2", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert proc.returncode == 2, proc.stderr
+    error = json.loads(proc.stdout)["error"]
+    assert error == f"torch 2.13.0+cpu in {cpu_torch_python} sees no CUDA GPU: nothing to measure"
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_two_real_ranks_measure_check_and_judge(cpu_torch_python: Path, dtype: str) -> None:
+    events: list[tuple[int, dict]] = []
+    result = run(
+        settings(cpu_torch_python, dtype=dtype), read_call(None, None), "`--off`", lambda r, e: events.append((r, e))
+    )
+    assert [row.tokens for row in result.rows] == [1, 8, 64]
+    assert all(row.ok for row in result.rows), [row.max_abs_error for row in result.rows]
+    for row in result.rows:
+        assert 0 < row.max_abs_error["norm"] < row.tolerance["atol"] * 4  # rounding, not zero, not garbage
+        assert row.fused.median_us > 0 and row.fused.p90_us >= row.fused.median_us
+    assert result.exit_code == 0
+    assert result.baseline == "torch.distributed all_reduce (gloo), then torch (add + RMSNorm as separate ops)"
+    assert result.versions["torch"] == "2.13.0+cpu"
+    assert result.verdict.kind in (Kind.PAYS, Kind.COSTS, Kind.EVEN, Kind.MIXED)
+    phases = [e["phase"] for rank, e in events if rank == 1 and e["event"] == "phase"]
+    assert phases == ["setup", "process-group", "workspace", "tokens 1", "tokens 8", "tokens 64"]
+
+
+def test_a_kernel_that_returns_garbage_is_caught(cpu_torch_python: Path) -> None:
+    result = run(settings(cpu_torch_python, fault="garbage"), read_call(None, None), "`--off`")
+    assert [row.ok for row in result.rows] == [False, False, False]
+    assert result.exit_code == 1
+    assert result.verdict.kind is Kind.WRONG
+    assert result.verdict.advice.startswith("the fused kernel gave wrong results at 1, 8, 64 tokens")
