@@ -21,7 +21,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sm120patch import releases  # noqa: E402
+from sm120patch import releases, startup_risk  # noqa: E402
+from sm120patch.layout import COMM_FUSION  # noqa: E402
 from sm120patch.registry import all_patches  # noqa: E402
 from tests.realtrees import copy_release, run_cycle  # noqa: E402
 
@@ -36,12 +37,26 @@ SHORT = {
 CELL = {"pending": "patched", "not-needed": "not needed", "applied": "already", "drift": "DRIFT"}
 
 
+def missing_kernel(package: Path) -> str:
+    """What the release does when fusion is on and FlashInfer lacks the SM12x kernel."""
+    try:
+        effect = startup_risk.missing_kernel_effect((package / COMM_FUSION).read_bytes())
+    except OSError:
+        return "—"
+    return {startup_risk.Effect.CRASH: "**does not start**", startup_risk.Effect.FALLBACK: "runs unfused"}.get(
+        effect, "?"
+    )
+
+
 def one(version: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
+        package = copy_release(version, Path(tmp))
+        effect = missing_kernel(package)
         try:
-            return run_cycle(copy_release(version, Path(tmp)))
+            result = run_cycle(package)
         except AssertionError as exc:
             return {"version": version, "failed": str(exc)}
+        return {**result, "missing_kernel": effect if not result["refusal"] else "—"}
 
 
 def verdict(result: dict) -> str:
@@ -57,7 +72,14 @@ def verdict(result: dict) -> str:
 
 def table(results: list[dict]) -> str:
     ids = [p.id for p in all_patches()]
-    head = ["sglang", *(SHORT[i] for i in ids), "verdict", "FlashInfer pin", "SM12x allreduce kernel"]
+    head = [
+        "sglang",
+        *(SHORT[i] for i in ids),
+        "verdict",
+        "FlashInfer pin",
+        "SM12x allreduce kernel",
+        "fusion on, kernel missing",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for result in results:
         version = result["version"]
@@ -65,7 +87,8 @@ def table(results: list[dict]) -> str:
         cells = [CELL.get(states.get(i, ""), "—") for i in ids]
         pin = releases.FLASHINFER_PINS.get(version, "?")
         kernel = releases.flashinfer_has_sm12x_kernel(pin)
-        lines.append("| " + " | ".join([version, *cells, verdict(result), pin, "yes" if kernel else "no"]) + " |")
+        row = [version, *cells, verdict(result), pin, "yes" if kernel else "no", result.get("missing_kernel", "—")]
+        lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
@@ -105,8 +128,14 @@ def main() -> int:
         "the auto-enable already admits SM12x via `is_blackwell_supported()` in 0.5.4.post2–0.5.7, "
         "where the DeepSeek block that also picks SM100-only kernels is left alone); — = refused.\n\n"
         "The fused path needs FlashInfer ≥ 0.6.17 (first SM12x trtllm allreduce kernel, "
-        "flashinfer#3903). The last columns say whether the FlashInfer each release pins has it; "
-        "where it does not, upgrade FlashInfer alongside (`apply`/`verify` warn).\n\n" + body + "\n"
+        "flashinfer#3903). The last columns say whether the FlashInfer each release pins has it, and "
+        "what the patched release does on SM12x when fusion is on and the FlashInfer beside it lacks "
+        "the kernel, read from its `flashinfer_comm_fusion.py` by structure (`startup_risk`) and "
+        "established by running each release's own code (`tests/test_startup_risk.py`): up to 0.5.9 the "
+        "workspace is created inside CUDA-graph capture with no fallback, so the server does not start; "
+        "from 0.5.10 sglang catches the failure and runs unfused.  That is why `apply` refuses while the "
+        "FlashInfer installed beside sglang lacks the kernel (`--allow-missing-kernel` writes anyway): "
+        "upgrade FlashInfer alongside, or use sglang ≥ 0.5.18 with the FlashInfer it pins.\n\n" + body + "\n"
     )
     print(f"wrote {args.output}", file=sys.stderr)
     return 1 if failed else 0

@@ -430,7 +430,7 @@ def _launch_findings(report: DoctorReport, tree: SglangTree, tp: int | None) -> 
                 "tp",
                 Severity.INFO,
                 "TP 2: upstream measured +5.2 % median decode with fusion on SM12x",
-                "2x RTX PRO 6000, PCIe",
+                "2x RTX PRO 6000, PCIe; measure it on this host: `sm120patch bench --tp 2`",
                 "sglang#30700 (comment), sglang#32330",
             )
         )
@@ -440,7 +440,8 @@ def _launch_findings(report: DoctorReport, tree: SglangTree, tp: int | None) -> 
                 "tp",
                 Severity.WARNING,
                 f"TP {tp}: a regression was reported at TP4 on PCIe",
-                f"benchmark with and without fusion before keeping it; {escape}",
+                f"measure fused against unfused on this host before keeping it: `sm120patch bench --tp {tp}`; "
+                f"{escape}",
                 "sglang#32330 (closing comment)",
             )
         )

@@ -196,3 +196,14 @@ def test_gpus_from_torch_when_nvidia_smi_is_missing() -> None:
     found = {f.id: f for f in diagnose(None, None, APPLIED, facts).findings}
     assert found["gpus"].severity is Severity.OK and "cc 12.0" in found["gpus"].detail
     assert "torch.cuda in /env/bin/python" in found["gpus"].source
+
+
+@pytest.mark.parametrize(("tp", "severity"), [(2, Severity.INFO), (4, Severity.WARNING), (8, Severity.WARNING)])
+def test_the_tp_finding_points_to_bench(tmp_path: Path, tp: int, severity: Severity) -> None:
+    from sm120patch.locate import from_directory
+    from tests.mini_sglang import write_mini_sglang
+
+    tree = from_directory(write_mini_sglang(tmp_path / "site"))
+    finding = {f.id: f for f in diagnose(tree, None, APPLIED, host(), tp).findings}["tp"]
+    assert finding.severity is severity
+    assert f"`sm120patch bench --tp {tp}`" in finding.detail
