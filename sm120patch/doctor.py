@@ -440,8 +440,7 @@ def _launch_findings(report: DoctorReport, tree: SglangTree, tp: int | None) -> 
                 "tp",
                 Severity.WARNING,
                 f"TP {tp}: a regression was reported at TP4 on PCIe",
-                f"measure fused against unfused on this host before keeping it: `sm120patch bench --tp {tp}`; "
-                f"{escape}",
+                f"measure fused against unfused on this host before keeping it: `sm120patch bench --tp {tp}`; {escape}",
                 "sglang#32330 (closing comment)",
             )
         )

@@ -26,6 +26,9 @@ from sm120patch.probes import bench_rank, run_script
 
 DEFAULT_TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 CALLS_PER_GRAPH = 10
+#: The rank counts FlashInfer's trtllm fusion kernel takes (``allreduce_fusion_kernel``: "unsupported
+#: ranks number! Supported ranks: 2, 4, 8, 16", seen on FlashInfer 0.6.18 at world size 1).
+KERNEL_WORLDS = (2, 4, 8, 16)
 REPLAYS = 40
 
 
@@ -123,6 +126,12 @@ def refusal(probe: dict[str, Any], tp: int | None, python: str) -> str | None:
         return f"one GPU is visible to torch: an allreduce needs --tp 2 or more GPUs{_names(gpus)}"
     if world > len(gpus):
         return f"--tp {world} needs {world} GPUs; torch in {python} sees {len(gpus)}{_names(gpus)}"
+    if world not in KERNEL_WORLDS:
+        how = "--tp" if tp else f"{world} GPUs are visible; --tp"
+        return (
+            f"FlashInfer's trtllm fused allreduce runs on {', '.join(map(str, KERNEL_WORLDS))} ranks only "
+            f"('unsupported ranks number'), so sglang cannot fuse at TP {world}: {how} {world} has nothing to measure"
+        )
     fi = probe.get("flashinfer") or {}
     if not fi.get("ok"):
         return f"FlashInfer does not import in {python} ({fi.get('error')}): there is no fused kernel to measure"

@@ -27,7 +27,7 @@ REFERENCE_CALL: dict[str, Any] = {
     "fp32_acc": True,
     "launch_with_pdl": True,
 }
-#: FlashInfer's oneshot/twoshot table is keyed by these world sizes; any other raises KeyError.
+#: FlashInfer's oneshot/twoshot table is keyed by these world sizes; any other (16) raises KeyError.
 AUTO_ONESHOT_WORLDS = (2, 4, 8)
 
 

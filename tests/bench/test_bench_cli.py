@@ -59,6 +59,19 @@ def test_fewer_gpus_than_tp(tmp_path: Path) -> None:
     assert error.startswith(f"--tp 8 needs 8 GPUs; torch in {sys.executable} sees 2 (GPU 0: NVIDIA RTX PRO 6000")
 
 
+def test_a_tp_the_kernel_does_not_take(tmp_path: Path) -> None:
+    site = fake_serving_site(tmp_path, [RTX_PRO_6000] * 8)
+    assert refused(site, "--tp", "6") == (
+        "FlashInfer's trtllm fused allreduce runs on 2, 4, 8, 16 ranks only ('unsupported ranks number'), so "
+        "sglang cannot fuse at TP 6: --tp 6 has nothing to measure"
+    )
+
+
+def test_every_visible_gpu_when_that_count_is_not_a_kernel_world(tmp_path: Path) -> None:
+    site = fake_serving_site(tmp_path, [RTX_PRO_6000] * 3)
+    assert refused(site).endswith("sglang cannot fuse at TP 3: 3 GPUs are visible; --tp 3 has nothing to measure")
+
+
 def test_one_gpu_and_no_tp(tmp_path: Path) -> None:
     error = refused(fake_serving_site(tmp_path, [H200]))
     assert error == "one GPU is visible to torch: an allreduce needs --tp 2 or more GPUs (GPU 0: NVIDIA H200)"

@@ -75,9 +75,9 @@ def test_no_sglang_or_no_entry_point_mirrors_the_reference(tmp_path: Path) -> No
 def test_use_oneshot_is_explicit_where_flashinfer_has_no_table() -> None:
     call = read_call(None, None)
     assert call.for_world(4) is call
-    six = call.for_world(6)
+    six = call.for_world(16)
     assert six.values["use_oneshot"] is True
-    assert "KeyError at TP 6" in six.notes[-1]
+    assert "KeyError at TP 16" in six.notes[-1]
     assert call.values["use_oneshot"] is None  # the original is left alone
 
 
