@@ -42,13 +42,12 @@ def bench(
 
     if plot is not None:
         render.check_plot_target(plot)
-    tree, notes = None, []
+    tree = None
     try:
         tree = locate(python=python, sglang_path=sglang_path)
-    except ToolError as exc:  # bench measures FlashInfer; without sglang it mirrors the newest call read
+    except ToolError:  # bench measures FlashInfer; without sglang it mirrors the newest call read
         if sglang_path is not None:
             raise
-        notes.append(f"no sglang located ({exc})")
     settings = Settings(doctor.default_python(tree, python), tp, tokens, hidden, dtype, timeout, replays=replays)
     call = read_call(tree.package_dir if tree else None, tree.version if tree else None)
     hatch = keep_off(doctor.release_options(tree) if tree else None)
@@ -60,7 +59,6 @@ def bench(
         if exc.kind == "timeout":
             raise EnvironmentProblem(f"bench stopped: {exc}") from exc
         raise NotAsAsked(f"bench failed: {exc}") from exc
-    result.notes[:0] = notes
     if as_json:
         from sm120patch.report import print_json
 

@@ -102,7 +102,9 @@ def read_call(package_dir: Path | None, version: str | None) -> SglangCall:
     """The installed release's call (``package_dir``: the ``sglang`` package), else 0.5.23's."""
     fallback = f"sglang {REFERENCE}'s call (the newest release read)"
     if package_dir is None:
-        return SglangCall(dict(REFERENCE_CALL), f"{fallback}: no sglang found", tuple(REFERENCE_CALL))
+        return SglangCall(
+            dict(REFERENCE_CALL), f"{fallback}: no sglang located (--python / --sglang-path)", tuple(REFERENCE_CALL)
+        )
     path = package_dir / FUSION_FILE
     try:
         module = ast.parse(path.read_bytes())

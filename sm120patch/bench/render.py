@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sm120patch import __version__
-from sm120patch.bench.measure import BenchResult, Row, Timing
+from sm120patch.bench.measure import SGLANG_NORM, BenchResult, Row, Timing
 from sm120patch.bench.verdict import Compare, Kind
 from sm120patch.errors import EnvironmentProblem
 
@@ -32,6 +32,7 @@ def _row_json(row: Row) -> dict[str, Any]:
         "unfused": {"median_us": row.unfused.median_us, "p90_us": row.unfused.p90_us},
         "allreduce": {"median_us": row.allreduce.median_us, "p90_us": row.allreduce.p90_us},
         "fused_vs_unfused_pct": round(point.delta_pct, 2),
+        "fused_vs_allreduce_pct": round(row.vs_floor_pct, 2),
         "compare": point.compare.value,
         "max_abs_error": row.max_abs_error,
         "tolerance": row.tolerance,
@@ -64,6 +65,7 @@ def to_json(result: BenchResult) -> dict[str, Any]:
             **result.call.values,
         },
         "baseline": result.baseline,
+        "baseline_is_sglangs": SGLANG_NORM in result.baseline,
         "gpus": (result.probe.get("gpus") or [])[: result.tp],
         "versions": result.versions,
         "rows": [_row_json(r) for r in result.rows],

@@ -70,3 +70,8 @@ def test_a_kernel_that_returns_garbage_is_caught(cpu_torch_python: Path) -> None
     assert result.exit_code == 1
     assert result.verdict.kind is Kind.WRONG
     assert result.verdict.advice.startswith("the fused kernel gave wrong results at 1, 8, 64 tokens")
+
+
+def test_the_torch_baseline_is_flagged(cpu_torch_python: Path) -> None:
+    result = run(settings(cpu_torch_python, tokens=(1, 8)), read_call(None, None), "`--off`")
+    assert result.notes[-1].startswith("unfused ran torch (add + RMSNorm as separate ops), not sglang's")

@@ -66,7 +66,7 @@ def test_a_value_not_found_keeps_the_reference_and_says_so(tmp_path: Path) -> No
 
 def test_no_sglang_or_no_entry_point_mirrors_the_reference(tmp_path: Path) -> None:
     none = read_call(None, None)
-    assert none.values == REFERENCE_CALL and "no sglang found" in none.source
+    assert none.values == REFERENCE_CALL and "no sglang located" in none.source
     moved = read_call(package_with(tmp_path, "def other():\n    pass\n"), "0.6.0")
     assert moved.values == REFERENCE_CALL
     assert "sglang 0.6.0 has no flashinfer_allreduce_residual_rmsnorm()" in moved.source
