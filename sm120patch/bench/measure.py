@@ -26,6 +26,7 @@ from sm120patch.probes import bench_rank, run_script
 
 SGLANG_NORM = "sgl_kernel.fused_add_rmsnorm"  # what sglang runs after the allreduce when fusion is off
 CALLS_PER_GRAPH = 10
+PROBE_TIMEOUT_S = 120.0
 #: The rank counts FlashInfer's trtllm fusion kernel takes (``allreduce_fusion_kernel``: "unsupported
 #: ranks number! Supported ranks: 2, 4, 8, 16", seen on FlashInfer 0.6.18 at world size 1).
 KERNEL_WORLDS = (2, 4, 8, 16)
@@ -210,7 +211,8 @@ def run(
     keep_off: str,
     on_event: Callable[[int, dict[str, Any]], None] = lambda rank, event: None,
 ) -> BenchResult:
-    probe = run_probe(settings.python, settings.tp or 0, min(settings.timeout, 300.0))
+    # The probe imports torch and FlashInfer: its own limit, not a phase's.
+    probe = run_probe(settings.python, settings.tp or 0, max(settings.timeout, PROBE_TIMEOUT_S))
     if settings.device == "cuda":
         problem = refusal(probe, settings.tp, settings.python)
         if problem:
