@@ -79,9 +79,18 @@ HOST_HINT = (
 )
 
 
+def _missing_kernel_effect(tree: SglangTree) -> str | None:
+    """What this release does when fusion is on and FlashInfer lacks the SM12x kernel."""
+    try:
+        effect = startup_risk.missing_kernel_effect(tree.path(COMM_FUSION).read_bytes())
+    except OSError:
+        return None
+    return startup_risk.effect_sentence(tree.version or "(unknown version)", effect) if effect else None
+
+
 def _fused_path_warnings(tree: SglangTree) -> list[str]:
     """What would keep the fused kernel from running even with every patch applied."""
-    warning = releases.flashinfer_warning(tree.flashinfer_facts, tree.version)
+    warning = releases.flashinfer_warning(tree.flashinfer_facts, tree.version, _missing_kernel_effect(tree))
     return [warning] if warning else []
 
 

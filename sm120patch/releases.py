@@ -124,13 +124,18 @@ def flashinfer_has_sm12x_kernel(version: str | None) -> bool | None:
     return flashinfer_kernel.by_version(version)
 
 
-def flashinfer_warning(facts: flashinfer_kernel.FlashInfer, sglang_version: str | None) -> str | None:
+def flashinfer_warning(
+    facts: flashinfer_kernel.FlashInfer, sglang_version: str | None, effect: str | None = None
+) -> str | None:
     """A warning when the FlashInfer at hand (else the one sglang pins) cannot run the
-    fusion on SM12x; None when it can or nothing is known."""
+    fusion on SM12x; None when it can or nothing is known.  ``effect``: what this release
+    does then (``startup_risk.effect_sentence``), where its code says."""
     upgrade = f"Upgrade: pip install -U 'flashinfer-python>={FLASHINFER_SM12X}'."
     consequence = (
-        "With fusion on, an SM12x server fails at JIT with 'No supported CUDA "
-        "architectures found for major versions [9, 10]' (sglang#15650)."
+        f"With fusion on, {effect}."
+        if effect
+        else "With fusion on, FlashInfer's JIT raises 'No supported CUDA architectures found for major "
+        "versions [9, 10]' on SM12x (sglang#15650)."
     )
     if facts.found:
         if facts.sm12x_kernel is not False:
