@@ -21,9 +21,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sm120patch import releases, startup_risk  # noqa: E402
-from sm120patch.layout import COMM_FUSION  # noqa: E402
-from sm120patch.registry import all_patches  # noqa: E402
+from sm120patch.patchkit.layout import COMM_FUSION  # noqa: E402
+from sm120patch.plan import releases, startup_risk  # noqa: E402
+from sm120patch.plan.registry import all_patches  # noqa: E402
 from tests.realtrees import copy_release, run_cycle  # noqa: E402
 
 SHORT = {

@@ -17,8 +17,8 @@ from sm120patch import FIRST_SUPPORTED, LAST_KNOWN, __version__
 from sm120patch.errors import ExitCode, ToolError
 
 if TYPE_CHECKING:  # the modules behind the commands load when a command runs, not for --help
-    from sm120patch.locate import SglangTree
-    from sm120patch.outcome import Outcome
+    from sm120patch.locate.tree import SglangTree
+    from sm120patch.report.outcome import Outcome
 
 PYTHON_HELP = "Interpreter (or venv / conda env root) of the environment that serves sglang."
 PATH_HELP = "The sglang package directory itself (site-packages/sglang, or a checkout's python/sglang)."
@@ -43,7 +43,7 @@ def _location_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _fail(message: str, code: int, as_json: bool) -> None:
-    from sm120patch import report
+    from sm120patch.report import render as report
 
     if as_json:
         report.print_json(report.error_json(message, code))
@@ -53,7 +53,7 @@ def _fail(message: str, code: int, as_json: bool) -> None:
 def _guarded(as_json: bool, run: Callable[[], int]) -> None:
     """Run a command body; turn the errors a user can act on into their exit codes, and a
     bug into exit 70 with its traceback."""
-    from sm120patch.registry import SelectionError
+    from sm120patch.plan.registry import SelectionError
 
     ctx = click.get_current_context()
     try:
@@ -84,8 +84,8 @@ def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
     @functools.wraps(func)
     def wrapper(python: str | None, sglang_path: Path | None, as_json: bool, **kwargs: Any) -> None:
         def run() -> int:
-            from sm120patch import report
-            from sm120patch.locate import locate
+            from sm120patch.locate.tree import locate
+            from sm120patch.report import render as report
 
             outcome = func(tree=locate(python=python, sglang_path=sglang_path), **kwargs)
             if as_json:
@@ -149,8 +149,8 @@ def apply(
 ) -> Outcome:
     """Back up and patch the located sglang (a second run is a no-op).  Refuses while the
     FlashInfer beside it lacks the SM12x kernel (--allow-missing-kernel)."""
-    from sm120patch import commands
-    from sm120patch.registry import select
+    from sm120patch.commands import core as commands
+    from sm120patch.plan.registry import select
 
     patches, notes = select(_ids(only), _ids(skip)) if only or skip else (None, [])
     return commands.apply(
@@ -175,7 +175,7 @@ def apply(
 )
 def verify(tree: SglangTree, runtime: bool, timeout: float) -> Outcome:
     """Report each patch as applied / pending / drift, with file:line evidence."""
-    from sm120patch import commands
+    from sm120patch.commands import core as commands
 
     return commands.verify(tree, runtime_timeout=timeout if runtime else None)
 
@@ -188,7 +188,7 @@ def verify(tree: SglangTree, runtime: bool, timeout: float) -> Outcome:
 @click.option("--dry-run", is_flag=True, help="Write nothing; print the diff that revert would apply.")
 def revert(tree: SglangTree, force: bool, dry_run: bool) -> Outcome:
     """Restore every patched file from its backup, then remove the saved state."""
-    from sm120patch import commands
+    from sm120patch.commands import core as commands
 
     return commands.revert(tree, force=force, dry_run=dry_run)
 
@@ -198,7 +198,7 @@ def revert(tree: SglangTree, force: bool, dry_run: bool) -> Outcome:
 @click.option("--docs", is_flag=True, help="Also print each patch's description and where it looks.")
 def list_(tree: SglangTree, docs: bool) -> Outcome:
     """The patches, what each does, and its state in the located sglang."""
-    from sm120patch import commands
+    from sm120patch.commands import core as commands
 
     return commands.list_patches(tree)
 
@@ -210,9 +210,9 @@ def doctor(python: str | None, sglang_path: Path | None, as_json: bool, tp: int 
     """Read-only: what stands between this host and a running fused allreduce (GPUs,
     patches, FlashInfer's SM12x kernel, P2P, multicast, GPUDirect RDMA, launch flags).
     Exit 1 when any finding is an error."""
-    from sm120patch import doctor as checkup
-    from sm120patch import report
-    from sm120patch.locate import locate
+    from sm120patch.doctor import checkup
+    from sm120patch.locate.tree import locate
+    from sm120patch.report import render as report
 
     def run() -> int:
         tree, problem = None, None
@@ -295,7 +295,7 @@ def bench(
     results, and say whether fusion pays.  Runs in the interpreter that serves sglang,
     one rank per GPU; never creates a multicast object.  Exit 1 when a fused result is
     wrong, 2 when the host cannot run it (no torch, GPU, FlashInfer kernel or P2P)."""
-    from sm120patch.bench import command
+    from sm120patch.commands import bench as command
 
     _guarded(
         as_json,
@@ -316,6 +316,6 @@ def bench(
 def demo(version: str | None, wheel: Path | None, keep: bool) -> None:
     """No sglang here? Download a real release (no dependencies) into a temp dir and run
     apply -> verify -> apply again -> revert on it, with the full report."""
-    from sm120patch.demo import run_demo
+    from sm120patch.commands.demo import run_demo
 
     _guarded(False, lambda: run_demo(version, wheel, keep))

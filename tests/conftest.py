@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.layout import ADD_NORM, COMM_FUSION, COMMUNICATOR, OVERRIDES, SERVER_ARGS
+from sm120patch.patchkit.layout import ADD_NORM, COMM_FUSION, COMMUNICATOR, OVERRIDES, SERVER_ARGS
 from tests.realtrees import TREES, copy_release, record_hashes, sha256
 
 # Rich must not colour or wrap what the tests read.

@@ -16,8 +16,8 @@ import signal
 import sys
 from collections import Counter
 
-from sm120patch import fsutil
 from sm120patch.cli import main
+from sm120patch.transaction import fsutil
 
 
 def install(spec: str) -> None:

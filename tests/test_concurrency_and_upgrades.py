@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch import commands
-from sm120patch.demo import fetch_wheel
-from sm120patch.locate import locate
-from sm120patch.registry import all_patches
+from sm120patch.commands import core as commands
+from sm120patch.commands.demo import fetch_wheel
+from sm120patch.locate.tree import locate
+from sm120patch.plan.registry import all_patches
 from tests.faultsuite import cli
 from tests.realtrees import pip_install_into, record_hashes, serving_env, sha256
 
@@ -86,7 +86,7 @@ def test_apply_waits_for_a_live_holder_then_finds_the_tree_patched(release) -> N
     time.sleep(1.5)
     assert waiting.poll() is None  # blocked on the lock, not failed
     # Meanwhile "another rank" patches the tree under the lock we hold.
-    from sm120patch.locate import from_directory
+    from sm120patch.locate.tree import from_directory
 
     tree = from_directory(package)
     plan = commands.make_plan(tree, list(all_patches()), change=True)

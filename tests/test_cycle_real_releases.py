@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from sm120patch import commands
-from sm120patch.locate import from_directory
-from sm120patch.patch_model import State
-from sm120patch.registry import all_patches
+from sm120patch.commands import core as commands
+from sm120patch.locate.tree import from_directory
+from sm120patch.patchkit.model import State
+from sm120patch.plan.registry import all_patches
 from tests.realtrees import assert_matches_record, intended_changes, record_hashes, sha256
 
 pytestmark = pytest.mark.slow  # real sglang releases from the package index

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from sm120patch.cli import main
-from sm120patch.demo import DEMO_VERSION, fetch_wheel
+from sm120patch.commands.demo import DEMO_VERSION, fetch_wheel
 
 pytestmark = pytest.mark.slow  # real sglang releases from the package index
 

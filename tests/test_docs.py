@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sm120patch.registry import all_patches
+from sm120patch.plan.registry import all_patches
 
 REPO = Path(__file__).resolve().parent.parent
 PRIVATE = re.compile(r"upstream-sm120|sglang-versions\.md|fused-path|anchors\.md|shared/|seeds/|msg 743|§")

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch import doctor
-from sm120patch.doctor import Host, Severity, diagnose
-from sm120patch.gpus import Gpu, GpuReport
+from sm120patch.doctor import checkup as doctor
+from sm120patch.doctor.checkup import Host, Severity, diagnose
+from sm120patch.doctor.gpus import Gpu, GpuReport
 from tests.fakes import RTX_PRO_6000, fake_nvidia_smi
 from tests.realtrees import serving_env
 
@@ -200,7 +200,7 @@ def test_gpus_from_torch_when_nvidia_smi_is_missing() -> None:
 
 @pytest.mark.parametrize(("tp", "severity"), [(2, Severity.INFO), (4, Severity.WARNING), (8, Severity.WARNING)])
 def test_the_tp_finding_points_to_bench(tmp_path: Path, tp: int, severity: Severity) -> None:
-    from sm120patch.locate import from_directory
+    from sm120patch.locate.tree import from_directory
     from tests.mini_sglang import write_mini_sglang
 
     tree = from_directory(write_mini_sglang(tmp_path / "site"))

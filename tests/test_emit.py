@@ -5,9 +5,9 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from sm120patch.evidence import _lines_by_statement, _NotUnique, _splice, emit, generate
-from sm120patch.patch_model import State
-from sm120patch.registry import all_patches, provided_for
+from sm120patch.patchkit.model import State
+from sm120patch.plan.evidence import _lines_by_statement, _NotUnique, _splice, emit, generate
+from sm120patch.plan.registry import all_patches, provided_for
 
 CASES = [
     pytest.param(patch, example, id=f"{patch.id}: {example.name}")

@@ -11,11 +11,12 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from sm120patch import commands, static_names
-from sm120patch.evidence import _lines_by_statement, emit, generate
-from sm120patch.locate import from_directory
-from sm120patch.patch_model import PatchContext
-from sm120patch.registry import all_patches, provided_for
+from sm120patch.commands import core as commands
+from sm120patch.locate.tree import from_directory
+from sm120patch.patchkit import static_names
+from sm120patch.patchkit.model import PatchContext
+from sm120patch.plan.evidence import _lines_by_statement, emit, generate
+from sm120patch.plan.registry import all_patches, provided_for
 
 pytestmark = pytest.mark.slow  # real sglang releases from the package index
 
@@ -49,8 +50,8 @@ def test_lines_match_position_provider(release, version: str) -> None:
 
 @pytest.mark.parametrize("version", ["0.5.9", "0.5.14", "0.5.23"])
 def test_apply_splices_exactly_what_printing_gives(release, version: str, monkeypatch) -> None:
-    from sm120patch import evidence
-    from sm120patch.plan import make_plan
+    from sm120patch.plan import evidence
+    from sm120patch.plan.planner import make_plan
 
     printed: list[bytes] = []
 
@@ -66,7 +67,7 @@ def test_apply_splices_exactly_what_printing_gives(release, version: str, monkey
         return data, lines
 
     monkeypatch.setattr(evidence, "generate", whole_module)
-    monkeypatch.setattr("sm120patch.plan.emit", checked_emit)
+    monkeypatch.setattr("sm120patch.plan.planner.emit", checked_emit)
     plan = make_plan(from_directory(release(version)), list(all_patches()), change=True)
     assert [f.updated for f in plan.changes] == [p for p in printed if p in {f.updated for f in plan.changes}]
     assert plan.changes

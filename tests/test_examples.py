@@ -10,10 +10,10 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from sm120patch.evidence import generate
-from sm120patch.layout import ADD_NORM, COMM_FUSION, COMMUNICATOR, OVERRIDES, SERVER_ARGS
-from sm120patch.patch_model import Patch, State
-from sm120patch.registry import all_patches, provided_for
+from sm120patch.patchkit.layout import ADD_NORM, COMM_FUSION, COMMUNICATOR, OVERRIDES, SERVER_ARGS
+from sm120patch.patchkit.model import Patch, State
+from sm120patch.plan.evidence import generate
+from sm120patch.plan.registry import all_patches, provided_for
 
 CASES = [
     pytest.param(patch, example, id=f"{patch.id}: {example.name}")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch import commands
-from sm120patch.locate import from_directory
-from sm120patch.patch_model import State
-from sm120patch.registry import all_patches
+from sm120patch.commands import core as commands
+from sm120patch.locate.tree import from_directory
+from sm120patch.patchkit.model import State
+from sm120patch.plan.registry import all_patches
 from tests.realtrees import sha256
 from tests.test_cycle_real_releases import SEED_LINES
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sm120patch import commands
 from sm120patch.cli import main
-from sm120patch.locate import from_directory
-from sm120patch.registry import all_patches
+from sm120patch.commands import core as commands
+from sm120patch.locate.tree import from_directory
+from sm120patch.plan.registry import all_patches
 from tests.realtrees import intended_changes, record_hashes, sha256
 
 pytestmark = pytest.mark.slow  # real sglang releases from the package index

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.registry import all_patches
+from sm120patch.plan.registry import all_patches
 
 pytestmark = pytest.mark.slow  # real sglang releases from the package index
 

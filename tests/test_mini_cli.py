@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sm120patch import __version__, plan
+from sm120patch import __version__
 from sm120patch.cli import main
+from sm120patch.plan import planner as plan
 from tests.mini_sglang import COMM, FUSION, SERVER_ARGS, write_mini_sglang
 from tests.realtrees import record_hashes, sha256
 

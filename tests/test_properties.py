@@ -11,8 +11,8 @@ import libcst as cst
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sm120patch.patch_model import PatchContext, State
-from sm120patch.registry import by_id, provided_for
+from sm120patch.patchkit.model import PatchContext, State
+from sm120patch.plan.registry import by_id, provided_for
 from tests.realtrees import intended_changes
 
 PATCHES = by_id()

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from sm120patch.patch_model import Edit, State
-from sm120patch.registry import all_patches
+from sm120patch.patchkit.model import Edit, State
+from sm120patch.plan.registry import all_patches
 from tests.realtrees import run_cycle
 
 pytestmark = pytest.mark.slow  # real sglang releases from the package index

@@ -19,7 +19,7 @@ error end the server or catches it and runs unfused:
   fused call, ``flashinfer_allreduce_residual_rmsnorm``, as the RMSNorm layer does (the layer
   has no ``try`` either: a (None, None) answer makes it run the unfused norm).
 
-The fast tier checks ``sm120patch.startup_risk.missing_kernel_effect`` on hand-written shapes.
+The fast tier checks ``sm120patch.plan.startup_risk.missing_kernel_effect`` on hand-written shapes.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from sm120patch.startup_risk import Effect, effect_sentence, missing_kernel_effect
+from sm120patch.plan.startup_risk import Effect, effect_sentence, missing_kernel_effect
 from tests.sglang_exec import FakeCudaDriver, FakeTorch, release_platform, release_utils
 
 FUSION = "srt/layers/flashinfer_comm_fusion.py"
@@ -715,9 +715,9 @@ FIRST_PRE_INITIALIZE = Version("0.5.11")  # workspaces created at startup, befor
 @pytest.mark.slow
 @pytest.mark.parametrize("version", RELEASES)
 def test_release_crashes_or_falls_back(release: Callable[..., Path], version: str) -> None:
-    from sm120patch import commands
-    from sm120patch.locate import from_directory
-    from sm120patch.registry import all_patches
+    from sm120patch.commands import core as commands
+    from sm120patch.locate.tree import from_directory
+    from sm120patch.plan.registry import all_patches
 
     package = release(version)
     original = (package / FUSION).read_bytes()

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sm120patch import flashinfer_kernel
 from sm120patch.bench import launch
 from sm120patch.bench.mirror import SglangCall
 from sm120patch.bench.verdict import Point, Verdict, judge
 from sm120patch.errors import EnvironmentProblem, ExitCode
+from sm120patch.locate import flashinfer as flashinfer_kernel
 from sm120patch.probes import bench_rank, run_script
 
 SGLANG_NORM = "sgl_kernel.fused_add_rmsnorm"  # what sglang runs after the allreduce when fusion is off

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.demo import wheel_cache
+from sm120patch.commands.demo import wheel_cache
 
 TORCH = "torch==2.13.0"  # the CPU build this machine kind keeps on disk (no GPU here)
 

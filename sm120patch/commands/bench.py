@@ -1,0 +1,104 @@
+"""``sm120patch bench``: locate sglang (for the call to mirror), measure, show."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from sm120patch.bench import launch
+from sm120patch.bench.measure import Settings, run
+from sm120patch.bench.mirror import read_call
+from sm120patch.bench.verdict import KEEP_OFF_DEFAULT
+from sm120patch.errors import EnvironmentProblem, NotAsAsked, ToolError
+
+HATCH = "--enforce-disable-flashinfer-allreduce-fusion"
+
+
+def keep_off(options: set[str] | None) -> str:
+    """How to keep fusion off in this release: its escape hatch where it has one."""
+    if options is None:
+        return KEEP_OFF_DEFAULT
+    if HATCH in options:
+        return f"`{HATCH}` / `sm120patch apply --skip server-args-auto-enable`"
+    return "launch without `--enable-flashinfer-allreduce-fusion` / `sm120patch apply --skip server-args-auto-enable`"
+
+
+def bench(
+    python: str | None,
+    sglang_path: Path | None,
+    as_json: bool,
+    tp: int | None,
+    tokens: tuple[int, ...],
+    hidden: int,
+    dtype: str,
+    replays: int,
+    timeout: float,
+    plot: Path | None,
+) -> int:
+    from sm120patch.bench import render
+    from sm120patch.doctor import checkup as doctor
+    from sm120patch.locate.tree import locate
+
+    if plot is not None:
+        render.check_plot_target(plot)
+    tree = None
+    try:
+        tree = locate(python=python, sglang_path=sglang_path)
+    except ToolError:  # bench measures FlashInfer; without sglang it mirrors the newest call read
+        if sglang_path is not None:
+            raise
+    settings = Settings(doctor.default_python(tree, python), tp, tokens, hidden, dtype, timeout, replays=replays)
+    call = read_call(tree.package_dir if tree else None, tree.version if tree else None)
+    hatch = keep_off(doctor.release_options(tree) if tree else None)
+    progress = _Progress(enabled=not as_json and sys.stderr.isatty())
+    try:
+        with progress:
+            result = run(settings, call, hatch, progress.on_event)
+    except launch.RankFailure as exc:
+        if exc.kind == "timeout":
+            raise EnvironmentProblem(f"bench stopped: {exc}") from exc
+        raise NotAsAsked(f"bench failed: {exc}") from exc
+    if as_json:
+        from sm120patch.report.render import print_json
+
+        print_json(render.to_json(result))
+    else:
+        from sm120patch.report.render import console
+
+        render.render(result, console())
+    if plot is not None:
+        render.plot(result, plot)
+    return int(result.exit_code)
+
+
+class _Progress:
+    """Rank 0's phases as a rich status line on stderr (on a terminal only)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._status: Any = None
+
+    def __enter__(self) -> _Progress:
+        if self.enabled:
+            from sm120patch.report.render import console
+
+            self._status = console().status("starting the ranks")
+            self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.__exit__(None, None, None)
+
+    def on_event(self, rank: int, event: dict[str, Any]) -> None:
+        if self._status is None or rank != 0 or event.get("event") != "phase":
+            return
+        phase = str(event.get("phase"))
+        if phase == "workspace":
+            text = "creating FlashInfer's workspace (the first run builds its trtllm_comm module: minutes)"
+        elif phase.startswith("tokens"):
+            text = f"measuring {phase} ({int(event.get('index', 0)) + 1}/{event.get('total')})"
+        else:
+            text = phase
+        self._status.update(text)

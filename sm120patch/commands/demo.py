@@ -1,0 +1,103 @@
+"""``sm120patch demo``: the whole cycle on a real sglang release in a scratch directory."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from rich.rule import Rule
+
+from sm120patch.commands import core as commands
+from sm120patch.errors import EnvironmentProblem
+from sm120patch.locate.tree import from_directory
+from sm120patch.plan.registry import all_patches
+from sm120patch.report import render as report
+from sm120patch.transaction.fsutil import sha256_file
+
+DEMO_VERSION = "0.5.9"  # the release the original hand fix (sed + grep) was verified on
+
+
+def wheel_cache() -> Path:
+    base = os.environ.get("SM120PATCH_WHEEL_CACHE")
+    if base:
+        return Path(base)
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "sm120patch" / "wheels"
+
+
+def fetch(dist: str, version: str) -> Path:
+    """A wheel of ``dist==version`` for this interpreter from the cache, or downloaded
+    (without dependencies) into it."""
+    cache = wheel_cache()
+    prefix = dist.replace("-", "_")
+    cached = sorted(cache.glob(f"{prefix}-{version}-*.whl"))
+    if cached:
+        return cached[0]
+    cache.mkdir(parents=True, exist_ok=True)
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    platforms = [f"manylinux_2_{n}_x86_64" for n in (34, 28, 17)] + ["manylinux2014_x86_64", "any"]
+    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:"]
+    cmd += ["--disable-pip-version-check", "--python-version", python, "--implementation", "cp"]
+    cmd += [arg for platform in platforms for arg in ("--platform", platform)]
+    proc = subprocess.run([*cmd, "-d", str(cache), f"{dist}=={version}"], capture_output=True, text=True)
+    cached = sorted(cache.glob(f"{prefix}-{version}-*.whl"))
+    if proc.returncode != 0 or not cached:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise EnvironmentProblem(f"could not download {dist}=={version} with pip: {tail}")
+    return cached[0]
+
+
+def fetch_wheel(version: str) -> Path:
+    """The sglang wheel of ``version`` (see ``fetch``)."""
+    return fetch("sglang", version)
+
+
+def install_wheel(wheel: Path, site: Path) -> Path:
+    """Unpack a wheel the way pip lays it out in site-packages (RECORD included)."""
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(site)
+    return site / "sglang"
+
+
+def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
+    out = report.console()
+    version = version or DEMO_VERSION
+    wheel = wheel or fetch_wheel(version)
+    scratch = Path(tempfile.mkdtemp(prefix="sm120patch-demo-"))
+    try:
+        out.print(f"[bold]sm120patch demo[/]: {wheel.name} unpacked into {scratch}")
+        tree = from_directory(install_wheel(wheel, scratch / "site-packages"))
+        steps = [
+            ("apply", lambda: commands.apply(tree, list(all_patches()))),
+            ("verify", lambda: commands.verify(tree)),
+            ("apply again (must change nothing)", lambda: commands.apply(tree, list(all_patches()))),
+            ("revert", lambda: commands.revert(tree)),
+        ]
+        failed = 0
+        for title, step in steps:
+            out.print(Rule(f"sm120patch {title}"))
+            outcome = step()
+            report.render(outcome)
+            failed += outcome.exit_code != 0
+        final = commands.verify(tree).plan
+        touched = [r.file for r in final.reports] if final and not failed else []
+        mismatched = [rel for rel in set(touched) if sha256_file(tree.path(rel)) != tree.record.sha256(rel)]
+        out.print(Rule("result"))
+        if failed or mismatched:
+            out.print(f"[bold red]demo failed[/]: {failed} step(s) failed; differ from RECORD: {mismatched}")
+            return 1
+        out.print(
+            f"[bold green]demo ok[/]: sglang {tree.version} patched, verified, re-applied as a no-op "
+            f"and reverted; {len(set(touched))} files match their RECORD hashes again"
+        )
+        return 0
+    finally:
+        if keep:
+            out.print(f"scratch directory kept: {scratch}")
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,296 @@
+"""Locate the sglang to patch: this interpreter, another one (``--python``) or a directory."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from enum import Enum
+from functools import cached_property
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from sm120patch.errors import EnvironmentProblem
+from sm120patch.locate import flashinfer as flashinfer_kernel
+from sm120patch.probes import run_script
+
+
+class InstallKind(str, Enum):
+    WHEEL = "wheel"  # pip-installed release: RECORD says what the pristine files are
+    EDITABLE = "editable"  # pip install -e of a checkout: edits the user's checkout
+    PATH = "path"  # a directory given by --sglang-path without install metadata
+
+
+@dataclass(frozen=True)
+class Record:
+    """The wheel's RECORD: sha256 of every installed file, as pip wrote it.  Looked up per
+    file (a RECORD lists thousands; sm120patch asks about three)."""
+
+    text: str
+    prefix: str | None  # the package directory as RECORD spells it ("sglang/")
+    problem: str | None = None  # why the pristine check is off, when it is
+
+    def sha256(self, rel: str) -> str | None:
+        if self.prefix is None:
+            return None
+        start = self.text.find(f"\n{self.prefix}{rel},")  # ``text`` starts with a newline
+        if start < 0:
+            return None
+        row = self.text[start + 1 :].split("\n", 1)[0]
+        _, digest, *_ = next(csv.reader([row]))
+        if not digest.startswith("sha256="):
+            return None
+        digest = digest.removeprefix("sha256=")
+        return base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4)).hex()
+
+
+@dataclass(frozen=True)
+class SglangTree:
+    """An sglang package directory and what is known about how it got there."""
+
+    package_dir: Path
+    version: str | None
+    install_kind: InstallKind
+    dist_info: Path | None
+    how_found: str
+    python: str | None = None
+    flashinfer: str | None = None  # the installed version
+    flashinfer_dir: Path | None = None  # the installed ``flashinfer`` package
+
+    @cached_property
+    def flashinfer_facts(self) -> flashinfer_kernel.FlashInfer:
+        """The installed FlashInfer and whether its code builds the SM12x allreduce."""
+        return flashinfer_kernel.inspect(self.flashinfer, self.flashinfer_dir)
+
+    def same_release(self, version: str | None) -> bool:
+        """Whether ``version`` (a saved state's) names this tree's release.  A checkout's
+        commits past a tag (``0.5.23+14.gdeadbee``) are the same release as the tag."""
+        return release_of(version) == release_of(self.version)
+
+    @property
+    def parsed_version(self) -> Version | None:
+        try:
+            return Version(self.version) if self.version else None
+        except InvalidVersion:
+            return None
+
+    def path(self, rel: str) -> Path:
+        return self.package_dir / rel
+
+    def exists(self, rel: str) -> bool:
+        return self.path(rel).is_file()
+
+    @cached_property
+    def record(self) -> Record:
+        """RECORD of the installed release (empty for a checkout or a bare directory)."""
+        if self.dist_info is None:
+            return Record("", None, "no install metadata (not installed from a wheel)")
+        if self.install_kind is InstallKind.EDITABLE:
+            return Record("", None, "an editable install: its RECORD does not list the checkout's files")
+        path = self.dist_info / "RECORD"
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            return Record("", None, f"cannot read {path} ({exc.strerror}): the pristine check is off")
+        site = self.dist_info.parent
+        for package, root in ((self.package_dir, site), (self.package_dir.resolve(), site.resolve())):
+            if package.is_relative_to(root):
+                prefix = package.relative_to(root).as_posix() + "/"
+                if f"{prefix}__init__.py," in text:
+                    return Record("\n" + text, prefix)
+        return Record("", None, f"{path} lists no file of {self.package_dir}: the pristine check is off")
+
+
+def release_of(version: str | None) -> str | None:
+    """The public release of a version (its local label dropped)."""
+    if version is None:
+        return None
+    try:
+        return Version(version).public
+    except InvalidVersion:
+        return version
+
+
+def _from_probe(data: dict, how_found: str) -> SglangTree | None:
+    if not data.get("package_dir"):
+        return None
+    direct_url = data.get("direct_url") or {}
+    editable = bool((direct_url.get("dir_info") or {}).get("editable"))
+    dist_info = Path(data["dist_info"]) if data.get("dist_info") else None
+    return SglangTree(
+        package_dir=Path(data["package_dir"]),
+        version=data.get("version"),
+        install_kind=InstallKind.EDITABLE if editable else (InstallKind.WHEEL if dist_info else InstallKind.PATH),
+        dist_info=dist_info,
+        how_found=how_found,
+        python=data.get("python"),
+        flashinfer=data.get("flashinfer"),
+        flashinfer_dir=Path(data["flashinfer_dir"]) if data.get("flashinfer_dir") else None,
+    )
+
+
+def run_probe(python: str) -> dict:
+    """Run the stdlib probe in another interpreter and return what it found."""
+    exe = Path(python)
+    if exe.is_dir():  # a venv or conda env given by its root
+        for candidate in (exe / "bin" / "python", exe / "Scripts" / "python.exe"):
+            if candidate.exists():
+                exe = candidate
+                break
+    if not exe.exists():
+        raise EnvironmentProblem(f"--python {python}: no such interpreter")
+    try:
+        from sm120patch.probes import find_sglang
+
+        proc = run_script(str(exe), find_sglang.__file__)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem(f"--python {python}: could not run it ({exc})") from exc
+    if proc.returncode != 0:
+        raise EnvironmentProblem(
+            f"--python {python}: the probe failed (exit {proc.returncode}): "
+            f"{proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else 'no output'}"
+        )
+    try:
+        return json.loads(proc.stdout)
+    except ValueError as exc:
+        raise EnvironmentProblem(f"--python {python}: unreadable probe output") from exc
+
+
+_VERSION_ASSIGN = re.compile(r"""^(?:__version__|version)\s*=\s*(?:version\s*=\s*)?["']([^"']+)["']""", re.M)
+_DESCRIBE = re.compile(r"^v?(\d+(?:\.\d+)+(?:\.post\d+)?)(?:-(\d+)-g([0-9a-f]+))?$")
+
+
+def checkout_version(package_dir: Path) -> str | None:
+    """The version of an sglang without install metadata (a checkout): the file
+    setuptools-scm writes (``_version.py``), a literal in ``version.py`` or the checkout's
+    ``pyproject.toml``, else ``git describe`` of the checkout (read-only; commits after the
+    tag become a local label: ``0.5.23+14.gdeadbee``)."""
+    for source in (package_dir / "_version.py", package_dir / "version.py", package_dir.parent / "pyproject.toml"):
+        try:
+            match = _VERSION_ASSIGN.search(source.read_text(encoding="utf-8"))
+        except OSError:
+            continue
+        if match:
+            return match.group(1)
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(package_dir), "describe", "--tags", "--match", "v[0-9]*"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = _DESCRIBE.match(proc.stdout.strip()) if proc.returncode == 0 else None
+    if match is None:
+        return None
+    release, commits, sha = match.groups()
+    return f"{release}+{commits}.g{sha}" if commits and commits != "0" else release
+
+
+def _metadata_field(metadata: Path, name: str) -> str | None:
+    try:
+        with metadata.open(encoding="utf-8") as fh:
+            for line in fh:
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                if key.strip().lower() == name:
+                    return value.strip()
+    except OSError:
+        return None
+    return None
+
+
+def _sibling_dist_info(package_dir: Path) -> Path | None:
+    matches = []
+    for candidate in package_dir.parent.glob("sglang-*.dist-info"):
+        name = _metadata_field(candidate / "METADATA", "name")
+        if name and re.sub(r"[-_.]+", "-", name).lower() == "sglang":
+            matches.append(candidate)
+    return max(matches, key=lambda p: p.stat().st_mtime) if matches else None
+
+
+def from_directory(directory: Path) -> SglangTree:
+    """``--sglang-path``: the ``sglang`` package dir, or a dir that contains it."""
+    if not directory.is_dir():
+        raise EnvironmentProblem(f"--sglang-path {directory}: not a directory")
+    candidates = [directory, directory / "sglang"]
+    package_dir = next(
+        (c for c in candidates if c.name == "sglang" and (c / "__init__.py").is_file() and (c / "srt").is_dir()),
+        None,
+    )
+    if package_dir is None:
+        inner = (directory / "__init__.py").is_file()
+        raise EnvironmentProblem(
+            f"--sglang-path {directory}: not an sglang package"
+            + (f" (it is the package '{directory.name}')" if inner else "")
+            + "; pass the 'sglang' directory that holds srt/ (site-packages/sglang, "
+            "or a checkout's python/sglang) or the directory above it"
+        )
+    package_dir = package_dir.resolve()
+    dist_info = _sibling_dist_info(package_dir)
+    version = _metadata_field(dist_info / "METADATA", "version") if dist_info else None
+    install_kind = InstallKind.WHEEL if dist_info else InstallKind.PATH
+    if dist_info is not None:
+        try:
+            direct = json.loads((dist_info / "direct_url.json").read_text(encoding="utf-8"))
+            if (direct.get("dir_info") or {}).get("editable"):
+                install_kind = InstallKind.EDITABLE
+        except (OSError, ValueError):
+            pass
+    if version is None:
+        version = checkout_version(package_dir)
+    return SglangTree(
+        package_dir,
+        version,
+        install_kind,
+        dist_info,
+        how_found=f"--sglang-path {directory}",
+        flashinfer=_sibling_flashinfer(package_dir.parent),
+        flashinfer_dir=flashinfer_kernel.sibling_package(package_dir.parent),
+    )
+
+
+def _sibling_flashinfer(site: Path) -> str | None:
+    """FlashInfer's version when it is installed beside sglang (same site-packages)."""
+    for pattern in ("flashinfer_python-*.dist-info", "flashinfer-*.dist-info"):
+        for dist in site.glob(pattern):
+            version = _metadata_field(dist / "METADATA", "version")
+            if version:
+                return version
+    return None
+
+
+def locate(python: str | None = None, sglang_path: Path | None = None) -> SglangTree:
+    """Find sglang without importing it; EnvironmentProblem (exit 2) says what was searched."""
+    if python and sglang_path:
+        raise EnvironmentProblem("give either --python or --sglang-path, not both")
+    if sglang_path is not None:
+        return from_directory(sglang_path)
+    if python:
+        data = run_probe(python)
+        how = f"--python {python}"
+    else:
+        from sm120patch.probes import find_sglang
+
+        data = find_sglang.find()
+        how = f"this interpreter ({sys.executable})"
+    tree = _from_probe(data, how)
+    if tree is None:
+        paths = "\n  ".join(data.get("sys_path") or ["(empty)"])
+        raise EnvironmentProblem(
+            f"no sglang found in {how}.\nSearched sys.path:\n  {paths}\n"
+            "Pass --python /path/to/the/serving/env/bin/python (e.g. when sm120patch runs "
+            "from pipx), or --sglang-path DIR (the sglang package directory), or run "
+            "`sm120patch demo` to try it on a downloaded release."
+        )
+    if not os.access(tree.package_dir, os.R_OK):
+        raise EnvironmentProblem(f"{tree.package_dir}: not readable")
+    return tree

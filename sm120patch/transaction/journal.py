@@ -1,0 +1,203 @@
+"""All-or-nothing replacement of several files, with a journal for crash recovery.
+
+Protocol (each step durable before the next):
+
+1. ``check_writable`` proves every target can be replaced, before anything is written;
+2. the new content of every file is in the state dir (``backups/`` or ``staged/``), fsynced
+   (``stage`` for apply; revert's new content is the backup);
+3. ``journal.json`` names every file with its sha256 before and after and where its new
+   content is, plus the manifest to leave behind; written atomically, it exists whole or not;
+4. each target is replaced atomically (``fsutil.atomic_write``);
+5. the manifest is written (or the state removed, for revert), then the journal deleted.
+
+A process killed anywhere leaves either no journal (nothing was replaced yet) or a whole
+journal: the next run finishes it (``recover``), file by file, since every target is then
+either at its "before" hash (not yet replaced) or its "after" hash (done).  Anything else
+means someone else changed the file meanwhile, and recovery stops without touching it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sm120patch.errors import EnvironmentProblem, NotAsAsked
+from sm120patch.patchkit.model import State
+from sm120patch.transaction.fsutil import atomic_write, drop_pycache, remove_stale_temps, sha256, sha256_file, step
+from sm120patch.transaction.state import FileRecord, Manifest, StateDir
+
+if TYPE_CHECKING:
+    from sm120patch.report.outcome import Plan
+
+JOURNAL_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Entry:
+    rel: str
+    path: str  # target file (symlinks resolved when written)
+    before: str
+    after: str
+    source: str  # new content, relative to the state dir
+
+
+@dataclass
+class Journal:
+    op: str  # "apply" or "revert"
+    entries: list[Entry]
+    manifest: dict[str, Any] | None  # what to leave behind; None: remove the state (revert)
+    pid: int = field(default_factory=os.getpid)
+    started: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    format: int = JOURNAL_FORMAT
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Journal:
+        try:
+            entries = [Entry(**e) for e in data["entries"]]
+            return cls(
+                data["op"], entries, data["manifest"], data.get("pid", 0), data.get("started", "?"), data["format"]
+            )
+        except (KeyError, TypeError) as exc:
+            raise EnvironmentProblem(f"the journal of an interrupted run is corrupted ({exc})") from exc
+
+
+def check_writable(paths: list[Path]) -> None:
+    """Prove each file can be replaced before replacing any: open it for appending (writes
+    nothing) and create a temp file beside it.  ``os.access`` would say yes to root even
+    for an immutable file or a read-only mount."""
+    for path in paths:
+        real = Path(os.path.realpath(path))
+        try:
+            with open(real, "ab"):
+                pass
+            with tempfile.NamedTemporaryFile(dir=real.parent, prefix=".sm120patch-probe-"):
+                pass
+        except OSError as exc:
+            raise EnvironmentProblem(
+                f"{real}: cannot be replaced ({exc.strerror}); no sglang file was changed. Run "
+                "as the user that owns the sglang install, or make it writable"
+            ) from exc
+
+
+def remove_temps(state: StateDir, targets: list[Path]) -> None:
+    """Temp files of a killed run: beside the targets and anywhere in the state dir."""
+    dirs = [Path(os.path.realpath(p)).parent for p in targets]
+    dirs += [d for d in state.root.rglob("*") if d.is_dir()] + [state.root]
+    remove_stale_temps(d for d in dirs if d.is_dir())
+
+
+def still_current(plan: Plan) -> bool:
+    """Whether every planned file still has the bytes the plan was made from."""
+    for f in plan.files:
+        try:
+            current = f.path.read_bytes() if f.path.is_file() else None
+        except OSError:
+            return False
+        if current != f.original:
+            return False
+    return True
+
+
+def stage(state: StateDir, plan: Plan, manifest: Manifest) -> list[Entry]:
+    """Back up each original (first apply only) and stage each new content, durably."""
+    entries = []
+    try:
+        for f in plan.changes:
+            assert f.original is not None
+            assert f.updated is not None
+            before, after = sha256(f.original), sha256(f.updated)
+            record = manifest.files.get(f.rel)
+            if record is None or (before not in (record.sha256_before, record.sha256_after)):
+                # First time this file is patched, or it was edited by hand since: back up what
+                # is there now, and keep the earlier backup aside rather than overwrite it.
+                if record is not None:
+                    state.keep_aside(f"superseded-{f.rel.replace('/', '_')}", state.backup_path(f.rel))
+                state.put(state.backup_path(f.rel), f.original)
+                record = FileRecord(before, after, [], f"backups/{f.rel}")
+            state.put(state.staged_path(f.rel), f.updated)
+            applied_here = [r.id for r in f.reports if r.state is State.PENDING]
+            record.sha256_after = after
+            record.patches = sorted(set(record.patches) | set(applied_here))
+            manifest.files[f.rel] = record
+            entries.append(Entry(f.rel, str(f.path), before, after, f"staged/{f.rel}"))
+    except OSError as exc:
+        shutil.rmtree(state.root / "staged", ignore_errors=True)
+        raise EnvironmentProblem(
+            f"cannot write backups into {state.root} ({exc.strerror}); no sglang file was changed"
+        ) from exc
+    return entries
+
+
+def commit(state: StateDir, entries: list[Entry], manifest: Manifest | None, op: str) -> None:
+    journal = Journal(op, entries, manifest.to_json() if manifest is not None else None)
+    try:
+        step("journal")
+        state.write_json(state.journal_path, journal.to_json())
+    except OSError as exc:
+        raise EnvironmentProblem(
+            f"{op} stopped before changing any sglang file: cannot write {state.journal_path} ({exc.strerror})"
+        ) from exc
+    try:
+        _finish(state, journal)
+    except OSError as exc:
+        raise EnvironmentProblem(
+            f"{op} was stopped by an I/O error ({exc.strerror}: {exc.filename or '?'}). Each "
+            f"file is either as before or fully changed; {state.journal_path} lets the next "
+            "`sm120patch apply` or `revert` finish the job once the problem is fixed"
+        ) from exc
+
+
+def _finish(state: StateDir, journal: Journal) -> list[str]:
+    done = []
+    for entry in journal.entries:
+        current = sha256_file(Path(entry.path))
+        if current == entry.after:
+            continue
+        if current != entry.before:
+            raise NotAsAsked(
+                f"interrupted {journal.op}: {entry.rel} is neither the version before "
+                f"({entry.before[:12]}) nor after ({entry.after[:12]}) the operation; it was "
+                f"changed by something else. Left as is. Compare it with "
+                f"{state.root / entry.source}, then remove {state.journal_path}"
+            )
+        source = state.root / entry.source
+        data = source.read_bytes()
+        if sha256(data) != entry.after:
+            raise NotAsAsked(f"interrupted {journal.op}: {source} is damaged; {entry.rel} left as is")
+        step("replace")
+        atomic_write(Path(entry.path), data)
+        drop_pycache(Path(entry.path))
+        done.append(entry.rel)
+    step("finalize")
+    if journal.manifest is not None:
+        state.save(Manifest.from_json(dict(journal.manifest)))
+        shutil.rmtree(state.root / "staged", ignore_errors=True)
+    else:
+        state.clear()
+    with contextlib.suppress(FileNotFoundError):
+        state.journal_path.unlink()
+    return done
+
+
+def recover(state: StateDir) -> str | None:
+    """Finish an operation a killed process left behind; say what was done."""
+    data = state.load_journal()
+    if data is None:
+        shutil.rmtree(state.root / "staged", ignore_errors=True)  # never committed
+        return None
+    journal = Journal.from_json(data)
+    remove_stale_temps(Path(os.path.realpath(e.path)).parent for e in journal.entries)
+    done = _finish(state, journal)
+    files = ", ".join(done) if done else "no file needed it"
+    return (
+        f"recovered an interrupted {journal.op} (pid {journal.pid}, started {journal.started}): finished it ({files})"
+    )

@@ -1,0 +1,229 @@
+"""Saved state: manifest, backups, journal and lock, inside the patched sglang tree.
+
+Layout (``<sglang package dir>/.sm120patch/``, so it travels with the tree through a
+Docker layer or an rsync and lives on the same filesystem as the files it protects)::
+
+    manifest.json        what was patched: versions, per file sha256 before/after, patch ids
+    backups/<rel>        byte-for-byte originals, written and fsynced before any target
+    journal.json         present only while an apply/revert is committing (see transaction)
+    staged/<rel>         new contents named by the journal
+    lock                 flock()ed by the one process that may write
+    stale-<ver>-<time>/  state of an earlier sglang release, kept aside after an upgrade
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sm120patch import __version__
+from sm120patch.errors import EnvironmentProblem
+from sm120patch.transaction.fsutil import atomic_write, fsync_dir
+
+FORMAT = 2  # 2: the manifest also records what the last apply saw in each file (``checked``)
+DIRNAME = ".sm120patch"
+
+
+@dataclass
+class FileRecord:
+    sha256_before: str
+    sha256_after: str
+    patches: list[str]
+    backup: str  # relative to the state dir
+
+
+@dataclass
+class CheckedFile:
+    """What the last apply saw in a file once the tree was written: its sha256 and every
+    patch's report.  verify trusts these only for byte-identical files (commands.py)."""
+
+    sha256: str
+    reports: list[dict[str, Any]]
+
+
+@dataclass
+class Manifest:
+    sglang_version: str | None
+    sglang_location: str
+    tool_version: str = __version__
+    format: int = FORMAT
+    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    updated: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    files: dict[str, FileRecord] = field(default_factory=dict)
+    fingerprint: str = ""  # of the sm120patch code that wrote ``checked`` (fingerprint.py)
+    patch_set: list[str] = field(default_factory=list)  # the patches that last apply ran
+    registry: list[str] = field(default_factory=list)  # every patch that sm120patch had
+    checked: dict[str, CheckedFile] = field(default_factory=dict)
+    seal: str = ""  # sha256 over the fields above that trust.py relies on
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Manifest:
+        files = {rel: FileRecord(**rec) for rel, rec in data.pop("files", {}).items()}
+        checked = {rel: CheckedFile(**rec) for rel, rec in data.pop("checked", {}).items()}
+        return cls(**data, files=files, checked=checked)
+
+
+class StateDir:
+    def __init__(self, package_dir: Path) -> None:
+        self.root = package_dir / DIRNAME
+
+    def make(self) -> None:
+        """Create the state directory, ignored by git (as pytest does for its cache): in a
+        checkout, ``git status`` then shows the patched files and nothing of the state."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        ignore = self.root / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("# written by sm120patch: its backups and state stay out of git\n*\n")
+
+    # -- paths ---------------------------------------------------------------
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / "manifest.json"
+
+    @property
+    def journal_path(self) -> Path:
+        return self.root / "journal.json"
+
+    def backup_path(self, rel: str) -> Path:
+        return self.root / "backups" / rel
+
+    def staged_path(self, rel: str) -> Path:
+        return self.root / "staged" / rel
+
+    def exists(self) -> bool:
+        return self.manifest_path.exists() or self.journal_path.exists()
+
+    # -- manifest ------------------------------------------------------------
+    def load(self) -> Manifest | None:
+        data = self._read_json(self.manifest_path, "manifest")
+        if data is None:
+            return None
+        try:
+            return Manifest.from_json(data)
+        except TypeError as exc:
+            raise EnvironmentProblem(
+                f"{self.manifest_path} is corrupted ({exc}); move {self.root} away and "
+                "reinstall sglang (pip install --force-reinstall --no-deps sglang==<version>) "
+                "to get pristine files"
+            ) from exc
+
+    def _read_json(self, path: Path, what: str) -> dict | None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise EnvironmentProblem(f"{path}: cannot read the {what} ({exc.strerror})") from exc
+        try:
+            data = json.loads(text)
+            fmt = data["format"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EnvironmentProblem(
+                f"{path} is corrupted (not a {what} this tool wrote); move {self.root} away "
+                "and reinstall sglang to get pristine files, or restore it from a backup"
+            ) from exc
+        if not isinstance(fmt, int) or fmt > FORMAT:
+            raise EnvironmentProblem(
+                f"{path} was written by a newer sm120patch (state format {fmt}, this is "
+                f"{__version__} with format {FORMAT}); upgrade sm120patch"
+            )
+        return data
+
+    def write_json(self, path: Path, data: dict) -> None:
+        self.make()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
+
+    def save(self, manifest: Manifest) -> None:
+        manifest.updated = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        manifest.format = FORMAT
+        self.write_json(self.manifest_path, manifest.to_json())
+
+    def load_journal(self) -> dict | None:
+        return self._read_json(self.journal_path, "journal")
+
+    # -- files ---------------------------------------------------------------
+    def put(self, path: Path, data: bytes) -> None:
+        """Write a backup or staged file durably (atomic, fsynced, directory fsynced)."""
+        self.make()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, data, like=None)
+
+    def set_aside(self, label: str) -> Path:
+        """Move the current state under ``stale-<label>-<time>/``, never deleting it."""
+        target = self.root / f"stale-{label}-{time.strftime('%Y%m%dT%H%M%S')}"
+        target.mkdir(parents=True)
+        # Backups first: a kill in between leaves the manifest, which the next run sets
+        # aside again; the backups are never left where a new apply would overwrite them.
+        for name in ("backups", "manifest.json"):
+            if (self.root / name).exists():
+                os.replace(self.root / name, target / name)
+        fsync_dir(self.root)
+        return target
+
+    def keep_aside(self, label: str, path: Path) -> Path | None:
+        """Move one file under ``stale-<label>-<time>/`` (never delete a backup)."""
+        if not path.exists():
+            return None
+        target = self.root / f"stale-{label}-{time.strftime('%Y%m%dT%H%M%S')}" / path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+        fsync_dir(target.parent)
+        return target
+
+    def clear(self) -> None:
+        """Remove manifest and backups after a completed revert (stale-* dirs stay)."""
+        with suppress(FileNotFoundError):
+            self.manifest_path.unlink()
+        shutil.rmtree(self.root / "backups", ignore_errors=True)
+        shutil.rmtree(self.root / "staged", ignore_errors=True)
+        fsync_dir(self.root)
+        # The directory and its lock file stay: a waiting process holds the lock file open,
+        # and deleting it would let a newcomer lock a fresh file while that one proceeds.
+
+    # -- lock ----------------------------------------------------------------
+    @contextmanager
+    def lock(self, timeout: float = 300.0) -> Iterator[None]:
+        """One writer per tree.  flock() is released by the kernel when a process dies,
+        so a killed run never leaves a lock that blocks the next one."""
+        try:
+            self.make()
+            fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise EnvironmentProblem(
+                f"cannot create the state directory {self.root} ({exc.strerror}); "
+                "run as the user who owns the sglang install"
+            ) from exc
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                        raise
+                    if time.monotonic() > deadline:
+                        holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+                        raise EnvironmentProblem(
+                            f"another sm120patch (pid {holder or '?'}) has held {self.root / 'lock'} "
+                            f"for over {timeout:.0f}s"
+                        ) from exc
+                    time.sleep(0.05)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+            yield
+        finally:
+            os.close(fd)  # closing releases the flock
