@@ -43,11 +43,12 @@ def _location_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _fail(message: str, code: int, as_json: bool) -> None:
-    from sm120patch.report import render as report
+    from sm120patch.report import as_json as machine
+    from sm120patch.report import as_text
 
     if as_json:
-        report.print_json(report.error_json(message, code))
-    report.error(message)
+        machine.print_json(machine.error_json(message, code))
+    as_text.error(message)
 
 
 def _guarded(as_json: bool, run: Callable[[], int]) -> None:
@@ -85,15 +86,16 @@ def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
     def wrapper(python: str | None, sglang_path: Path | None, as_json: bool, **kwargs: Any) -> None:
         def run() -> int:
             from sm120patch.locate.tree import locate
-            from sm120patch.report import render as report
+            from sm120patch.report import as_json as machine
+            from sm120patch.report import as_text
 
             outcome = func(tree=locate(python=python, sglang_path=sglang_path), **kwargs)
             if as_json:
-                report.print_json(report.to_json(outcome))
+                machine.print_json(machine.to_json(outcome))
             else:
-                report.render(outcome, show_docs=kwargs.get("docs", False))
+                as_text.render(outcome, show_docs=kwargs.get("docs", False))
                 if kwargs.get("dry_run"):
-                    report.print_diff(outcome.diff)
+                    as_text.print_diff(outcome.diff)
             return outcome.exit_code
 
         _guarded(as_json, run)
@@ -212,7 +214,8 @@ def doctor(python: str | None, sglang_path: Path | None, as_json: bool, tp: int 
     Exit 1 when any finding is an error."""
     from sm120patch.doctor import checkup
     from sm120patch.locate.tree import locate
-    from sm120patch.report import render as report
+    from sm120patch.report import as_json as machine
+    from sm120patch.report import as_text
 
     def run() -> int:
         tree, problem = None, None
@@ -224,9 +227,9 @@ def doctor(python: str | None, sglang_path: Path | None, as_json: bool, tp: int 
         host = checkup.read_host(checkup.default_python(tree, python))
         result = checkup.diagnose(tree, problem, states, host, tp)
         if as_json:
-            report.print_json(report.doctor_json(tree, result))
+            machine.print_json(machine.doctor_json(tree, result))
         else:
-            report.render_doctor(result)
+            as_text.render_doctor(result)
         return result.exit_code
 
     _guarded(as_json, run)

@@ -60,11 +60,11 @@ def bench(
             raise EnvironmentProblem(f"bench stopped: {exc}") from exc
         raise NotAsAsked(f"bench failed: {exc}") from exc
     if as_json:
-        from sm120patch.report.render import print_json
+        from sm120patch.report.as_json import print_json
 
         print_json(render.to_json(result))
     else:
-        from sm120patch.report.render import console
+        from sm120patch.report.as_text import console
 
         render.render(result, console())
     if plot is not None:
@@ -81,7 +81,7 @@ class _Progress:
 
     def __enter__(self) -> _Progress:
         if self.enabled:
-            from sm120patch.report.render import console
+            from sm120patch.report.as_text import console
 
             self._status = console().status("starting the ranks")
             self._status.__enter__()

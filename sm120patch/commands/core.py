@@ -22,7 +22,7 @@ from sm120patch.transaction.journal import Entry, check_writable, commit, recove
 from sm120patch.transaction.state import Manifest, StateDir
 
 if TYPE_CHECKING:
-    from sm120patch.report.outcome import Plan
+    from sm120patch.plan.types import Plan
 
 
 def make_plan(tree: SglangTree, patches: list[Patch], change: bool) -> Plan:

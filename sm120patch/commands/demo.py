@@ -16,7 +16,7 @@ from sm120patch.commands import core as commands
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.locate.tree import from_directory
 from sm120patch.plan.registry import all_patches
-from sm120patch.report import render as report
+from sm120patch.report import as_text
 from sm120patch.transaction.fsutil import sha256_file
 
 DEMO_VERSION = "0.5.9"  # the release the original hand fix (sed + grep) was verified on
@@ -65,7 +65,7 @@ def install_wheel(wheel: Path, site: Path) -> Path:
 
 
 def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
-    out = report.console()
+    out = as_text.console()
     version = version or DEMO_VERSION
     wheel = wheel or fetch_wheel(version)
     scratch = Path(tempfile.mkdtemp(prefix="sm120patch-demo-"))
@@ -82,7 +82,7 @@ def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
         for title, step in steps:
             out.print(Rule(f"sm120patch {title}"))
             outcome = step()
-            report.render(outcome)
+            as_text.render(outcome)
             failed += outcome.exit_code != 0
         final = commands.verify(tree).plan
         touched = [r.file for r in final.reports] if final and not failed else []

@@ -19,7 +19,7 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 from sm120patch.patchkit.cst_helpers import scoped_paths
-from sm120patch.report.outcome import Evidence
+from sm120patch.plan.types import Evidence
 
 
 class _LineState(CodegenState):

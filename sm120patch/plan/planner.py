@@ -19,7 +19,7 @@ from sm120patch.patchkit.model import Finding, Patch, PatchContext, State
 from sm120patch.plan import releases
 from sm120patch.plan.evidence import emit
 from sm120patch.plan.registry import provided_for
-from sm120patch.report.outcome import FilePlan, PatchReport, Plan
+from sm120patch.plan.types import FilePlan, PatchReport, Plan
 
 
 def _parse(rel: str, data: bytes) -> cst.Module | str:

@@ -23,7 +23,7 @@ import json
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import State
 from sm120patch.plan.fingerprint import code_fingerprint
-from sm120patch.report.outcome import Evidence, FilePlan, PatchReport, Plan
+from sm120patch.plan.types import Evidence, FilePlan, PatchReport, Plan
 from sm120patch.transaction.fsutil import sha256
 from sm120patch.transaction.state import CheckedFile, Manifest, StateDir
 

@@ -33,7 +33,7 @@ from sm120patch.transaction.fsutil import atomic_write, drop_pycache, remove_sta
 from sm120patch.transaction.state import FileRecord, Manifest, StateDir
 
 if TYPE_CHECKING:
-    from sm120patch.report.outcome import Plan
+    from sm120patch.plan.types import Plan
 
 JOURNAL_FORMAT = 1
 

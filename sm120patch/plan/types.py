@@ -1,0 +1,67 @@
+"""What planning found: each patch's state in each file, and the change made in memory.
+
+Plain data (no libcst): reports, trust and the commands read it without loading a parser.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sm120patch.locate.tree import SglangTree
+from sm120patch.patchkit.model import State
+
+
+@dataclass(frozen=True)
+class Evidence:
+    line: int
+    text: str
+
+
+@dataclass
+class PatchReport:
+    """One patch's state in one file, as found and as it will be after the planned change."""
+
+    id: str
+    summary: str
+    requires: tuple[str, ...]
+    file: str  # relative to the sglang package dir
+    state: State  # as found
+    detail: str
+    where: str = ""
+    evidence: list[Evidence] = field(default_factory=list)
+    state_after: State | None = None  # after the planned change (== state when nothing changes)
+
+
+@dataclass
+class FilePlan:
+    rel: str
+    path: Path
+    original: bytes | None  # None: the file does not exist
+    updated: bytes | None = None  # None: unchanged
+    reports: list[PatchReport] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.updated is not None and self.updated != self.original
+
+
+@dataclass
+class Plan:
+    """Every selected patch checked (and, for apply, its change made in memory)."""
+
+    tree: SglangTree
+    files: list[FilePlan]
+    refusal: str | None = None
+
+    @property
+    def reports(self) -> list[PatchReport]:
+        return [r for f in self.files for r in f.reports]
+
+    @property
+    def changes(self) -> list[FilePlan]:
+        return [f for f in self.files if f.changed]
+
+    @property
+    def drift(self) -> list[PatchReport]:
+        return [r for r in self.reports if r.state is State.DRIFT]

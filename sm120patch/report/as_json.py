@@ -1,0 +1,140 @@
+"""One JSON object on stdout for machines (README: "JSON output"), versioned by ``SCHEMA``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from sm120patch import __version__
+from sm120patch.locate.tree import SglangTree
+from sm120patch.patchkit.model import State
+from sm120patch.plan import releases
+from sm120patch.report.outcome import Outcome
+
+if TYPE_CHECKING:
+    from sm120patch.doctor.checkup import DoctorReport
+
+SCHEMA = "sm120patch/1"
+
+
+def tree_json(tree: SglangTree) -> dict[str, Any]:
+    facts = tree.flashinfer_facts
+    pin = releases.pin_for(tree.version)
+    return {
+        "version": tree.version,
+        "location": str(tree.package_dir),
+        "install_kind": tree.install_kind.value,
+        "dist_info": str(tree.dist_info) if tree.dist_info else None,
+        "found_by": tree.how_found,
+        "python": tree.python,
+        "flashinfer": tree.flashinfer,
+        "flashinfer_pinned": pin,
+        "flashinfer_has_sm12x_allreduce": (
+            facts.sm12x_kernel if facts.found else releases.flashinfer_has_sm12x_kernel(pin)
+        ),
+        "flashinfer_evidence": facts.source,
+        "record_problem": tree.record.problem,
+    }
+
+
+def _patch_json(
+    ident: str,
+    summary: str,
+    requires: tuple[str, ...],
+    file: str | None,
+    state: State,
+    after: State,
+    where: str,
+    detail: str,
+    evidence: list[dict[str, Any]],
+) -> dict[str, Any]:
+    return {
+        "id": ident,
+        "summary": summary,
+        "requires": list(requires),
+        "file": file,
+        "state": state.value,
+        "state_after": after.value,
+        "where": where,
+        "detail": detail,
+        "evidence": evidence,
+    }
+
+
+def to_json(outcome: Outcome) -> dict[str, Any]:
+    plan = outcome.plan
+    if plan is not None and plan.refusal:
+        from sm120patch.plan.registry import all_patches
+
+        patches = [
+            _patch_json(p.id, p.summary, p.requires, None, State.REFUSED, State.REFUSED, "", plan.refusal, [])
+            for p in all_patches()
+        ]
+    else:
+        patches = [
+            _patch_json(
+                r.id,
+                r.summary,
+                r.requires,
+                f"sglang/{r.file}",
+                r.state,
+                r.state_after or r.state,
+                r.where,
+                r.detail,
+                [{"file": f"sglang/{r.file}", "line": e.line, "text": e.text} for e in r.evidence],
+            )
+            for r in (plan.reports if plan else [])
+        ]
+    return {
+        "schema": SCHEMA,
+        "tool_version": __version__,
+        "command": outcome.command.value,
+        "ok": outcome.exit_code == 0,
+        "exit_code": int(outcome.exit_code),
+        "headline": outcome.headline,
+        "sglang": tree_json(outcome.tree),
+        "refusal": plan.refusal if plan else None,
+        "patches": patches,
+        "files": [
+            {
+                "file": f"sglang/{f.rel}",
+                "sha256": f.sha256,
+                "record_sha256": f.record_sha256,
+                "pristine": f.pristine,
+                "recorded": f.recorded.value if f.recorded else None,
+                "checked_by": f.checked_by.value,
+            }
+            for f in outcome.files
+        ],
+        "state": outcome.state.to_json() if outcome.state else {},
+        "written": [f"sglang/{rel}" for rel in outcome.written],
+        "messages": outcome.notes,
+        "warnings": outcome.warnings,
+        "runtime": outcome.runtime,
+        "diff": outcome.diff,
+    }
+
+
+def error_json(message: str, exit_code: int) -> dict[str, Any]:
+    return {"schema": SCHEMA, "tool_version": __version__, "ok": False, "exit_code": int(exit_code), "error": message}
+
+
+def doctor_json(tree: SglangTree | None, result: DoctorReport) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "tool_version": __version__,
+        "command": "doctor",
+        "ok": result.exit_code == 0,
+        "exit_code": result.exit_code,
+        "headline": result.headline,
+        "sglang": tree_json(tree) if tree is not None else None,
+        "findings": [f.to_json() for f in result.findings],
+    }
+
+
+def print_json(data: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+# --- people --------------------------------------------------------------------------------

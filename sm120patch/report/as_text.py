@@ -1,0 +1,151 @@
+"""Rich text on stderr for people: the patch report, doctor's findings, errors, the diff."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+from sm120patch.locate.tree import InstallKind
+from sm120patch.patchkit.model import State
+from sm120patch.report.outcome import Command, Outcome
+
+if TYPE_CHECKING:  # rich loads only to render for people (JSON output never needs it)
+    from rich.console import Console
+
+    from sm120patch.doctor.checkup import DoctorReport
+
+_STYLE = {
+    State.APPLIED: "green",
+    State.NOT_NEEDED: "cyan",
+    State.PENDING: "yellow",
+    State.DRIFT: "bold red",
+    State.REFUSED: "bold red",
+}
+_SEVERITY_STYLE = {"ok": "green", "info": "cyan", "warning": "yellow", "error": "bold red"}
+
+
+def console() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def render(outcome: Outcome, show_docs: bool = False) -> None:
+    from rich.text import Text
+
+    out = console()
+    tree = outcome.tree
+    out.print(
+        Text.assemble(
+            ("sglang ", "bold"),
+            (tree.version or "(unknown version)", "bold"),
+            f"  {tree.package_dir}  ",
+            (f"[{tree.install_kind.value}]", "dim"),
+        )
+    )
+    if tree.install_kind is InstallKind.EDITABLE:
+        out.print(Text("note: editable install: this edits your sglang checkout", style="yellow"))
+    plan = outcome.plan
+    if plan is not None and plan.reports:
+        current = None
+        for r in plan.reports:
+            if r.file != current:
+                current = r.file
+                out.print(Text(f"sglang/{r.file}", style="bold"))
+            state = r.state_after or r.state
+            label = r.state.value if state is r.state else f"{r.state.value} -> {state.value}"
+            detail = r.summary if show_docs else r.detail
+            out.print(Text.assemble(f"  {r.id:<26} ", (f"{label:<20}", _STYLE[state]), " ", detail), soft_wrap=True)
+        evidence = [(r.file, e) for r in plan.reports for e in r.evidence]
+        if evidence and outcome.command in (Command.VERIFY, Command.APPLY):
+            out.print(Text("evidence:", style="bold"))
+            for rel, e in sorted(set(evidence), key=lambda x: (x[0], x[1].line)):
+                out.print(Text(f"  sglang/{rel}:{e.line}:{e.text}"), soft_wrap=True)
+    if show_docs:
+        from sm120patch.report.docs import render_docs
+
+        render_docs(out)
+    if outcome.files and outcome.command in (Command.VERIFY, Command.REVERT):
+        for f in outcome.files:
+            if f.pristine is None:
+                kind = f"no RECORD hash ({tree.record.problem})" if tree.record.problem else "no RECORD entry"
+            else:
+                kind = "matches the release (RECORD)" if f.pristine else "differs from the release"
+            recorded = f", {f.recorded.value} per saved state" if f.recorded else ""
+            out.print(Text(f"  sglang/{f.rel}: {kind}{recorded}", style="dim"), soft_wrap=True)
+    if outcome.runtime is not None:
+        _render_runtime(out, outcome.runtime)
+    for note in outcome.notes:
+        out.print(Text(note), soft_wrap=True)
+    for warning in outcome.warnings:
+        out.print(Text.assemble(("warning: ", "bold yellow"), (warning, "yellow")), soft_wrap=True)
+    style = "bold green" if outcome.exit_code == 0 else "bold red"
+    out.print(Text(outcome.headline, style=style), soft_wrap=True)
+
+
+def _render_runtime(out: Console, data: dict[str, Any]) -> None:
+    from rich.text import Text
+
+    out.print(Text(f"runtime ({data.get('python')}):", style="bold"))
+    torch = data.get("torch") or {}
+    if not torch.get("ok"):
+        out.print(Text(f"  torch: {torch.get('error')}", style="red"), soft_wrap=True)
+        return
+    gpu = (
+        f"{torch.get('device')} (cc {'.'.join(map(str, torch['capability']))})"
+        if torch.get("capability")
+        else "no CUDA GPU visible"
+    )
+    out.print(Text(f"  torch {torch.get('version')} (CUDA {torch.get('cuda')}), {gpu}"), soft_wrap=True)
+    package = data.get("sglang") or {}
+    if not package.get("ok"):
+        out.print(Text(f"  import sglang: {package.get('error')}", style="red"), soft_wrap=True)
+        return
+    probe = data.get("probe") or {}
+    if probe.get("ok"):
+        out.print(Text(f"  {probe['expression']} = {probe['value']}"))
+    else:
+        out.print(Text(f"  SM120 probe failed: {probe.get('error')}", style="red"), soft_wrap=True)
+    for module in data.get("modules", []):
+        if module["ok"]:
+            flags = " ".join(f"{k}={v}" for k, v in module["flags"].items()) or "(no cached SM flags)"
+            out.print(Text(f"  {module['module']}: imports; {flags}"), soft_wrap=True)
+        else:
+            out.print(Text(f"  {module['module']}: {module['error']}", style="red"), soft_wrap=True)
+
+
+def render_doctor(result: DoctorReport) -> None:
+    from rich.text import Text
+
+    out = console()
+    for f in result.findings:
+        severity = f.severity.value
+        out.print(
+            Text.assemble((f"{severity:<8}", _SEVERITY_STYLE[severity]), f"{f.id:<34} ", f.summary), soft_wrap=True
+        )
+        if f.detail:
+            out.print(Text(f"{'':<43}{f.detail}"), soft_wrap=True)
+        if f.source:
+            out.print(Text(f"{'':<43}from: {f.source}", style="dim"), soft_wrap=True)
+    style = "bold green" if result.exit_code == 0 else "bold red"
+    out.print(Text(result.headline, style=style), soft_wrap=True)
+
+
+def error(message: str) -> None:
+    from rich.text import Text
+
+    console().print(Text.assemble(("error: ", "bold red"), message), soft_wrap=True)
+
+
+def print_diff(diff: str) -> None:
+    """The diff on stdout: highlighted on a terminal, plain when piped (and then rich's
+    highlighter, which loads pygments, is never imported)."""
+    if not diff:
+        return
+    if not sys.stdout.isatty():
+        sys.stdout.write(diff)
+        return
+    from rich.console import Console
+    from rich.syntax import Syntax
+
+    Console(highlight=False).print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))

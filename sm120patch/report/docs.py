@@ -1,0 +1,45 @@
+"""The patches' own documentation: README's patch table and ``list --docs``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sm120patch.patchkit.model import Edit, State
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def patch_table_markdown() -> str:
+    """README's "What it changes" table, generated from the patches' own anchor tables."""
+    from sm120patch.plan.registry import all_patches
+
+    rows = ["| patch | where it looks (file: what, releases) | what it changes |", "|---|---|---|"]
+    for patch in all_patches():
+        places = []
+        for anchor in patch.anchors:
+            extra = [anchor.expect.value] if anchor.expect is not State.PENDING else []
+            extra += [anchor.note] if anchor.note else []
+            extra += ["adds the import"] if anchor.imports and patch.edits is not Edit.IMPORT else []
+            shown = f" ({'; '.join(extra)})" if extra else ""
+            places.append(f"`{anchor.file.removeprefix('srt/')}`: {anchor.describe()}, {anchor.seen}{shown}")
+        rows.append(f"| `{patch.id}` | {'<br>'.join(places)} | {patch.summary} |")
+    return "\n".join(rows)
+
+
+def render_docs(out: Console) -> None:
+    """Each patch's description and the anchor rows it searches (``list --docs``)."""
+    from rich.text import Text
+
+    from sm120patch.plan.registry import all_patches
+
+    for patch in all_patches():
+        out.print(Text(f"\n{patch.id}", style="bold"))
+        out.print(Text(patch.doc), soft_wrap=True)
+        out.print(Text("  where it looks:", style="bold"))
+        for anchor in patch.anchors:
+            expect = "" if anchor.expect is State.PENDING else f" [{anchor.expect.value}]"
+            note = f" — {anchor.note}" if anchor.note else ""
+            out.print(
+                Text(f"    sglang/{anchor.file}: {anchor.describe()}, {anchor.seen}{expect}{note}"), soft_wrap=True
+            )
