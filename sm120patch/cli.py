@@ -151,11 +151,11 @@ def apply(
 ) -> Outcome:
     """Back up and patch the located sglang (a second run is a no-op).  Refuses while the
     FlashInfer beside it lacks the SM12x kernel (--allow-missing-kernel)."""
-    from sm120patch.commands import core as commands
+    from sm120patch.commands.apply import apply as apply_tree
     from sm120patch.plan.registry import select
 
     patches, notes = select(_ids(only), _ids(skip)) if only or skip else (None, [])
-    return commands.apply(
+    return apply_tree(
         tree, patches, dry_run=dry_run, notes=notes, strict=strict, allow_missing_kernel=allow_missing_kernel
     )
 
@@ -177,9 +177,9 @@ def apply(
 )
 def verify(tree: SglangTree, runtime: bool, timeout: float) -> Outcome:
     """Report each patch as applied / pending / drift, with file:line evidence."""
-    from sm120patch.commands import core as commands
+    from sm120patch.commands.verify import verify as verify_tree
 
-    return commands.verify(tree, runtime_timeout=timeout if runtime else None)
+    return verify_tree(tree, runtime_timeout=timeout if runtime else None)
 
 
 @main.command()
@@ -190,9 +190,9 @@ def verify(tree: SglangTree, runtime: bool, timeout: float) -> Outcome:
 @click.option("--dry-run", is_flag=True, help="Write nothing; print the diff that revert would apply.")
 def revert(tree: SglangTree, force: bool, dry_run: bool) -> Outcome:
     """Restore every patched file from its backup, then remove the saved state."""
-    from sm120patch.commands import core as commands
+    from sm120patch.commands.revert import revert as revert_tree
 
-    return commands.revert(tree, force=force, dry_run=dry_run)
+    return revert_tree(tree, force=force, dry_run=dry_run)
 
 
 @main.command(name="list")
@@ -200,9 +200,9 @@ def revert(tree: SglangTree, force: bool, dry_run: bool) -> Outcome:
 @click.option("--docs", is_flag=True, help="Also print each patch's description and where it looks.")
 def list_(tree: SglangTree, docs: bool) -> Outcome:
     """The patches, what each does, and its state in the located sglang."""
-    from sm120patch.commands import core as commands
+    from sm120patch.commands.listing import list_patches
 
-    return commands.list_patches(tree)
+    return list_patches(tree)
 
 
 @main.command()

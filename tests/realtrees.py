@@ -209,13 +209,15 @@ def run_cycle(package: Path, after_apply: Callable[[dict[str, bytes]], None] | N
     tree is patched, for behavioural checks.  Returns what happened (per-patch states,
     files written, the verdict); raises AssertionError on anything that is not as it must be.
     """
-    from sm120patch.commands import core as commands
+    from sm120patch.commands.apply import apply as apply_tree
+    from sm120patch.commands.revert import revert as revert_tree
+    from sm120patch.commands.verify import verify as verify_tree
     from sm120patch.locate.tree import from_directory
     from sm120patch.plan.registry import all_patches
 
     tree = from_directory(package)
     originals = _py_files(package)
-    first = commands.apply(tree, list(all_patches()))
+    first = apply_tree(tree, list(all_patches()))
     result: dict = {
         "version": tree.version,
         "exit_code": first.exit_code,
@@ -238,12 +240,12 @@ def run_cycle(package: Path, after_apply: Callable[[dict[str, bytes]], None] | N
     assert all(r.state_after.value in ("applied", "not-needed") for r in first.plan.reports)
     if after_apply is not None:
         after_apply(originals)
-    assert commands.verify(tree).exit_code == 0
+    assert verify_tree(tree).exit_code == 0
     patched = _py_files(package)
-    again = commands.apply(tree, list(all_patches()))
+    again = apply_tree(tree, list(all_patches()))
     assert again.exit_code == 0 and again.written == [], "second apply was not a no-op"
     assert _py_files(package) == patched
-    back = commands.revert(tree)
+    back = revert_tree(tree)
     assert back.exit_code == 0, back.headline
     assert sorted(back.written) == result["written"]
     assert_matches_record(package, result["written"])

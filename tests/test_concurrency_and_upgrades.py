@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.commands import core as commands
 from sm120patch.commands.demo import fetch_wheel
 from sm120patch.locate.tree import locate
+from sm120patch.plan.planner import make_plan
 from sm120patch.plan.registry import all_patches
 from tests.faultsuite import cli
 from tests.realtrees import pip_install_into, record_hashes, serving_env, sha256
@@ -89,7 +89,7 @@ def test_apply_waits_for_a_live_holder_then_finds_the_tree_patched(release) -> N
     from sm120patch.locate.tree import from_directory
 
     tree = from_directory(package)
-    plan = commands.make_plan(tree, list(all_patches()), change=True)
+    plan = make_plan(tree, list(all_patches()), change=True)
     for f in plan.changes:
         f.path.write_bytes(f.updated)
     os.close(fd)

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from sm120patch.commands import core as commands
+from sm120patch.commands.apply import apply as apply_tree
+from sm120patch.commands.revert import revert as revert_tree
+from sm120patch.commands.verify import verify as verify_tree
 from sm120patch.locate.tree import from_directory
 from sm120patch.patchkit.model import State
 from sm120patch.plan.registry import all_patches
@@ -33,7 +35,7 @@ SEED_LINES = [
 
 def test_apply_on_0_5_9_reproduces_the_hand_fix_exactly(release) -> None:
     package = release("0.5.9")
-    outcome = commands.apply(from_directory(package), list(all_patches()))
+    outcome = apply_tree(from_directory(package), list(all_patches()))
     assert outcome.exit_code == 0, outcome.headline
     grep = subprocess.run(
         ["grep", "-n", r"sm120\|sm100_supported\|sm90_supported", str(package / "srt/layers/communicator.py")],
@@ -42,7 +44,7 @@ def test_apply_on_0_5_9_reproduces_the_hand_fix_exactly(release) -> None:
         check=True,
     )
     assert grep.stdout.splitlines()[:10] == SEED_LINES
-    report = commands.verify(from_directory(package))
+    report = verify_tree(from_directory(package))
     evidence = [
         f"{e.line}:{e.text}" for r in report.plan.reports if r.file == "srt/layers/communicator.py" for e in r.evidence
     ]
@@ -55,7 +57,7 @@ def test_full_cycle(release, version: str) -> None:
     tree = from_directory(package)
     originals = {rel: (package / rel).read_bytes() for rel in record_hashes(package) if rel.endswith(".py")}
 
-    first = commands.apply(tree, list(all_patches()))
+    first = apply_tree(tree, list(all_patches()))
     assert first.exit_code == 0, first.headline
     touched = sorted(first.written)
     preflight = Version(version) >= Version("0.5.11")  # the workspace preflight arrives
@@ -85,16 +87,16 @@ def test_full_cycle(release, version: str) -> None:
         if rel not in touched:
             assert (package / rel).read_bytes() == data, rel
 
-    assert commands.verify(tree).exit_code == 0
+    assert verify_tree(tree).exit_code == 0
     patched = {rel: sha256(package / rel) for rel in touched}
-    again = commands.apply(tree, list(all_patches()))
+    again = apply_tree(tree, list(all_patches()))
     assert again.exit_code == 0 and again.written == []
     assert {rel: sha256(package / rel) for rel in touched} == patched
 
-    back = commands.revert(tree)
+    back = revert_tree(tree)
     assert back.exit_code == 0, back.headline
     assert sorted(back.written) == touched
     assert_matches_record(package, touched)
     assert not (package / ".sm120patch" / "manifest.json").exists()
-    after = commands.verify(tree)
+    after = verify_tree(tree)
     assert after.exit_code == 1 and "pristine" in after.headline

@@ -11,7 +11,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from sm120patch.commands import core as commands
+from sm120patch.commands.apply import apply as apply_tree
 from sm120patch.locate.tree import from_directory
 from sm120patch.patchkit import static_names
 from sm120patch.patchkit.model import PatchContext
@@ -27,7 +27,7 @@ def test_lines_match_position_provider(release, version: str) -> None:
     tree = from_directory(package)
     for stage in ("pristine", "patched"):
         if stage == "patched":
-            assert commands.apply(tree, list(all_patches())).exit_code == 0
+            assert apply_tree(tree, list(all_patches())).exit_code == 0
         base = PatchContext(tree.parsed_version, partial(static_names.defines, tree.package_dir))
         by_file: dict[str, list] = {}
         for patch in all_patches():

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.commands import core as commands
+from sm120patch.commands.apply import apply as apply_tree
+from sm120patch.commands.verify import verify as verify_tree
 from sm120patch.locate.tree import from_directory
 from sm120patch.patchkit.model import State
 from sm120patch.plan.registry import all_patches
@@ -49,14 +50,14 @@ def test_apply_completes_a_partial_sed_fix_without_duplicating(release) -> None:
     subprocess.run(["sed", "-i", SED_FLAG, str(target)], check=True)
     assert len(grep(target)) == 7  # import and flag added, gate not yet
 
-    outcome = commands.apply(from_directory(package), list(all_patches()))
+    outcome = apply_tree(from_directory(package), list(all_patches()))
     assert outcome.exit_code == 0, outcome.headline
     states = {r.id: (r.state, r.state_after) for r in outcome.plan.reports}
     assert states["communicator-import"] == (State.APPLIED, State.APPLIED)
     assert states["communicator-flag"] == (State.APPLIED, State.APPLIED)
     assert states["communicator-fusion-gate"] == (State.PENDING, State.APPLIED)
     assert grep(target)[:10] == SEED_LINES
-    assert commands.verify(from_directory(package)).exit_code == 0
+    assert verify_tree(from_directory(package)).exit_code == 0
 
 
 def test_sed_run_twice_is_reported_and_not_made_worse(release) -> None:
@@ -66,7 +67,7 @@ def test_sed_run_twice_is_reported_and_not_made_worse(release) -> None:
     subprocess.run(["sed", "-i", SED_FLAG, str(target)], check=True)
     flags_before = [line for line in grep(target) if line.split(":", 1)[1].startswith("_is_sm120")]
     assert len(flags_before) == 2
-    outcome = commands.apply(from_directory(package), list(all_patches()))
+    outcome = apply_tree(from_directory(package), list(all_patches()))
     assert outcome.exit_code == 0
     flag = next(r for r in outcome.plan.reports if r.id == "communicator-flag")
     assert "2 times" in flag.detail
@@ -81,7 +82,7 @@ def test_renamed_gate_is_drift_and_nothing_is_written(release) -> None:
     target.write_text(text.replace("def apply_flashinfer_allreduce_fusion(", "def fusion_allowed("))
     before = all_files(package)
 
-    outcome = commands.apply(from_directory(package), list(all_patches()))
+    outcome = apply_tree(from_directory(package), list(all_patches()))
     assert outcome.exit_code == 1
     drift = [r for r in outcome.plan.reports if r.state is State.DRIFT]
     assert [r.id for r in drift] == ["communicator-fusion-gate"]
@@ -97,7 +98,7 @@ def test_broken_hand_edit_that_does_not_parse(release) -> None:
     target = package / COMM
     target.write_text(target.read_text().replace("_is_cuda = is_cuda()", "_is_cuda = is_cuda("))
     before = all_files(package)
-    outcome = commands.apply(from_directory(package), list(all_patches()))
+    outcome = apply_tree(from_directory(package), list(all_patches()))
     assert outcome.exit_code == 1
     details = {r.detail for r in outcome.plan.reports if r.file == COMM}
     assert any("does not parse" in d for d in details)

@@ -12,9 +12,11 @@ import pytest
 from click.testing import CliRunner
 
 from sm120patch.cli import main
-from sm120patch.commands import core as commands
+from sm120patch.commands.apply import apply as apply_tree
+from sm120patch.commands.revert import revert as revert_tree
 from sm120patch.locate.tree import from_directory
 from sm120patch.plan.registry import all_patches
+from sm120patch.report.outcome import Outcome
 from tests.realtrees import intended_changes, record_hashes, sha256
 
 pytestmark = pytest.mark.slow  # real sglang releases from the package index
@@ -32,8 +34,8 @@ def snapshot(package: Path) -> dict[str, str]:
     return {rel: sha256(package / rel) for rel in (COMM, SERVER_ARGS)}
 
 
-def apply(package: Path) -> commands.Outcome:
-    return commands.apply(from_directory(package), list(all_patches()))
+def apply(package: Path) -> Outcome:
+    return apply_tree(from_directory(package), list(all_patches()))
 
 
 def test_file_edited_after_apply_is_not_reverted_without_force(release) -> None:
@@ -70,7 +72,7 @@ def test_symlinked_target_patches_the_real_file_and_keeps_the_link(release, tmp_
     assert (package / COMM).is_symlink() and os.readlink(package / COMM) == str(real)
     assert real.read_bytes() != original
     assert sorted(intended_changes(original, real.read_bytes())) == ["flag", "import", "or-term"]
-    assert commands.revert(from_directory(package)).exit_code == 0
+    assert revert_tree(from_directory(package)).exit_code == 0
     assert (package / COMM).is_symlink() and real.read_bytes() == original
 
 
@@ -98,7 +100,7 @@ def test_crlf_bom_cookie_and_tabs_are_kept_byte_for_byte(release) -> None:
     assert sorted(intended_changes(odd, patched)) == ["flag", "import", "or-term"]
     removed = [line for line in odd.split(b"\r\n") if line not in patched.split(b"\r\n")]
     assert removed == [b"\t\t(_is_sm90_supported or _is_sm100_supported)"]
-    assert commands.revert(from_directory(package)).exit_code == 0
+    assert revert_tree(from_directory(package)).exit_code == 0
     assert target.read_bytes() == odd
 
 
@@ -111,7 +113,7 @@ def test_mode_and_owner_survive_apply_and_revert(release) -> None:
     assert apply(package).exit_code == 0
     st = target.stat()
     assert (st.st_mode & 0o7777, st.st_uid, st.st_gid) == (0o640, 1234, 2345)
-    assert commands.revert(from_directory(package)).exit_code == 0
+    assert revert_tree(from_directory(package)).exit_code == 0
     st = target.stat()
     assert (st.st_mode & 0o7777, st.st_uid, st.st_gid) == (0o640, 1234, 2345)
 
@@ -205,5 +207,5 @@ def test_reapply_after_a_hand_edit_keeps_the_earlier_backup(release) -> None:
     assert outcome.exit_code == 0 and outcome.written == [COMM]
     (kept,) = (package / ".sm120patch").glob("stale-superseded-*/communicator.py")
     assert sha256(kept) == record_hashes(package)[COMM]
-    assert commands.revert(from_directory(package)).exit_code == 0
+    assert revert_tree(from_directory(package)).exit_code == 0
     assert target.read_text() == hand  # revert undoes sm120patch's change, not the user's

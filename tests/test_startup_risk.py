@@ -715,13 +715,13 @@ FIRST_PRE_INITIALIZE = Version("0.5.11")  # workspaces created at startup, befor
 @pytest.mark.slow
 @pytest.mark.parametrize("version", RELEASES)
 def test_release_crashes_or_falls_back(release: Callable[..., Path], version: str) -> None:
-    from sm120patch.commands import core as commands
+    from sm120patch.commands.apply import apply as apply_tree
     from sm120patch.locate.tree import from_directory
     from sm120patch.plan.registry import all_patches
 
     package = release(version)
     original = (package / FUSION).read_bytes()
-    assert commands.apply(from_directory(package), list(all_patches())).exit_code == 0
+    assert apply_tree(from_directory(package), list(all_patches())).exit_code == 0
     patched = (package / FUSION).read_bytes()
 
     outcome = run_release(package, patched)

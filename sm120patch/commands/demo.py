@@ -12,7 +12,9 @@ from pathlib import Path
 
 from rich.rule import Rule
 
-from sm120patch.commands import core as commands
+from sm120patch.commands.apply import apply
+from sm120patch.commands.revert import revert
+from sm120patch.commands.verify import verify
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.locate.tree import from_directory
 from sm120patch.plan.registry import all_patches
@@ -73,10 +75,10 @@ def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
         out.print(f"[bold]sm120patch demo[/]: {wheel.name} unpacked into {scratch}")
         tree = from_directory(install_wheel(wheel, scratch / "site-packages"))
         steps = [
-            ("apply", lambda: commands.apply(tree, list(all_patches()))),
-            ("verify", lambda: commands.verify(tree)),
-            ("apply again (must change nothing)", lambda: commands.apply(tree, list(all_patches()))),
-            ("revert", lambda: commands.revert(tree)),
+            ("apply", lambda: apply(tree, list(all_patches()))),
+            ("verify", lambda: verify(tree)),
+            ("apply again (must change nothing)", lambda: apply(tree, list(all_patches()))),
+            ("revert", lambda: revert(tree)),
         ]
         failed = 0
         for title, step in steps:
@@ -84,7 +86,7 @@ def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
             outcome = step()
             as_text.render(outcome)
             failed += outcome.exit_code != 0
-        final = commands.verify(tree).plan
+        final = verify(tree).plan
         touched = [r.file for r in final.reports] if final and not failed else []
         mismatched = [rel for rel in set(touched) if sha256_file(tree.path(rel)) != tree.record.sha256(rel)]
         out.print(Rule("result"))

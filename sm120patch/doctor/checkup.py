@@ -448,11 +448,11 @@ def _launch_findings(report: DoctorReport, tree: SglangTree, tp: int | None) -> 
 
 def patch_states(tree: SglangTree) -> dict[str, str]:
     """Each patch's state in ``tree`` (``refused`` for all when the release is refused)."""
-    from sm120patch.commands import core as commands
+    from sm120patch.plan.current import current_plan
     from sm120patch.plan.registry import all_patches
 
-    plan = commands.verify(tree).plan
-    if plan is None or plan.refusal:
+    plan = current_plan(tree)
+    if plan.refusal:
         return {p.id: "refused" for p in all_patches()}
     return {r.id: r.state.value for r in plan.reports}
 

@@ -1,0 +1,148 @@
+"""``sm120patch apply``: plan, refuse what must not be written, then back up and replace
+atomically under the lock (the journal protocol in ``transaction``)."""
+
+from __future__ import annotations
+
+from sm120patch.commands.common import (
+    HOST_HINT,
+    file_statuses,
+    fused_path_warnings,
+    gpu_note,
+    missing_kernel_refusal,
+    plan_changes,
+    plan_tree,
+    state_summary,
+    why_not_written,
+)
+from sm120patch.errors import ExitCode
+from sm120patch.locate.tree import SglangTree
+from sm120patch.patchkit.model import Patch
+from sm120patch.plan.registry import all_patches
+from sm120patch.plan.trust import record, trusted_plan
+from sm120patch.plan.types import Plan
+from sm120patch.report.outcome import Command, Outcome
+from sm120patch.transaction.journal import check_writable, commit, recover, remove_temps, stage, still_current
+from sm120patch.transaction.state import Manifest, StateDir
+
+
+def apply(
+    tree: SglangTree,
+    patches: list[Patch] | None = None,
+    dry_run: bool = False,
+    notes: list[str] | None = None,
+    strict: bool = False,
+    allow_missing_kernel: bool = False,
+) -> Outcome:
+    """Patch the tree with ``patches`` (default: all).  A FlashInfer beside sglang without
+    the SM12x kernel refuses the change unless ``allow_missing_kernel``.  ``strict``: any
+    warning about the fused path refuses it too, for image builds."""
+    state = StateDir(tree.package_dir)
+    outcome = Outcome(Command.APPLY, tree, ExitCode.OK, "", notes=list(notes or []))
+    outcome.warnings = fused_path_warnings(tree)
+    refusal = None if allow_missing_kernel else missing_kernel_refusal(tree)
+    note = gpu_note()
+    if note:
+        outcome.notes.append(note)
+    trusted = trusted_plan(tree, state, state.load()) if patches is None and not dry_run else None
+    if trusted is not None and not (strict and outcome.warnings):
+        return _report_plan(outcome, trusted, state, dry_run, by_hash=True)
+    patches = patches if patches is not None else list(all_patches())
+    plan = plan_tree(tree, patches, change=True)
+    if why_not_written(plan) or dry_run:
+        if dry_run and refusal and plan.changes:
+            outcome.notes.append(refusal.replace("refusing to patch, nothing was written", "apply would refuse"))
+        return _report_plan(outcome, plan, state, dry_run)
+    if refusal and plan.changes:
+        return _refuse(outcome, plan, state, refusal)
+    if strict and outcome.warnings:
+        return _refuse(
+            outcome,
+            plan,
+            state,
+            f"--strict: nothing was written: {len(outcome.warnings)} warning(s) say the fused path "
+            "would still not run on SM12x",
+        )
+    if not plan.changes and not state.journal_path.exists():
+        _refresh_record(state, plan, patches)
+        return _report_plan(outcome, plan, state, dry_run)
+    with state.lock():
+        recovered = recover(state)
+        if recovered:
+            outcome.notes.append(recovered)
+        remove_temps(state, [f.path for f in plan.files])
+        if recovered or not still_current(plan):
+            # Another run changed the tree while we waited for the lock: plan again.
+            plan = plan_tree(tree, patches, change=True)
+        if plan.changes and not why_not_written(plan):
+            _write(outcome, plan, state)
+        return _report_plan(outcome, plan, state, dry_run)
+
+
+def _refresh_record(state: StateDir, plan: Plan, patches: list[Patch]) -> None:
+    """Nothing to write, but what verify may trust is stale (a newer sm120patch, say):
+    record it again, so the next verify needs no parsing.  Only the manifest is rewritten,
+    under the lock, and only where this release's state exists."""
+    manifest = state.load()
+    tree = plan.tree
+    if manifest is None or not tree.same_release(manifest.sglang_version) or trusted_plan(tree, state, manifest):
+        return
+    with state.lock():
+        manifest = state.load()
+        if manifest is None or not still_current(plan):
+            return
+        record(plan, manifest, [p.id for p in all_patches()])
+        state.save(manifest)
+
+
+def _write(outcome: Outcome, plan: Plan, state: StateDir) -> None:
+    tree = outcome.tree
+    check_writable([f.path for f in plan.changes])
+    manifest = state.load()
+    if manifest is not None and not tree.same_release(manifest.sglang_version):
+        aside = state.set_aside(manifest.sglang_version or "unknown")
+        outcome.notes.append(
+            f"the saved state was for sglang {manifest.sglang_version}; {tree.version} is installed now. "
+            f"Old state and backups kept in {aside}"
+        )
+        manifest = None
+    manifest = manifest or Manifest(tree.version, str(tree.package_dir))
+    entries = stage(state, plan, manifest)
+    record(plan, manifest, [p.id for p in all_patches()])
+    commit(state, entries, manifest, Command.APPLY.value)
+    outcome.written = [e.rel for e in entries]
+    outcome.changes = plan_changes(plan)
+
+
+def _report_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool, by_hash: bool = False) -> Outcome:
+    tree = outcome.tree
+    outcome.plan = plan
+    manifest = state.load()
+    outcome.state = state_summary(state, manifest, tree)
+    outcome.files = file_statuses(tree, [f.rel for f in plan.files if f.original is not None], manifest, by_hash)
+    refused = why_not_written(plan)
+    if refused:
+        outcome.exit_code, outcome.headline = ExitCode.NOT_AS_ASKED, refused
+    elif dry_run:
+        outcome.changes = plan_changes(plan)
+        outcome.headline = (
+            f"dry run: would change {len(plan.changes)} file(s); nothing written"
+            if plan.changes
+            else "dry run: nothing to change"
+        )
+    elif outcome.written:
+        outcome.headline = f"patched {len(outcome.written)} file(s); backups in {state.root}"
+        outcome.notes.append(HOST_HINT)
+    else:
+        outcome.headline = "already applied: nothing to change"
+        outcome.notes.append(HOST_HINT)
+    return outcome
+
+
+def _refuse(outcome: Outcome, plan: Plan, state: StateDir, headline: str) -> Outcome:
+    """Nothing is written: each patch is reported as it is, not as the plan would leave it."""
+    for report in plan.reports:
+        report.state_after = None
+    _report_plan(outcome, plan, state, dry_run=False)
+    outcome.notes = [note for note in outcome.notes if note != HOST_HINT]
+    outcome.exit_code, outcome.headline = ExitCode.NOT_AS_ASKED, headline
+    return outcome

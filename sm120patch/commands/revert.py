@@ -1,0 +1,124 @@
+"""``sm120patch revert``: restore every backed-up file byte for byte, then remove the state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sm120patch.commands.common import file_statuses, plan_tree, state_summary
+from sm120patch.errors import EnvironmentProblem, ExitCode
+from sm120patch.locate.tree import SglangTree
+from sm120patch.plan.registry import all_patches
+from sm120patch.report.outcome import Command, Outcome
+from sm120patch.transaction.fsutil import sha256
+from sm120patch.transaction.journal import Entry, check_writable, commit, recover, remove_temps
+from sm120patch.transaction.state import Manifest, StateDir
+
+
+def revert(tree: SglangTree, force: bool = False, dry_run: bool = False) -> Outcome:
+    state = StateDir(tree.package_dir)
+    outcome = Outcome(Command.REVERT, tree, ExitCode.OK, "")
+    if not state.exists():
+        return _revert_without_state(outcome, state)
+    with state.lock():
+        recovered = recover(state)
+        if recovered:
+            outcome.notes.append(recovered)
+        manifest = state.load()
+        if manifest is None:
+            return _revert_without_state(outcome, state)
+        remove_temps(state, [tree.path(rel) for rel in manifest.files])
+        outcome.state = state_summary(state, manifest, tree)
+        outcome.files = file_statuses(tree, sorted(manifest.files), manifest)
+        if not tree.same_release(manifest.sglang_version):
+            return _revert_other_release(outcome, state, manifest, dry_run)
+        changed = [s.rel for s in outcome.files if s.recorded is None]
+        if changed and not force:
+            outcome.exit_code = ExitCode.NOT_AS_ASKED
+            outcome.headline = (
+                f"refusing to revert: changed since apply (hash differs from the patched one): {', '.join(changed)}. "
+                "Nothing was written. --force restores the originals anyway (the changed files are kept aside)."
+            )
+            return outcome
+        return _restore(outcome, state, manifest, dry_run)
+
+
+def _revert_without_state(outcome: Outcome, state: StateDir) -> Outcome:
+    tree = outcome.tree
+    plan = plan_tree(tree, list(all_patches()), change=False)
+    outcome.plan = plan
+    outcome.files = file_statuses(tree, [f.rel for f in plan.files if f.original is not None], None)
+    outcome.state = state_summary(state, None, tree)
+    modified = [f.rel for f in outcome.files if f.pristine is False]
+    if modified:
+        outcome.exit_code = ExitCode.NOT_AS_ASKED
+        outcome.headline = (
+            f"no saved state in {state.root}, but {', '.join(modified)} differ from the release (RECORD); "
+            f"sm120patch did not write them. Restore with `pip install --force-reinstall --no-deps "
+            f"sglang=={tree.version}`"
+        )
+    else:
+        outcome.headline = "nothing to revert: no saved state, files as released"
+    return outcome
+
+
+def _revert_other_release(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: bool) -> Outcome:
+    """The saved state belongs to the release sglang was upgraded from."""
+    tree = outcome.tree
+    if all(s.pristine for s in outcome.files):
+        if not dry_run:
+            outcome.notes.append(f"old state kept in {state.set_aside(manifest.sglang_version or 'unknown')}")
+        outcome.headline = (
+            f"nothing to revert: the saved state is from sglang {manifest.sglang_version} and the "
+            f"installed {tree.version} files are pristine (RECORD)"
+        )
+        return outcome
+    outcome.exit_code = ExitCode.NOT_AS_ASKED
+    outcome.headline = (
+        f"the saved state is from sglang {manifest.sglang_version} but {tree.version} is installed and its "
+        f"files are not pristine; restore them with `pip install --force-reinstall --no-deps sglang=={tree.version}`"
+    )
+    return outcome
+
+
+def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: bool) -> Outcome:
+    """Put every backed-up file back (``--force``: keeping changed files aside first)."""
+    tree = outcome.tree
+    entries: list[Entry] = []
+    diffs = []
+    for status in outcome.files:
+        record = manifest.files[status.rel]
+        if status.sha256 == record.sha256_before:
+            continue
+        backup = state.root / record.backup
+        data = backup.read_bytes() if backup.is_file() else b""
+        if sha256(data) != record.sha256_before:
+            raise EnvironmentProblem(
+                f"backup {backup} is missing or damaged; nothing was written. Reinstall sglang to restore: "
+                f"pip install --force-reinstall --no-deps sglang=={tree.version}"
+            )
+        path = tree.path(status.rel)
+        current = path.read_bytes()
+        diffs.append((status.rel, current, data))
+        if status.recorded is None and not dry_run:
+            outcome.notes.append(f"kept the changed {status.rel} as {_keep_changed(state, status.rel, current)}")
+        entries.append(Entry(status.rel, str(path), status.sha256 or "", record.sha256_before, record.backup))
+    outcome.changes = diffs
+    if dry_run:
+        outcome.headline = f"dry run: would restore {len(entries)} file(s); nothing written"
+        return outcome
+    check_writable([Path(e.path) for e in entries])
+    commit(state, entries, None, Command.REVERT.value)
+    outcome.written = [e.rel for e in entries]
+    outcome.files = file_statuses(tree, sorted(manifest.files), None)
+    outcome.state = state_summary(state, None, tree)
+    outcome.headline = f"restored {len(entries)} file(s) byte for byte; state removed"
+    return outcome
+
+
+def _keep_changed(state: StateDir, rel: str, data: bytes) -> Path:
+    aside = state.root / "stale-overwritten" / rel
+    try:
+        state.put(aside, data)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot keep the changed {rel} aside ({exc.strerror}); nothing was written") from exc
+    return aside

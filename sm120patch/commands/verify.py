@@ -1,0 +1,77 @@
+"""``sm120patch verify``: every patch's state, each file against RECORD, and with
+``--runtime`` the patched modules imported in the serving interpreter."""
+
+from __future__ import annotations
+
+import sys
+
+from sm120patch.commands.common import HOST_HINT, file_statuses, fused_path_warnings, plan_tree, state_summary
+from sm120patch.errors import ExitCode
+from sm120patch.locate.tree import SglangTree
+from sm120patch.patchkit.model import State
+from sm120patch.plan.registry import all_patches
+from sm120patch.plan.trust import trusted_plan
+from sm120patch.plan.types import Plan
+from sm120patch.report.outcome import Command, FileStatus, Outcome
+from sm120patch.transaction.state import StateDir
+
+
+def verify(tree: SglangTree, runtime_timeout: float | None = None) -> Outcome:
+    """Check every patch; with ``runtime_timeout``, also import the patched modules in the
+    serving interpreter (``verify --runtime``)."""
+    state = StateDir(tree.package_dir)
+    manifest = state.load()
+    trusted = trusted_plan(tree, state, manifest)
+    plan = trusted or plan_tree(tree, list(all_patches()), change=False)
+    outcome = Outcome(Command.VERIFY, tree, ExitCode.OK, "", plan, state=state_summary(state, manifest, tree))
+    read = {f.rel: f.original for f in plan.files if f.original is not None}
+    outcome.files = file_statuses(tree, list(read), manifest, by_hash=trusted is not None, read=read)
+    outcome.warnings = fused_path_warnings(tree)
+    if outcome.state and outcome.state.interrupted:
+        outcome.notes.append(
+            f"an apply/revert was interrupted ({state.journal_path}); "
+            "the next `sm120patch apply` or `revert` finishes it"
+        )
+    if manifest is not None and not tree.same_release(manifest.sglang_version):
+        outcome.notes.append(
+            f"the saved state is from sglang {manifest.sglang_version}, but {tree.version} is installed: an "
+            "upgrade or reinstall replaced the patched files (apply sets the old state aside)"
+        )
+    outcome.exit_code, outcome.headline = _verdict(plan, outcome.files, tree)
+    if outcome.exit_code == ExitCode.OK:
+        outcome.notes.append(HOST_HINT)
+    if runtime_timeout is not None and not plan.refusal:
+        _runtime(outcome, runtime_timeout)
+    return outcome
+
+
+def _verdict(plan: Plan, files: list[FileStatus], tree: SglangTree) -> tuple[ExitCode, str]:
+    if plan.refusal:
+        return ExitCode.NOT_AS_ASKED, plan.refusal
+    states = {r.state for r in plan.reports}
+    pending = {r.file for r in plan.reports if r.state is State.PENDING}
+    if State.DRIFT in states:
+        return ExitCode.NOT_AS_ASKED, "drift: the code is not what the patches know; see the details"
+    if pending and pending <= {f.rel for f in files if f.pristine}:
+        return ExitCode.NOT_AS_ASKED, (
+            f"the files are the pristine sglang {tree.version} release files again (RECORD hashes "
+            "match): sglang was reinstalled or upgraded. Run `sm120patch apply`."
+        )
+    if pending:
+        return ExitCode.NOT_AS_ASKED, "not patched: run `sm120patch apply`"
+    return ExitCode.OK, "all patches applied"
+
+
+def _runtime(outcome: Outcome, timeout: float) -> None:
+    from sm120patch.doctor import runtime
+
+    tree, plan = outcome.tree, outcome.plan
+    assert plan is not None
+    python = tree.python or sys.executable
+    data = runtime.check(tree, [f.rel for f in plan.files if f.original is not None], python, timeout)
+    outcome.runtime = data
+    verdict = runtime.verdict(data, python)
+    if verdict is not None:
+        outcome.exit_code, outcome.headline = verdict
+    else:
+        outcome.notes.append(runtime.summary(data, python))
