@@ -212,7 +212,10 @@ def doctor(python: str | None, sglang_path: Path | None, as_json: bool, tp: int 
     """Read-only: what stands between this host and a running fused allreduce (GPUs,
     patches, FlashInfer's SM12x kernel, P2P, multicast, GPUDirect RDMA, launch flags).
     Exit 1 when any finding is an error."""
-    from sm120patch.doctor import checkup
+    from sm120patch.doctor.diagnose import diagnose
+    from sm120patch.doctor.host import read_host
+    from sm120patch.doctor.launch import default_python
+    from sm120patch.doctor.patch_states import patch_states
     from sm120patch.locate.tree import locate
     from sm120patch.report import as_json as machine
     from sm120patch.report import as_text
@@ -223,9 +226,9 @@ def doctor(python: str | None, sglang_path: Path | None, as_json: bool, tp: int 
             tree = locate(python=python, sglang_path=sglang_path)
         except ToolError as exc:  # no sglang is a finding, not the end of the check
             problem = str(exc)
-        states = checkup.patch_states(tree) if tree is not None else {}
-        host = checkup.read_host(checkup.default_python(tree, python))
-        result = checkup.diagnose(tree, problem, states, host, tp)
+        states = patch_states(tree) if tree is not None else {}
+        host = read_host(default_python(tree, python))
+        result = diagnose(tree, problem, states, host, tp)
         if as_json:
             machine.print_json(machine.doctor_json(tree, result))
         else:

@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.doctor import checkup as doctor
-from sm120patch.doctor.checkup import Host, Severity, diagnose
+from sm120patch.doctor.diagnose import diagnose
+from sm120patch.doctor.findings import DoctorReport, Severity
 from sm120patch.doctor.gpus import Gpu, GpuReport
+from sm120patch.doctor.host import Host, parse_host_facts
+from sm120patch.patchkit.model import State
 from tests.fakes import RTX_PRO_6000, fake_nvidia_smi
 from tests.realtrees import serving_env
 
@@ -129,20 +131,22 @@ def host(
     gdr: int = 1,
     alloc_conf: str | None = None,
     torch_ok: bool = True,
+    torch_gpus: list[dict] | None = None,
 ) -> Host:
     """Facts as host_facts reports them on a PCIe box (no multicast by default)."""
     probe: dict = {"torch": {"ok": torch_ok, "error": None if torch_ok else "No module named 'torch'"}}
     if torch_ok:
+        probe["gpus"] = torch_gpus or []
         probe["p2p"] = [[0, 1, p2p], [1, 0, p2p]]
         probe["driver"] = {"ok": True, "module": "cuda.bindings.driver"}
         probe["devices"] = [{"index": i, "multicast": multicast, "gdr_vmm": gdr} for i in (0, 1)]
-    return Host(gpus, probe, "/env/bin/python", alloc_conf)
+    return Host(gpus, parse_host_facts(probe), "/env/bin/python", alloc_conf)
 
 
-APPLIED = {"workspace-preflight": "applied", "communicator-fusion-gate": "applied"}
+APPLIED = {"workspace-preflight": State.APPLIED, "communicator-fusion-gate": State.APPLIED}
 
 
-def severities(report: doctor.DoctorReport) -> dict[str, Severity]:
+def severities(report: DoctorReport) -> dict[str, Severity]:
     return {f.id: f.severity for f in report.findings}
 
 
@@ -161,7 +165,7 @@ def test_healthy_pcie_box_has_no_error() -> None:
         (dict(p2p=False), APPLIED, "p2p"),
         (dict(gdr=0), APPLIED, "gdr"),
         (dict(alloc_conf="expandable_segments:True"), APPLIED, "alloc-conf"),
-        (dict(), {"workspace-preflight": "pending"}, "multicast"),
+        (dict(), {"workspace-preflight": State.PENDING}, "multicast"),
     ],
 )
 def test_what_blocks_fusion_is_an_error_only_with_sm12x(facts: dict, states: dict, blocked: str) -> None:
@@ -171,7 +175,7 @@ def test_what_blocks_fusion_is_an_error_only_with_sm12x(facts: dict, states: dic
 
 
 def test_multicast_present_is_fine_whatever_the_preflight() -> None:
-    found = severities(diagnose(None, None, {"workspace-preflight": "pending"}, host(multicast=1)))
+    found = severities(diagnose(None, None, {"workspace-preflight": State.PENDING}, host(multicast=1)))
     assert found["multicast"] is Severity.OK
 
 
@@ -184,15 +188,14 @@ def test_without_torch_one_warning_names_the_skipped_checks() -> None:
 
 
 def test_no_gpu_is_an_answer_not_an_error() -> None:
-    report = diagnose(None, None, {"communicator-fusion-gate": "pending"}, host(NO_SMI, torch_ok=False))
+    report = diagnose(None, None, {"communicator-fusion-gate": State.PENDING}, host(NO_SMI, torch_ok=False))
     found = {f.id: f for f in report.findings}
     assert found["gpus"].severity is Severity.INFO and found["gpus"].summary == "no NVIDIA GPU seen"
     assert found["patch:communicator-fusion-gate"].severity is Severity.WARNING
 
 
 def test_gpus_from_torch_when_nvidia_smi_is_missing() -> None:
-    facts = host(NO_SMI)
-    facts.probe["gpus"] = [{"index": 0, "name": RTX_PRO_6000, "capability": [12, 0]}]
+    facts = host(NO_SMI, torch_gpus=[{"index": 0, "name": RTX_PRO_6000, "capability": [12, 0]}])
     found = {f.id: f for f in diagnose(None, None, APPLIED, facts).findings}
     assert found["gpus"].severity is Severity.OK and "cc 12.0" in found["gpus"].detail
     assert "torch.cuda in /env/bin/python" in found["gpus"].source

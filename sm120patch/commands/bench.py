@@ -37,7 +37,7 @@ def bench(
     plot: Path | None,
 ) -> int:
     from sm120patch.bench import render
-    from sm120patch.doctor import checkup as doctor
+    from sm120patch.doctor import launch as doctor
     from sm120patch.locate.tree import locate
 
     if plot is not None:

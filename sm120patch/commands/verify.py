@@ -68,10 +68,9 @@ def _runtime(outcome: Outcome, timeout: float) -> None:
     tree, plan = outcome.tree, outcome.plan
     assert plan is not None
     python = tree.python or sys.executable
-    data = runtime.check(tree, [f.rel for f in plan.files if f.original is not None], python, timeout)
-    outcome.runtime = data
-    verdict = runtime.verdict(data, python)
-    if verdict is not None:
-        outcome.exit_code, outcome.headline = verdict
+    outcome.runtime = runtime.check(tree, [f.rel for f in plan.files if f.original is not None], python, timeout)
+    code, line = runtime.judge(outcome.runtime, python)
+    if code is ExitCode.OK:
+        outcome.notes.append(line)
     else:
-        outcome.notes.append(runtime.summary(data, python))
+        outcome.exit_code, outcome.headline = code, line

@@ -13,7 +13,7 @@ from sm120patch.plan import releases
 from sm120patch.report.outcome import Outcome
 
 if TYPE_CHECKING:
-    from sm120patch.doctor.checkup import DoctorReport
+    from sm120patch.doctor.findings import DoctorReport
 
 SCHEMA = "sm120patch/1"
 
@@ -111,7 +111,7 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
         "written": [f"sglang/{rel}" for rel in outcome.written],
         "messages": outcome.notes,
         "warnings": outcome.warnings,
-        "runtime": outcome.runtime,
+        "runtime": outcome.runtime.to_json() if outcome.runtime is not None else None,
         "diff": outcome.diff,
     }
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sm120patch.locate.tree import InstallKind
 from sm120patch.patchkit.model import State
@@ -12,7 +12,8 @@ from sm120patch.report.outcome import Command, Outcome
 if TYPE_CHECKING:  # rich loads only to render for people (JSON output never needs it)
     from rich.console import Console
 
-    from sm120patch.doctor.checkup import DoctorReport
+    from sm120patch.doctor.findings import DoctorReport
+    from sm120patch.doctor.runtime import RuntimeCheck
 
 _STYLE = {
     State.APPLIED: "green",
@@ -83,35 +84,31 @@ def render(outcome: Outcome, show_docs: bool = False) -> None:
     out.print(Text(outcome.headline, style=style), soft_wrap=True)
 
 
-def _render_runtime(out: Console, data: dict[str, Any]) -> None:
+def _render_runtime(out: Console, result: RuntimeCheck) -> None:
     from rich.text import Text
 
-    out.print(Text(f"runtime ({data.get('python')}):", style="bold"))
-    torch = data.get("torch") or {}
-    if not torch.get("ok"):
-        out.print(Text(f"  torch: {torch.get('error')}", style="red"), soft_wrap=True)
+    out.print(Text(f"runtime ({result.python}):", style="bold"))
+    torch = result.torch
+    if torch is None or not torch.ok:
+        out.print(Text(f"  torch: {torch.error if torch else None}", style="red"), soft_wrap=True)
         return
-    gpu = (
-        f"{torch.get('device')} (cc {'.'.join(map(str, torch['capability']))})"
-        if torch.get("capability")
-        else "no CUDA GPU visible"
-    )
-    out.print(Text(f"  torch {torch.get('version')} (CUDA {torch.get('cuda')}), {gpu}"), soft_wrap=True)
-    package = data.get("sglang") or {}
-    if not package.get("ok"):
-        out.print(Text(f"  import sglang: {package.get('error')}", style="red"), soft_wrap=True)
+    gpu = f"{torch.device} (cc {'.'.join(map(str, torch.capability))})" if torch.capability else "no CUDA GPU visible"
+    out.print(Text(f"  torch {torch.version} (CUDA {torch.cuda}), {gpu}"), soft_wrap=True)
+    package = result.sglang
+    if package is None or not package.ok:
+        out.print(Text(f"  import sglang: {package.error if package else None}", style="red"), soft_wrap=True)
         return
-    probe = data.get("probe") or {}
-    if probe.get("ok"):
-        out.print(Text(f"  {probe['expression']} = {probe['value']}"))
+    probe = result.probe
+    if probe is not None and probe.ok:
+        out.print(Text(f"  {probe.expression} = {probe.value}"))
     else:
-        out.print(Text(f"  SM120 probe failed: {probe.get('error')}", style="red"), soft_wrap=True)
-    for module in data.get("modules", []):
-        if module["ok"]:
-            flags = " ".join(f"{k}={v}" for k, v in module["flags"].items()) or "(no cached SM flags)"
-            out.print(Text(f"  {module['module']}: imports; {flags}"), soft_wrap=True)
+        out.print(Text(f"  SM120 probe failed: {probe.error if probe else None}", style="red"), soft_wrap=True)
+    for module in result.modules:
+        if module.ok:
+            flags = " ".join(f"{k}={v}" for k, v in module.flags.items()) or "(no cached SM flags)"
+            out.print(Text(f"  {module.module}: imports; {flags}"), soft_wrap=True)
         else:
-            out.print(Text(f"  {module['module']}: {module['error']}", style="red"), soft_wrap=True)
+            out.print(Text(f"  {module.module}: {module.error}", style="red"), soft_wrap=True)
 
 
 def render_doctor(result: DoctorReport) -> None:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sm120patch.errors import ExitCode
 from sm120patch.locate.tree import SglangTree
 from sm120patch.plan.types import Plan
+
+if TYPE_CHECKING:
+    from sm120patch.doctor.runtime import RuntimeCheck
 
 
 class Command(str, Enum):
@@ -76,7 +79,7 @@ class Outcome:
     changes: list[tuple[str, bytes, bytes]] = field(default_factory=list)  # (file, before, after)
     files: list[FileStatus] = field(default_factory=list)
     state: StateSummary | None = None
-    runtime: dict[str, Any] | None = None  # verify --runtime: what the serving interpreter imported
+    runtime: RuntimeCheck | None = None  # verify --runtime: what the serving interpreter imported
 
     @property
     def diff(self) -> str:

@@ -1,0 +1,55 @@
+"""What doctor says: one finding per fact, its severity, and the report they make."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Severity(str, Enum):
+    OK = "ok"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class HostFinding:
+    """One fact about the host or the tree, and where it comes from (a command's output, a
+    file, an upstream issue)."""
+
+    id: str
+    severity: Severity
+    summary: str
+    detail: str = ""
+    source: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "id": self.id,
+            "severity": self.severity.value,
+            "summary": self.summary,
+            "detail": self.detail,
+            "source": self.source,
+        }
+
+
+@dataclass
+class DoctorReport:
+    findings: list[HostFinding] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(f.severity is Severity.ERROR for f in self.findings) else 0
+
+    @property
+    def headline(self) -> str:
+        errors = [f for f in self.findings if f.severity is Severity.ERROR]
+        warnings = [f for f in self.findings if f.severity is Severity.WARNING]
+        if errors:
+            return f"{len(errors)} error(s) stand between this host and the fused allreduce: " + ", ".join(
+                f.id for f in errors
+            )
+        if warnings:
+            return f"no blocking error; {len(warnings)} warning(s) to read"
+        return "nothing stands in the way of the fused allreduce"

@@ -1,0 +1,101 @@
+"""``doctor.launch``: the serving interpreter, the release's fusion options, and the
+launch and TP findings."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from sm120patch.doctor import launch
+from sm120patch.doctor.findings import Severity
+from sm120patch.locate.tree import InstallKind, SglangTree
+
+BACKEND = {launch.BACKEND, launch.ENABLE, launch.HATCH}
+OLD = {launch.ENABLE}
+
+
+def tree_with(
+    root: Path, server_args: str, arg_groups: dict[str, str] | None = None, python: str | None = None
+) -> SglangTree:
+    package = root / "sglang"
+    (package / "srt").mkdir(parents=True)
+    (package / "srt/server_args.py").write_text(server_args)
+    for name, text in (arg_groups or {}).items():
+        path = package / "srt/arg_groups" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return SglangTree(package, "0.5.20", InstallKind.PATH, None, "test", python=python)
+
+
+def test_release_options_from_add_argument_literals(tmp_path: Path) -> None:
+    tree = tree_with(tmp_path, 'parser.add_argument("--enable-flashinfer-allreduce-fusion", action="store_true")\n')
+    assert launch.release_options(tree) == OLD
+
+
+def test_release_options_from_fields_unless_no_cli(tmp_path: Path) -> None:
+    fields = (
+        "class ServerArgs:\n"
+        "    flashinfer_allreduce_fusion_backend: str = 'auto'\n"
+        "    enforce_disable_flashinfer_allreduce_fusion: Annotated[bool, Opt(no_cli = True)] = False\n"
+    )
+    tree = tree_with(tmp_path, "x = 1\n", {"fusion.py": fields, "broken.py": "def (:\n"})
+    assert launch.release_options(tree) == {launch.BACKEND}
+
+
+def test_release_options_without_argument_code(tmp_path: Path) -> None:
+    tree = SglangTree(tmp_path / "sglang", None, InstallKind.PATH, None, "test")
+    assert launch.release_options(tree) == set()
+
+
+def test_launch_names_the_flag_and_the_hatch(tmp_path: Path) -> None:
+    tree = tree_with(tmp_path, "")
+    [new] = launch.launch(tree, BACKEND)
+    assert new.severity is Severity.INFO
+    assert new.summary == "turn fusion on with --flashinfer-allreduce-fusion-backend trtllm"
+    assert new.detail.startswith("auto resolves to trtllm") and launch.HATCH in new.detail
+    assert new.source == f"{tree.path('srt/server_args.py')} (and arg_groups/)"
+    [old] = launch.launch(tree, OLD)
+    assert old.summary == "turn fusion on with --enable-flashinfer-allreduce-fusion"
+    assert old.detail.startswith("no option turns off the auto-enable here")
+    [none] = launch.launch(tree, set())
+    assert none.severity is Severity.WARNING and none.summary == "no fusion option found in this release's arguments"
+
+
+@pytest.mark.parametrize(
+    ("size", "severity", "summary"),
+    [
+        (1, Severity.INFO, "TP 1: no allreduce to fuse"),
+        (2, Severity.INFO, "TP 2: upstream measured +5.2 % median decode with fusion on SM12x"),
+        (4, Severity.WARNING, "TP 4: a regression was reported at TP4 on PCIe"),
+        (8, Severity.WARNING, "TP 8: a regression was reported at TP4 on PCIe"),
+    ],
+)
+def test_tp(size: int, severity: Severity, summary: str) -> None:
+    [finding] = launch.tp(size, BACKEND)
+    assert (finding.severity, finding.summary) == (severity, summary)
+    if size > 1:
+        assert f"`sm120patch bench --tp {size}`" in finding.detail
+
+
+def test_tp_says_nothing_without_tp_or_a_fusion_option() -> None:
+    assert launch.tp(None, BACKEND) == [] and launch.tp(4, set()) == []
+
+
+def test_tp_above_two_names_the_escape_of_this_release() -> None:
+    assert launch.tp(4, BACKEND)[0].detail.endswith(launch.escape(BACKEND))
+    assert launch.tp(4, OLD)[0].detail.endswith(launch.escape(OLD))
+
+
+def test_default_python(tmp_path: Path) -> None:
+    env = tmp_path / "venv"
+    (env / "bin").mkdir(parents=True)
+    (env / "bin/python").touch()
+    assert launch.default_python(None, str(env)) == str(env / "bin/python")
+    assert launch.default_python(None, "/opt/bin/python3") == "/opt/bin/python3"
+    assert launch.default_python(None, str(tmp_path)) == str(tmp_path)  # a directory without a python
+    tree = tree_with(tmp_path / "t", "", python="/serving/bin/python")
+    assert launch.default_python(tree, None) == "/serving/bin/python"
+    assert launch.default_python(tree, "/other/python") == "/other/python"
+    assert launch.default_python(None, None) == sys.executable
