@@ -17,11 +17,29 @@ from sm120patch import FIRST_SUPPORTED, LAST_KNOWN, __version__
 from sm120patch.errors import ExitCode, ToolError
 
 if TYPE_CHECKING:  # the modules behind the commands load when a command runs, not for --help
+    from click.shell_completion import CompletionItem
+
     from sm120patch.locate.tree import SglangTree
     from sm120patch.report.outcome import Outcome
 
 PYTHON_HELP = "Interpreter (or venv / conda env root) of the environment that serves sglang."
 PATH_HELP = "The sglang package directory itself (site-packages/sglang, or a checkout's python/sglang)."
+
+
+def _complete_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Patch ids for ``--only`` / ``--skip``, completing the last of a comma-separated list."""
+    from click.shell_completion import CompletionItem
+
+    from sm120patch.plan.registry import all_patches
+
+    done, _, last = incomplete.rpartition(",")
+    prefix = f"{done}," if done else ""
+    taken = set(done.split(","))
+    return [
+        CompletionItem(prefix + p.id, help=p.summary)
+        for p in all_patches()
+        if p.id.startswith(last) and p.id not in taken
+    ]
 
 
 def _ids(value: str | None) -> list[str]:
@@ -131,8 +149,13 @@ def main() -> None:
 
 @main.command()
 @_tree_command
-@click.option("--only", metavar="IDS", help="Comma-separated patch ids; their dependencies are pulled in.")
-@click.option("--skip", metavar="IDS", help="Comma-separated patch ids to leave out.")
+@click.option(
+    "--only",
+    metavar="IDS",
+    shell_complete=_complete_ids,
+    help="Comma-separated patch ids; their dependencies are pulled in.",
+)
+@click.option("--skip", metavar="IDS", shell_complete=_complete_ids, help="Comma-separated patch ids to leave out.")
 @click.option("--dry-run", is_flag=True, help="Write nothing; print the unified diff.")
 @click.option(
     "--strict",
