@@ -24,12 +24,18 @@ from sm120patch.transaction.fsutil import sha256_file
 DEMO_VERSION = "0.5.9"  # the release the original hand fix (sed + grep) was verified on
 
 
-def wheel_cache() -> Path:
-    base = os.environ.get("SM120PATCH_WHEEL_CACHE")
+def cache_root() -> Path:
+    """Where downloads are kept: ``SM120PATCH_CACHE``, else ``$XDG_CACHE_HOME/sm120patch``."""
+    base = os.environ.get("SM120PATCH_CACHE")
     if base:
         return Path(base)
     xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "sm120patch" / "wheels"
+    return Path(xdg) / "sm120patch"
+
+
+def wheel_cache() -> Path:
+    base = os.environ.get("SM120PATCH_WHEEL_CACHE")
+    return Path(base) if base else cache_root() / "wheels"
 
 
 def fetch(dist: str, version: str) -> Path:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.commands.demo import wheel_cache
+from sm120patch.commands.demo import cache_root
 
 TORCH = "torch==2.13.0"  # the CPU build this machine kind keeps on disk (no GPU here)
 
@@ -14,7 +14,7 @@ TORCH = "torch==2.13.0"  # the CPU build this machine kind keeps on disk (no GPU
 @pytest.fixture(scope="session")
 def cpu_torch_python() -> Path:
     """A cached venv with the real CPU build of torch: a serving interpreter without a GPU."""
-    venv = wheel_cache().parent / "venvs" / "torch-2.13.0-cpu"
+    venv = cache_root() / "venvs" / "torch-2.13.0-cpu"
     python = venv / "bin" / "python"
     if not (venv / ".complete").exists():
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
