@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Any, ClassVar
 
 
 class ExitCode(IntEnum):
@@ -13,9 +14,23 @@ class ExitCode(IntEnum):
 
 
 class ToolError(Exception):
-    """A problem the user can act on; its message is shown without a traceback."""
+    """A problem the user can act on; its message is shown without a traceback.
 
-    exit_code = ExitCode.NOT_AS_ASKED
+    Only the subclasses are raised, and each carries its own ``exit_code``: catch
+    ``ToolError``, raise ``NotAsAsked``, ``EnvironmentProblem`` or ``InternalError``.
+    """
+
+    exit_code: ClassVar[ExitCode]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not isinstance(getattr(cls, "exit_code", None), ExitCode):
+            raise TypeError(f"{cls.__name__} must set exit_code (an ExitCode)")
+
+    def __init__(self, *args: object) -> None:
+        if type(self) is ToolError:
+            raise TypeError("raise a subclass of ToolError: the subclass says the exit code")
+        super().__init__(*args)
 
 
 class NotAsAsked(ToolError):

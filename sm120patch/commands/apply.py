@@ -1,5 +1,5 @@
 """``sm120patch apply``: plan, refuse what must not be written, then back up and replace
-atomically under the lock (the journal protocol in ``transaction``)."""
+atomically under the lock (the journal protocol in ``transaction/journal.py``)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from sm120patch.plan.registry import all_patches
 from sm120patch.plan.trust import record, trusted_plan
 from sm120patch.plan.types import Plan
 from sm120patch.report.outcome import Command, Outcome
-from sm120patch.transaction.journal import check_writable, commit, recover, remove_temps, stage, still_current
+from sm120patch.transaction.journal import Change, Op, check_writable, commit, recover, remove_temps, stage, unchanged
 from sm120patch.transaction.state import Manifest, StateDir
 
 
@@ -70,7 +70,7 @@ def apply(
         if recovered:
             outcome.notes.append(recovered)
         remove_temps(state, [f.path for f in plan.files])
-        if recovered or not still_current(plan):
+        if recovered or not _still_current(plan):
             # Another run changed the tree while we waited for the lock: plan again.
             plan = plan_tree(tree, patches, change=True)
         if plan.changes and not why_not_written(plan):
@@ -88,7 +88,7 @@ def _refresh_record(state: StateDir, plan: Plan, patches: list[Patch]) -> None:
         return
     with state.lock():
         manifest = state.load()
-        if manifest is None or not still_current(plan):
+        if manifest is None or not _still_current(plan):
             return
         record(plan, manifest, [p.id for p in all_patches()])
         state.save(manifest)
@@ -106,11 +106,27 @@ def _write(outcome: Outcome, plan: Plan, state: StateDir) -> None:
         )
         manifest = None
     manifest = manifest or Manifest(tree.version, str(tree.package_dir))
-    entries = stage(state, plan, manifest)
+    entries = stage(state, _changes(plan), manifest)
     record(plan, manifest, [p.id for p in all_patches()])
-    commit(state, entries, manifest, Command.APPLY.value)
+    commit(state, entries, manifest, Op.APPLY)
     outcome.written = [e.rel for e in entries]
     outcome.changes = plan_changes(plan)
+
+
+def _still_current(plan: Plan) -> bool:
+    """Whether every planned file still has the bytes the plan was made from."""
+    return unchanged((f.path, f.original) for f in plan.files)
+
+
+def _changes(plan: Plan) -> list[Change]:
+    """The plan's changed files as the transaction takes them."""
+    changes = []
+    for f in plan.changes:
+        # The planner changes existing files only.
+        assert f.original is not None
+        assert f.updated is not None
+        changes.append(Change(f.rel, f.path, f.original, f.updated, f.applies))
+    return changes
 
 
 def _report_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool, by_hash: bool = False) -> Outcome:

@@ -10,7 +10,7 @@ from sm120patch.locate.tree import SglangTree
 from sm120patch.plan.registry import all_patches
 from sm120patch.report.outcome import Command, Outcome
 from sm120patch.transaction.fsutil import sha256
-from sm120patch.transaction.journal import Entry, check_writable, commit, recover, remove_temps
+from sm120patch.transaction.journal import Entry, Op, check_writable, commit, recover, remove_temps
 from sm120patch.transaction.state import Manifest, StateDir
 
 
@@ -107,7 +107,7 @@ def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: boo
         outcome.headline = f"dry run: would restore {len(entries)} file(s); nothing written"
         return outcome
     check_writable([Path(e.path) for e in entries])
-    commit(state, entries, None, Command.REVERT.value)
+    commit(state, entries, None, Op.REVERT)
     outcome.written = [e.rel for e in entries]
     outcome.files = file_statuses(tree, sorted(manifest.files), None)
     outcome.state = state_summary(state, None, tree)

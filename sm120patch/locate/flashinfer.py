@@ -55,6 +55,8 @@ def supported_majors(comm_py: Path) -> tuple[int, ...] | None:
 
 
 def by_version(version: str | None) -> bool | None:
+    """Whether FlashInfer ``version`` has the SM12x kernel, by its number alone (for a pin,
+    where no code is at hand); None for no version or one that does not parse."""
     if not version:
         return None
     try:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -117,16 +118,23 @@ def release_of(version: str | None) -> str | None:
         return version
 
 
-def _from_probe(data: dict, how_found: str) -> SglangTree | None:
+def install_kind(dist_info: Path | None, direct_url: object) -> InstallKind:
+    """How sglang got there: ``direct_url`` is its ``direct_url.json`` (PEP 610), read or not
+    (None); an editable install says ``"dir_info": {"editable": true}`` there."""
+    dir_info = direct_url.get("dir_info") if isinstance(direct_url, dict) else None
+    if isinstance(dir_info, dict) and dir_info.get("editable"):
+        return InstallKind.EDITABLE
+    return InstallKind.WHEEL if dist_info is not None else InstallKind.PATH
+
+
+def _from_probe(data: dict[str, Any], how_found: str) -> SglangTree | None:
     if not data.get("package_dir"):
         return None
-    direct_url = data.get("direct_url") or {}
-    editable = bool((direct_url.get("dir_info") or {}).get("editable"))
     dist_info = Path(data["dist_info"]) if data.get("dist_info") else None
     return SglangTree(
         package_dir=Path(data["package_dir"]),
         version=data.get("version"),
-        install_kind=InstallKind.EDITABLE if editable else (InstallKind.WHEEL if dist_info else InstallKind.PATH),
+        install_kind=install_kind(dist_info, data.get("direct_url")),
         dist_info=dist_info,
         how_found=how_found,
         python=data.get("python"),
@@ -135,7 +143,7 @@ def _from_probe(data: dict, how_found: str) -> SglangTree | None:
     )
 
 
-def run_probe(python: str) -> dict:
+def run_probe(python: str) -> dict[str, Any]:
     """Run the stdlib probe in another interpreter and return what it found."""
     exe = Path(python)
     if exe.is_dir():  # a venv or conda env given by its root
@@ -157,9 +165,12 @@ def run_probe(python: str) -> dict:
             f"{proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else 'no output'}"
         )
     try:
-        return json.loads(proc.stdout)
+        data = json.loads(proc.stdout)
     except ValueError as exc:
         raise EnvironmentProblem(f"--python {python}: unreadable probe output") from exc
+    if not isinstance(data, dict):
+        raise EnvironmentProblem(f"--python {python}: unreadable probe output")
+    return data
 
 
 _VERSION_ASSIGN = re.compile(r"""^(?:__version__|version)\s*=\s*(?:version\s*=\s*)?["']([^"']+)["']""", re.M)
@@ -217,6 +228,16 @@ def _sibling_dist_info(package_dir: Path) -> Path | None:
     return max(matches, key=lambda p: p.stat().st_mtime) if matches else None
 
 
+def _direct_url(dist_info: Path | None) -> object:
+    """The install's ``direct_url.json``, or None when there is none or it does not parse."""
+    if dist_info is None:
+        return None
+    try:
+        return json.loads((dist_info / "direct_url.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def from_directory(directory: Path) -> SglangTree:
     """``--sglang-path``: the ``sglang`` package dir, or a dir that contains it."""
     if not directory.is_dir():
@@ -237,20 +258,12 @@ def from_directory(directory: Path) -> SglangTree:
     package_dir = package_dir.resolve()
     dist_info = _sibling_dist_info(package_dir)
     version = _metadata_field(dist_info / "METADATA", "version") if dist_info else None
-    install_kind = InstallKind.WHEEL if dist_info else InstallKind.PATH
-    if dist_info is not None:
-        try:
-            direct = json.loads((dist_info / "direct_url.json").read_text(encoding="utf-8"))
-            if (direct.get("dir_info") or {}).get("editable"):
-                install_kind = InstallKind.EDITABLE
-        except (OSError, ValueError):
-            pass
     if version is None:
         version = checkout_version(package_dir)
     return SglangTree(
         package_dir,
         version,
-        install_kind,
+        install_kind(dist_info, _direct_url(dist_info)),
         dist_info,
         how_found=f"--sglang-path {directory}",
         flashinfer=_sibling_flashinfer(package_dir.parent),

@@ -1,1 +1,1 @@
-"""The patch registry: one module per patch (installed as ``sm120patch.patches``)."""
+"""The patches, one module each; ``plan.registry`` finds them."""

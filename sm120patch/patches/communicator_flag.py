@@ -5,11 +5,11 @@ from __future__ import annotations
 import libcst as cst
 
 from sm120patch.patchkit.cst_helpers import code, module_assignments, replace_all
-from sm120patch.patchkit.layout import ADD_NORM, COMMUNICATOR
+from sm120patch.patchkit.layout import ADD_NORM, COMMUNICATOR, SM120_FLAG
 from sm120patch.patchkit.model import Anchor, Edit, Example, Finding, Kind, Patch, PatchContext, Releases, State
 from sm120patch.patchkit.sm_terms import FLAG, first_sm_term, sm120_term, sm_terms_in
 
-NAME = "_is_sm120_supported"
+NAME = SM120_FLAG
 SM100 = "_is_sm100_supported"
 
 

@@ -18,9 +18,9 @@ from sm120patch.patchkit.cst_helpers import (
     replace_all,
     walk,
 )
-from sm120patch.patchkit.decide import helper_import, unbound
+from sm120patch.patchkit.decide import helper_import, unbound_sm120
 from sm120patch.patchkit.imports import ImportSite, insert_after
-from sm120patch.patchkit.layout import COMM_FUSION, SM120_HELPER
+from sm120patch.patchkit.layout import COMM_FUSION, SM120_FLAG, SM120_HELPER
 from sm120patch.patchkit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, State
 from sm120patch.patchkit.sm_terms import (
     HELPER,
@@ -36,7 +36,6 @@ from sm120patch.patchkit.sm_terms import (
 FUNCTION = "_flashinfer_trtllm_workspace_allocation_sizes"
 QUERY = "cuMulticastGetGranularity"
 SINCE = "0.5.11"
-FLAG_NAME = "_is_sm120_supported"  # a cached SM12x flag, where the file has one
 
 
 def _is_multicast_api(node: cst.CSTNode) -> bool:
@@ -83,8 +82,8 @@ def _sm12x_term(module: cst.Module, ctx: PatchContext) -> tuple[cst.BaseExpressi
     platform = first_sm_term(module, PLATFORM)
     if platform is not None:
         return sm120_term(platform), None
-    if binds_at_import(module, FLAG_NAME):
-        return cst.Name(FLAG_NAME), None
+    if binds_at_import(module, SM120_FLAG):
+        return cst.Name(SM120_FLAG), None
     call = cst.Call(func=cst.Name(SM120_HELPER))
     if binds_at_import(module, SM120_HELPER) or SM120_HELPER in ctx.provided:
         return call, None
@@ -308,14 +307,9 @@ class WorkspacePreflight(Patch):
                 FUNCTION,
                 [node.test],
             )
-        missing = unbound(module, ctx, [t for t in sm_terms_in(node.test) if t.arch in ("sm120", "sm121")])
-        if missing:
-            return Finding(
-                State.DRIFT,
-                f"{FUNCTION} uses {', '.join(missing)} but the module never binds it (a hand edit?)",
-                FUNCTION,
-                [node.test],
-            )
+        drift = unbound_sm120(module, ctx, sm_terms_in(node.test), FUNCTION, [node.test])
+        if drift is not None:
+            return drift
         return Finding(
             State.APPLIED, f"{FUNCTION}: {shown} guards the multicast query", FUNCTION, [node.test], scopes=[function]
         )

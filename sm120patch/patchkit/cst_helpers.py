@@ -104,6 +104,14 @@ def code(node: cst.CSTNode) -> str:
     return " ".join(cst.Module([]).code_for_node(node).split())
 
 
+def without_comment(ws: cst.BaseParenthesizableWhitespace) -> cst.BaseParenthesizableWhitespace:
+    """Whitespace with its comment and blank lines dropped, so that copying a separator
+    (before a new ``or`` term, after a new import name) never copies a comment."""
+    if isinstance(ws, cst.ParenthesizedWhitespace):
+        return ws.with_changes(first_line=cst.TrailingWhitespace(newline=ws.first_line.newline), empty_lines=())
+    return ws
+
+
 @cache
 def _node_fields(kind: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(kind))

@@ -1,12 +1,16 @@
-"""What every gate patch shares: finding its anchor, and the one state decision.
+"""What the gate patches share: finding their anchors, and the state of their SM clauses.
 
-``decide`` is the only place that says pending / applied / not-needed for an SM test:
+``decide`` says pending / applied / not-needed for the SM clauses a gate patch found
+(communicator-fusion-gate, fusion-backend-resolver, server-args-auto-enable):
 
 * a clause that does not admit SM12x is widened (pending), importing the helper the new
   term calls where the file lacks it;
 * every clause admits SM12x and one names SM120 itself: applied, provided every name the
-  SM120 terms need is bound (here, or by a patch this one requires);
+  SM120 terms need is bound (here, or by a patch this one requires: ``unbound_sm120``);
 * every clause admits SM12x through ``blackwell``: upstream already lets it through.
+
+The other patches decide their own states (an import, a flag, workspace-preflight's guard)
+and share ``helper_import`` and ``unbound_sm120`` from here.
 """
 
 from __future__ import annotations
@@ -21,13 +25,13 @@ from sm120patch.patchkit.layout import HELPER_MODULES, SM120_HELPER
 from sm120patch.patchkit.model import Anchor, Finding, Kind, PatchContext, State
 from sm120patch.patchkit.sm_terms import (
     HELPER,
-    SM120_ARCHS,
     Clause,
     SmTerm,
     admits_sm12x,
     describe,
     names_sm120,
     sm120_term,
+    sm120_terms,
     template_term,
     widen,
 )
@@ -59,6 +63,19 @@ def unbound(module: cst.Module, ctx: PatchContext, terms: Sequence[SmTerm]) -> l
     return sorted(n for n in names if n not in ctx.provided and not binds_at_import(module, n))
 
 
+def unbound_sm120(
+    module: cst.Module, ctx: PatchContext, terms: Sequence[SmTerm], where: str, evidence: Sequence[cst.CSTNode]
+) -> Finding | None:
+    """Drift when an SM120 term among ``terms`` uses a name nothing binds (a hand edit that
+    added the term but not its import or flag); None when every such name is bound."""
+    missing = unbound(module, ctx, sm120_terms(terms))
+    if not missing:
+        return None
+    return Finding(
+        State.DRIFT, f"{where} uses {', '.join(missing)} but the module never binds it (a hand edit?)", where, evidence
+    )
+
+
 def helper_import(module: cst.Module, ctx: PatchContext, anchor_name: str | None) -> ImportSite | str:
     """Where ``is_sm120_supported`` can be imported, or why it cannot."""
     site = find_import_site(module, HELPER_MODULES, anchor_name, SM120_HELPER)
@@ -84,15 +101,9 @@ def decide(
     if to_widen:
         return _widening(module, ctx, to_widen, where, evidence, scopes)
     if any(names_sm120(c.terms) for c in clauses):
-        sm120 = [t for c in clauses for t in c.terms if t.arch in SM120_ARCHS]
-        missing = unbound(module, ctx, sm120)
-        if missing:
-            return Finding(
-                State.DRIFT,
-                f"{where} uses {', '.join(missing)} but the module never binds it (a hand edit?)",
-                where,
-                evidence,
-            )
+        drift = unbound_sm120(module, ctx, [t for c in clauses for t in c.terms], where, evidence)
+        if drift is not None:
+            return drift
         shown = "; ".join(code(c.node) for c in clauses if names_sm120(c.terms))
         return Finding(State.APPLIED, f"{where}: {shown}", where, evidence, scopes=scopes)
     return Finding(

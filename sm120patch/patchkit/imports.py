@@ -13,7 +13,13 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from sm120patch.patchkit.cst_helpers import bound_name, from_module_name, import_froms, imported_names
+from sm120patch.patchkit.cst_helpers import (
+    bound_name,
+    from_module_name,
+    import_froms,
+    imported_names,
+    without_comment,
+)
 
 
 @dataclass(frozen=True)
@@ -56,12 +62,6 @@ def _with_last_line(
     return ws
 
 
-def _without_comment(ws: cst.BaseParenthesizableWhitespace) -> cst.BaseParenthesizableWhitespace:
-    if isinstance(ws, cst.ParenthesizedWhitespace):
-        return ws.with_changes(first_line=cst.TrailingWhitespace(newline=ws.first_line.newline), empty_lines=())
-    return ws
-
-
 def insert_after(site: ImportSite, name: str) -> cst.ImportFrom:
     """``site.node`` with ``name`` inserted right after the anchor alias."""
     names = imported_names(site.node)
@@ -72,18 +72,18 @@ def insert_after(site: ImportSite, name: str) -> cst.ImportFrom:
     separator: cst.BaseParenthesizableWhitespace = cst.SimpleWhitespace(" ")
     for alias in names[:-1]:
         if isinstance(alias.comma, cst.Comma):
-            separator = _without_comment(alias.comma.whitespace_after)
+            separator = without_comment(alias.comma.whitespace_after)
             break
     else:
         if site.node.lpar is not None:
-            separator = _without_comment(site.node.lpar.whitespace_after)
+            separator = without_comment(site.node.lpar.whitespace_after)
     item_indent = separator.last_line if isinstance(separator, cst.ParenthesizedWhitespace) else None
 
     if isinstance(anchor.comma, cst.Comma):
         # Middle item, or last item with a trailing comma: the new item inherits the
         # anchor's comma layout (minus its comment); the anchor's comma now leads to it.
         new_comma: cst.Comma | cst.MaybeSentinel = anchor.comma.with_changes(
-            whitespace_after=_without_comment(anchor.comma.whitespace_after)
+            whitespace_after=without_comment(anchor.comma.whitespace_after)
         )
         anchor_ws = anchor.comma.whitespace_after
         if item_indent is not None:

@@ -12,4 +12,5 @@ COMM_FUSION = "srt/layers/flashinfer_comm_fusion.py"  # preflight 0.5.11+, resol
 
 #: Where sglang's SM helpers are imported from (``utils`` re-exports ``utils.common``).
 HELPER_MODULES = ("sglang.srt.utils", "sglang.srt.utils.common")
-SM120_HELPER = "is_sm120_supported"
+SM120_HELPER = "is_sm120_supported"  # the helper sglang.srt.utils defines from 0.5.4
+SM120_FLAG = "_is_sm120_supported"  # the module-level flag the patches cache it in

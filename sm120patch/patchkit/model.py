@@ -2,8 +2,9 @@
 
 A patch never edits text.  ``check`` reads a parsed file and says which of four states the
 code is in; a *pending* finding carries the change that makes it *applied*, in memory.
-``apply``, ``verify`` and ``list`` all run the same ``check``, so "already applied" and
-"the code moved" are told apart by the same matchers that do the rewriting.
+``apply``, ``verify`` and ``list`` all run the same ``check`` (or read what it recorded for
+byte-identical files, plan/trust.py), so "already applied" and "the code moved" are told
+apart by the same matchers that do the rewriting.
 
 Where a patch looks is data: its ``anchors`` name the file, the function (or assignment,
 or import) and the releases where that shape was seen.  A new sglang variant (a renamed
@@ -178,12 +179,9 @@ class Patch(ABC):
             return Finding(State.NOT_NEEDED, f"nothing to change before sglang {self.since} (no {rel})")
         return Finding(State.DRIFT, f"none of {', '.join(self.files)} exists in {ctx.release}")
 
-    def anchor_at(self, version: str, rel: str | None = None) -> Anchor | None:
-        """The anchor row that covers ``version`` (in ``rel``, if given)."""
-        for anchor in self.anchors:
-            if version in anchor.seen and (rel is None or anchor.file == rel):
-                return anchor
-        return None
+    def anchor_at(self, version: str) -> Anchor | None:
+        """The anchor row that covers ``version``."""
+        return next((anchor for anchor in self.anchors if version in anchor.seen), None)
 
     @property
     def doc(self) -> str:

@@ -16,10 +16,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from sm120patch.patchkit.cst_helpers import code, walk
+from sm120patch.patchkit.cst_helpers import code, walk, without_comment
+from sm120patch.patchkit.layout import SM120_FLAG, SM120_HELPER
 
 #: Architectures whose SM term already admits SM12x (12.0 and 12.1).
 SM12X_ARCHS = frozenset({"sm120", "sm121", "blackwell"})
+#: Architectures a term names as SM120 itself: the terms the patches add are of these.
 SM120_ARCHS = frozenset({"sm120", "sm121"})
 
 
@@ -79,8 +81,8 @@ HELPER = Spelling(
     "0.5.4 - 0.5.18 (gates, auto-enable, resolver)",
     cst.Call,
     _read_helper,
-    lambda template: cst.Call(func=cst.Name("is_sm120_supported")),
-    "is_sm120_supported",
+    lambda template: cst.Call(func=cst.Name(SM120_HELPER)),
+    SM120_HELPER,
 )
 FLAG = Spelling(
     "cached flag",
@@ -88,8 +90,8 @@ FLAG = Spelling(
     "0.4.9 - 0.5.23 (the fusion-gate module)",
     cst.Name,
     _read_flag,
-    lambda template: cst.Name("_is_sm120_supported"),
-    "_is_sm120_supported",
+    lambda template: cst.Name(SM120_FLAG),
+    SM120_FLAG,
 )
 PLATFORM = Spelling(
     "platform attribute",
@@ -143,8 +145,13 @@ def admits_sm12x(terms: Sequence[SmTerm]) -> bool:
     return any(t.arch in SM12X_ARCHS for t in terms)
 
 
+def sm120_terms(terms: Sequence[SmTerm]) -> list[SmTerm]:
+    """The terms that name SM120 itself (``sm120``, ``sm121``), not ``blackwell``."""
+    return [t for t in terms if t.arch in SM120_ARCHS]
+
+
 def names_sm120(terms: Sequence[SmTerm]) -> bool:
-    return any(t.arch in SM120_ARCHS for t in terms)
+    return bool(sm120_terms(terms))
 
 
 def _or_operands(node: cst.BaseExpression) -> list[cst.BaseExpression] | None:
@@ -232,16 +239,6 @@ def sm120_term(template: SmTerm) -> cst.BaseExpression:
     return template.spelling.sm120(template.node)
 
 
-def _plain(ws: cst.BaseParenthesizableWhitespace) -> cst.BaseParenthesizableWhitespace:
-    """Whitespace with its comment and blank lines dropped, so copying it never copies a comment."""
-    if isinstance(ws, cst.ParenthesizedWhitespace):
-        return ws.with_changes(
-            first_line=cst.TrailingWhitespace(newline=ws.first_line.newline),
-            empty_lines=(),
-        )
-    return ws
-
-
 def widen(clause: Clause) -> cst.BaseExpression:
     """``clause`` with ``or <SM120 term>`` appended, laid out like its last ``or``.
 
@@ -253,8 +250,8 @@ def widen(clause: Clause) -> cst.BaseExpression:
     if isinstance(node, cst.BooleanOperation):
         last_or = node.operator
         operator = cst.Or(
-            whitespace_before=_plain(last_or.whitespace_before),
-            whitespace_after=_plain(last_or.whitespace_after),
+            whitespace_before=without_comment(last_or.whitespace_before),
+            whitespace_after=without_comment(last_or.whitespace_after),
         )
         return cst.BooleanOperation(
             left=node.with_changes(lpar=(), rpar=()),

@@ -19,7 +19,7 @@ from sm120patch.patchkit.model import Finding, Patch, PatchContext, State
 from sm120patch.plan import releases
 from sm120patch.plan.evidence import emit
 from sm120patch.plan.registry import provided_for
-from sm120patch.plan.types import FilePlan, PatchReport, Plan
+from sm120patch.plan.types import Evidence, FilePlan, PatchReport, Plan
 
 
 def _parse(rel: str, data: bytes) -> cst.Module | str:
@@ -37,7 +37,7 @@ def _report(
     state: State,
     detail: str,
     where: str = "",
-    evidence: list | None = None,
+    evidence: list[Evidence] | None = None,
     state_after: State | None = None,
 ) -> PatchReport:
     return PatchReport(patch.id, patch.summary, patch.requires, rel, state, detail, where, evidence or [], state_after)

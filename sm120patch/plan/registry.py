@@ -1,4 +1,4 @@
-"""The registry: one patch per module of ``patches/`` (installed as ``sm120patch.patches``)."""
+"""The registry: the ``Patch`` subclass of each module of ``sm120patch.patches`` (one patch a module)."""
 
 from __future__ import annotations
 

@@ -121,7 +121,8 @@ def refusal(tree: SglangTree) -> str | None:
 
 
 def flashinfer_has_sm12x_kernel(version: str | None) -> bool | None:
-    """By version alone (for a pin, where no code is at hand)."""
+    """``locate.flashinfer.by_version``, under its old name for report/as_json.py and
+    scripts/compat_table.py; remove once they call that directly."""
     return flashinfer_kernel.by_version(version)
 
 
@@ -147,7 +148,7 @@ def flashinfer_warning(
             f"that does is {FLASHINFER_SM12X} (flashinfer#3903). {consequence} {upgrade}"
         )
     pin = pin_for(sglang_version)
-    if flashinfer_has_sm12x_kernel(pin) is not False:
+    if flashinfer_kernel.by_version(pin) is not False:
         return None
     return (
         f"FlashInfer is not installed here; sglang {sglang_version} pins {pin}, which has no SM12x "

@@ -1,8 +1,9 @@
 """Trust by hash: patch states taken from the manifest instead of parsing, when that is safe.
 
-``apply`` records, once it has written the tree, every file's sha256 and every patch's
-report in it (``Manifest.checked``).  ``verify``, ``list`` and a no-op ``apply`` use those
-reports instead of parsing, and never load libcst, only when all of this holds:
+``apply`` records in the manifest it leaves behind (``Manifest.checked``, a ``CheckedFile``
+per file) every file's sha256 and every patch's report as the written tree has them.
+``verify``, ``list``, ``doctor`` and a no-op ``apply`` use those reports instead of parsing,
+and never load libcst, only when all of this holds:
 
 * the manifest was written by this very code (``fingerprint.code_fingerprint``: version,
   patch set and every line of sm120patch), for the sglang version installed now;
@@ -19,13 +20,32 @@ manifest) falls back to the full structural check.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from sm120patch.locate.tree import SglangTree
-from sm120patch.patchkit.model import State
 from sm120patch.plan.fingerprint import code_fingerprint
-from sm120patch.plan.types import Evidence, FilePlan, PatchReport, Plan
+from sm120patch.plan.types import FilePlan, PatchReport, Plan
 from sm120patch.transaction.fsutil import sha256
-from sm120patch.transaction.state import CheckedFile, Manifest, StateDir
+from sm120patch.transaction.state import Manifest, StateDir
+
+
+@dataclass
+class CheckedFile:
+    """What the last apply saw in a file once the tree was written: its sha256 and every
+    patch's report.  ``trusted_plan`` believes these only for byte-identical files."""
+
+    sha256: str
+    reports: list[PatchReport]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sha256": self.sha256, "reports": [r.to_json() for r in self.reports]}
+
+    @classmethod
+    def from_json(cls, rel: str, data: Mapping[str, Any]) -> CheckedFile:
+        """KeyError, TypeError or ValueError when ``data`` is not what ``to_json`` wrote."""
+        return cls(data["sha256"], [PatchReport.from_json(rel, r) for r in data["reports"]])
 
 
 def _seal(manifest: Manifest) -> str:
@@ -34,7 +54,7 @@ def _seal(manifest: Manifest) -> str:
         "sglang_version": manifest.sglang_version,
         "patch_set": manifest.patch_set,
         "registry": manifest.registry,
-        "checked": {rel: [c.sha256, c.reports] for rel, c in sorted(manifest.checked.items())},
+        "checked": manifest.checked,
     }
     return sha256(json.dumps(fields, sort_keys=True).encode())
 
@@ -47,23 +67,8 @@ def record(plan: Plan, manifest: Manifest, registry: list[str]) -> None:
     manifest.checked = {}
     for f in plan.files:
         final = f.updated if f.changed else f.original
-        if final is None:
-            continue
-        manifest.checked[f.rel] = CheckedFile(
-            sha256(final),
-            [
-                {
-                    "id": r.id,
-                    "summary": r.summary,
-                    "requires": list(r.requires),
-                    "state": (r.state_after or r.state).value,
-                    "detail": r.detail,
-                    "where": r.where,
-                    "evidence": [[e.line, e.text] for e in r.evidence],
-                }
-                for r in f.reports
-            ],
-        )
+        if final is not None:
+            manifest.checked[f.rel] = CheckedFile(sha256(final), f.reports).to_json()
     manifest.seal = _seal(manifest)
 
 
@@ -81,27 +86,17 @@ def trusted_plan(tree: SglangTree, state: StateDir, manifest: Manifest | None) -
     ):
         return None
     files = []
-    for rel, checked in sorted(manifest.checked.items()):
+    for rel, data in sorted(manifest.checked.items()):
+        try:
+            checked = CheckedFile.from_json(rel, data)
+        except (KeyError, TypeError, ValueError):  # sealed, yet not a record this code writes
+            return None
         path = tree.path(rel)
         try:
-            data = path.read_bytes()
+            content = path.read_bytes()
         except OSError:
             return None
-        if sha256(data) != checked.sha256:
+        if sha256(content) != checked.sha256:
             return None
-        reports = [
-            PatchReport(
-                r["id"],
-                r["summary"],
-                tuple(r["requires"]),
-                rel,
-                State(r["state"]),
-                r["detail"],
-                r["where"],
-                [Evidence(line, text) for line, text in r["evidence"]],
-                State(r["state"]),
-            )
-            for r in checked.reports
-        ]
-        files.append(FilePlan(rel, path, data, reports=reports))
+        files.append(FilePlan(rel, path, content, reports=checked.reports))
     return Plan(tree, files)

@@ -5,8 +5,10 @@ Plain data (no libcst): reports, trust and the commands read it without loading 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import State
@@ -32,6 +34,36 @@ class PatchReport:
     evidence: list[Evidence] = field(default_factory=list)
     state_after: State | None = None  # after the planned change (== state when nothing changes)
 
+    def to_json(self) -> dict[str, Any]:
+        """The report as the manifest keeps it (``plan.trust``): as the file stands once the
+        planned change is written, so one state; the file is the key the record sits under."""
+        return {
+            "id": self.id,
+            "summary": self.summary,
+            "requires": list(self.requires),
+            "state": (self.state_after or self.state).value,
+            "detail": self.detail,
+            "where": self.where,
+            "evidence": [[e.line, e.text] for e in self.evidence],
+        }
+
+    @classmethod
+    def from_json(cls, file: str, data: Mapping[str, Any]) -> PatchReport:
+        """A report ``to_json`` wrote for ``file``: nothing changes, so the state after is the
+        state found.  KeyError, TypeError or ValueError when ``data`` is not one."""
+        state = State(data["state"])
+        return cls(
+            id=data["id"],
+            summary=data["summary"],
+            requires=tuple(data["requires"]),
+            file=file,
+            state=state,
+            detail=data["detail"],
+            where=data["where"],
+            evidence=[Evidence(line, text) for line, text in data["evidence"]],
+            state_after=state,
+        )
+
 
 @dataclass
 class FilePlan:
@@ -44,6 +76,11 @@ class FilePlan:
     @property
     def changed(self) -> bool:
         return self.updated is not None and self.updated != self.original
+
+    @property
+    def applies(self) -> tuple[str, ...]:
+        """The patches the planned change applies here: those pending before it."""
+        return tuple(r.id for r in self.reports if r.state is State.PENDING)
 
 
 @dataclass

@@ -19,6 +19,12 @@ from typing import Any
 
 FLAG = re.compile(r"^_is_(sm\d+|blackwell)(_supported)?$")
 
+#: What importing arbitrary sglang code may raise: any Exception (ImportError, OSError for a
+#: missing CUDA library, RuntimeError, ...) and SystemExit, which a module's dependency check
+#: may call at import time.  Each is a failure to report, not the end of the probe.
+#: KeyboardInterrupt and GeneratorExit are not: Ctrl-C stops the probe.
+IMPORT_FAILURES = (Exception, SystemExit)
+
 
 def _last_line(exc: BaseException) -> str:
     return traceback.format_exception_only(type(exc), exc)[-1].strip()
@@ -45,7 +51,7 @@ def main(argv: list[str]) -> int:
         if torch.cuda.is_available():
             result["torch"]["capability"] = list(torch.cuda.get_device_capability())
             result["torch"]["device"] = torch.cuda.get_device_name()
-    except Exception as exc:  # reported, and the exit code says it
+    except IMPORT_FAILURES as exc:  # reported, and the exit code says it
         result["torch"] = {"ok": False, "error": _last_line(exc)}
         code = 3
     if code == 0:
@@ -54,20 +60,20 @@ def main(argv: list[str]) -> int:
         try:
             importlib.import_module("sglang")
             result["sglang"] = {"ok": True}
-        except BaseException as exc:
+        except IMPORT_FAILURES as exc:
             result["sglang"] = {"ok": False, "error": _last_line(exc)}
             code = 4
     if code == 0:
         try:
             expression, value = _sm120(spelling)
             result["probe"] = {"ok": True, "expression": expression, "value": value}
-        except BaseException as exc:
+        except IMPORT_FAILURES as exc:
             result["probe"] = {"ok": False, "error": _last_line(exc)}
         for name in modules:
             entry: dict[str, Any] = {"module": name}
             try:
                 module = importlib.import_module(name)
-            except BaseException as exc:
+            except IMPORT_FAILURES as exc:
                 entry.update(ok=False, error=_last_line(exc))
             else:
                 flags = {k: v for k, v in sorted(vars(module).items()) if FLAG.match(k) and isinstance(v, bool)}

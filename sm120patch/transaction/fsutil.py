@@ -1,7 +1,7 @@
 """Durable file operations: atomic replace with fsync, mode and owner kept, stale .pyc dropped.
 
-``step(name)`` marks each point of the write path (write, fsync, rename; the journal, each
-replace and the finalize in transaction.py).  Production code installs nothing there; the
+``step(name)`` marks each point of the write path (write, fsync, rename here; the journal,
+each replace and the finalize in journal.py).  Production code installs nothing there; the
 reliability suite sets ``STEP_HOOK`` to kill the process or raise an I/O error at a chosen
 point (tests/faulty_cli.py, docs/reliability.md).
 """
@@ -43,18 +43,17 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, like: Path | None = None) -> None:
+def atomic_write(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` all at once: a reader sees the old or the new file.
 
     The bytes go to a temp file in the same directory, are fsynced, get the mode and owner
-    of ``like`` (default: ``path`` itself), and ``os.replace`` swaps them in; the directory
-    is fsynced so the rename survives power loss.  Symlinks are resolved first: the real
-    file is replaced and the link stays a link.
+    of the file they replace (if there is one), and ``os.replace`` swaps them in; the
+    directory is fsynced so the rename survives power loss.  Symlinks are resolved first:
+    the real file is replaced and the link stays a link.
     """
     real = Path(os.path.realpath(path))
-    reference = like if like is not None else real
     try:
-        st: os.stat_result | None = os.stat(reference)
+        st: os.stat_result | None = os.stat(real)
     except FileNotFoundError:
         st = None
     fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=TEMP_SUFFIX)
@@ -73,7 +72,7 @@ def atomic_write(path: Path, data: bytes, like: Path | None = None) -> None:
                     os.chown(tmp, st.st_uid, st.st_gid)
         step("rename")
         os.replace(tmp, real)
-    except BaseException:
+    except BaseException:  # a KeyboardInterrupt too: never leave the temp file, and re-raise
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
@@ -83,28 +82,17 @@ def atomic_write(path: Path, data: bytes, like: Path | None = None) -> None:
 TEMP_SUFFIX = ".sm120patch-tmp"
 
 
-def remove_stale_temps(directories: Iterable[Path]) -> int:
+def remove_stale_temps(directories: Iterable[Path]) -> None:
     """Delete temp files a killed run left behind (callers hold the tree's lock)."""
-    removed = 0
     for directory in set(directories):
         for leftover in directory.glob(f".*{TEMP_SUFFIX}"):
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
-                removed += 1
-            except FileNotFoundError:
-                pass
-    return removed
 
 
-def drop_pycache(source: Path) -> list[Path]:
+def drop_pycache(source: Path) -> None:
     """Delete cached bytecode of ``source`` so the next import compiles the new text."""
     real = Path(os.path.realpath(source))
-    cache = real.parent / "__pycache__"
-    removed = []
-    for pyc in cache.glob(f"{real.stem}.*.pyc"):
-        try:
+    for pyc in (real.parent / "__pycache__").glob(f"{real.stem}.*.pyc"):
+        with contextlib.suppress(FileNotFoundError):
             pyc.unlink()
-            removed.append(pyc)
-        except FileNotFoundError:
-            pass
-    return removed

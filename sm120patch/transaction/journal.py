@@ -14,6 +14,9 @@ A process killed anywhere leaves either no journal (nothing was replaced yet) or
 journal: the next run finishes it (``recover``), file by file, since every target is then
 either at its "before" hash (not yet replaced) or its "after" hash (done).  Anything else
 means someone else changed the file meanwhile, and recovery stops without touching it.
+
+This layer knows files, not patches: it takes paths, bytes, hashes and patch ids
+(``Change``, ``Entry``); the commands turn a plan into them.
 """
 
 from __future__ import annotations
@@ -23,19 +26,24 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sm120patch.errors import EnvironmentProblem, NotAsAsked
-from sm120patch.patchkit.model import State
 from sm120patch.transaction.fsutil import atomic_write, drop_pycache, remove_stale_temps, sha256, sha256_file, step
 from sm120patch.transaction.state import FileRecord, Manifest, StateDir
 
-if TYPE_CHECKING:
-    from sm120patch.plan.types import Plan
-
 JOURNAL_FORMAT = 1
+
+
+class Op(str, Enum):
+    """What a journal commits (its ``op`` field on disk)."""
+
+    APPLY = "apply"
+    REVERT = "revert"
 
 
 @dataclass(frozen=True)
@@ -47,9 +55,20 @@ class Entry:
     source: str  # new content, relative to the state dir
 
 
+@dataclass(frozen=True)
+class Change:
+    """One file apply replaces: its bytes now and after, and the patches the change applies."""
+
+    rel: str
+    path: Path
+    before: bytes
+    after: bytes
+    patches: tuple[str, ...]
+
+
 @dataclass
 class Journal:
-    op: str  # "apply" or "revert"
+    op: Op
     entries: list[Entry]
     manifest: dict[str, Any] | None  # what to leave behind; None: remove the state (revert)
     pid: int = field(default_factory=os.getpid)
@@ -57,16 +76,16 @@ class Journal:
     format: int = JOURNAL_FORMAT
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "op": self.op.value}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Journal:
         try:
             entries = [Entry(**e) for e in data["entries"]]
             return cls(
-                data["op"], entries, data["manifest"], data.get("pid", 0), data.get("started", "?"), data["format"]
+                Op(data["op"]), entries, data["manifest"], data.get("pid", 0), data.get("started", "?"), data["format"]
             )
-        except (KeyError, TypeError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:
             raise EnvironmentProblem(f"the journal of an interrupted run is corrupted ({exc})") from exc
 
 
@@ -95,40 +114,39 @@ def remove_temps(state: StateDir, targets: list[Path]) -> None:
     remove_stale_temps(d for d in dirs if d.is_dir())
 
 
-def still_current(plan: Plan) -> bool:
-    """Whether every planned file still has the bytes the plan was made from."""
-    for f in plan.files:
+def unchanged(expected: Iterable[tuple[Path, bytes | None]]) -> bool:
+    """Whether every file still has the bytes expected of it (None: the file is absent)."""
+    for path, data in expected:
         try:
-            current = f.path.read_bytes() if f.path.is_file() else None
+            current = path.read_bytes() if path.is_file() else None
         except OSError:
             return False
-        if current != f.original:
+        if current != data:
             return False
     return True
 
 
-def stage(state: StateDir, plan: Plan, manifest: Manifest) -> list[Entry]:
-    """Back up each original (first apply only) and stage each new content, durably."""
+def stage(state: StateDir, changes: Sequence[Change], manifest: Manifest) -> list[Entry]:
+    """Back up each original (first apply only) and stage each new content, durably; record
+    each file, and the patches its change applies, in ``manifest``."""
     entries = []
     try:
-        for f in plan.changes:
-            assert f.original is not None
-            assert f.updated is not None
-            before, after = sha256(f.original), sha256(f.updated)
-            record = manifest.files.get(f.rel)
+        for change in changes:
+            rel = change.rel
+            before, after = sha256(change.before), sha256(change.after)
+            record = manifest.files.get(rel)
             if record is None or (before not in (record.sha256_before, record.sha256_after)):
                 # First time this file is patched, or it was edited by hand since: back up what
                 # is there now, and keep the earlier backup aside rather than overwrite it.
                 if record is not None:
-                    state.keep_aside(f"superseded-{f.rel.replace('/', '_')}", state.backup_path(f.rel))
-                state.put(state.backup_path(f.rel), f.original)
-                record = FileRecord(before, after, [], f"backups/{f.rel}")
-            state.put(state.staged_path(f.rel), f.updated)
-            applied_here = [r.id for r in f.reports if r.state is State.PENDING]
+                    state.keep_aside(f"superseded-{rel.replace('/', '_')}", state.backup_path(rel))
+                state.put(state.backup_path(rel), change.before)
+                record = FileRecord(before, after, [], f"backups/{rel}")
+            state.put(state.staged_path(rel), change.after)
             record.sha256_after = after
-            record.patches = sorted(set(record.patches) | set(applied_here))
-            manifest.files[f.rel] = record
-            entries.append(Entry(f.rel, str(f.path), before, after, f"staged/{f.rel}"))
+            record.patches = sorted(set(record.patches) | set(change.patches))
+            manifest.files[rel] = record
+            entries.append(Entry(rel, str(change.path), before, after, f"staged/{rel}"))
     except OSError as exc:
         shutil.rmtree(state.root / "staged", ignore_errors=True)
         raise EnvironmentProblem(
@@ -137,20 +155,21 @@ def stage(state: StateDir, plan: Plan, manifest: Manifest) -> list[Entry]:
     return entries
 
 
-def commit(state: StateDir, entries: list[Entry], manifest: Manifest | None, op: str) -> None:
+def commit(state: StateDir, entries: list[Entry], manifest: Manifest | None, op: Op) -> None:
+    """Journal ``entries``, replace each target, then leave ``manifest`` (None: remove the state)."""
     journal = Journal(op, entries, manifest.to_json() if manifest is not None else None)
     try:
         step("journal")
         state.write_json(state.journal_path, journal.to_json())
     except OSError as exc:
         raise EnvironmentProblem(
-            f"{op} stopped before changing any sglang file: cannot write {state.journal_path} ({exc.strerror})"
+            f"{op.value} stopped before changing any sglang file: cannot write {state.journal_path} ({exc.strerror})"
         ) from exc
     try:
         _finish(state, journal)
     except OSError as exc:
         raise EnvironmentProblem(
-            f"{op} was stopped by an I/O error ({exc.strerror}: {exc.filename or '?'}). Each "
+            f"{op.value} was stopped by an I/O error ({exc.strerror}: {exc.filename or '?'}). Each "
             f"file is either as before or fully changed; {state.journal_path} lets the next "
             "`sm120patch apply` or `revert` finish the job once the problem is fixed"
         ) from exc
@@ -164,7 +183,7 @@ def _finish(state: StateDir, journal: Journal) -> list[str]:
             continue
         if current != entry.before:
             raise NotAsAsked(
-                f"interrupted {journal.op}: {entry.rel} is neither the version before "
+                f"interrupted {journal.op.value}: {entry.rel} is neither the version before "
                 f"({entry.before[:12]}) nor after ({entry.after[:12]}) the operation; it was "
                 f"changed by something else. Left as is. Compare it with "
                 f"{state.root / entry.source}, then remove {state.journal_path}"
@@ -172,7 +191,7 @@ def _finish(state: StateDir, journal: Journal) -> list[str]:
         source = state.root / entry.source
         data = source.read_bytes()
         if sha256(data) != entry.after:
-            raise NotAsAsked(f"interrupted {journal.op}: {source} is damaged; {entry.rel} left as is")
+            raise NotAsAsked(f"interrupted {journal.op.value}: {source} is damaged; {entry.rel} left as is")
         step("replace")
         atomic_write(Path(entry.path), data)
         drop_pycache(Path(entry.path))
@@ -198,6 +217,5 @@ def recover(state: StateDir) -> str | None:
     remove_stale_temps(Path(os.path.realpath(e.path)).parent for e in journal.entries)
     done = _finish(state, journal)
     files = ", ".join(done) if done else "no file needed it"
-    return (
-        f"recovered an interrupted {journal.op} (pid {journal.pid}, started {journal.started}): finished it ({files})"
-    )
+    op, pid, started = journal.op.value, journal.pid, journal.started
+    return f"recovered an interrupted {op} (pid {pid}, started {started}): finished it ({files})"

@@ -5,7 +5,7 @@ Docker layer or an rsync and lives on the same filesystem as the files it protec
 
     manifest.json        what was patched: versions, per file sha256 before/after, patch ids
     backups/<rel>        byte-for-byte originals, written and fsynced before any target
-    journal.json         present only while an apply/revert is committing (see transaction)
+    journal.json         present only while an apply/revert is committing (journal.py)
     staged/<rel>         new contents named by the journal
     lock                 flock()ed by the one process that may write
     stale-<ver>-<time>/  state of an earlier sglang release, kept aside after an upgrade
@@ -42,15 +42,6 @@ class FileRecord:
 
 
 @dataclass
-class CheckedFile:
-    """What the last apply saw in a file once the tree was written: its sha256 and every
-    patch's report.  verify trusts these only for byte-identical files (commands.py)."""
-
-    sha256: str
-    reports: list[dict[str, Any]]
-
-
-@dataclass
 class Manifest:
     sglang_version: str | None
     sglang_location: str
@@ -59,19 +50,24 @@ class Manifest:
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     updated: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     files: dict[str, FileRecord] = field(default_factory=dict)
-    fingerprint: str = ""  # of the sm120patch code that wrote ``checked`` (fingerprint.py)
+    fingerprint: str = ""  # of the sm120patch code that wrote ``checked`` (plan/fingerprint.py)
     patch_set: list[str] = field(default_factory=list)  # the patches that last apply ran
     registry: list[str] = field(default_factory=list)  # every patch that sm120patch had
-    checked: dict[str, CheckedFile] = field(default_factory=dict)
-    seal: str = ""  # sha256 over the fields above that trust.py relies on
+    # What the last apply saw in each file once the tree was written: plan/trust.py's
+    # ``CheckedFile`` as JSON.  Written and read by trust.py alone; here it is only carried.
+    checked: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seal: str = ""  # sha256 over the fields above that plan/trust.py relies on
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Manifest:
+        """Raises TypeError on a shape this tool never wrote (``StateDir.load`` says so)."""
         files = {rel: FileRecord(**rec) for rel, rec in data.pop("files", {}).items()}
-        checked = {rel: CheckedFile(**rec) for rel, rec in data.pop("checked", {}).items()}
+        checked = data.pop("checked", {})
+        if not isinstance(checked, dict) or not all(isinstance(rec, dict) for rec in checked.values()):
+            raise TypeError("'checked' is not an object of objects")
         return cls(**data, files=files, checked=checked)
 
 
@@ -112,14 +108,14 @@ class StateDir:
             return None
         try:
             return Manifest.from_json(data)
-        except TypeError as exc:
+        except (TypeError, AttributeError) as exc:  # a field missing, unknown or of another shape
             raise EnvironmentProblem(
                 f"{self.manifest_path} is corrupted ({exc}); move {self.root} away and "
                 "reinstall sglang (pip install --force-reinstall --no-deps sglang==<version>) "
                 "to get pristine files"
             ) from exc
 
-    def _read_json(self, path: Path, what: str) -> dict | None:
+    def _read_json(self, path: Path, what: str) -> dict[str, Any] | None:
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -141,7 +137,7 @@ class StateDir:
             )
         return data
 
-    def write_json(self, path: Path, data: dict) -> None:
+    def write_json(self, path: Path, data: dict[str, Any]) -> None:
         self.make()
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
@@ -151,7 +147,7 @@ class StateDir:
         manifest.format = FORMAT
         self.write_json(self.manifest_path, manifest.to_json())
 
-    def load_journal(self) -> dict | None:
+    def load_journal(self) -> dict[str, Any] | None:
         return self._read_json(self.journal_path, "journal")
 
     # -- files ---------------------------------------------------------------
@@ -159,7 +155,7 @@ class StateDir:
         """Write a backup or staged file durably (atomic, fsynced, directory fsynced)."""
         self.make()
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, data, like=None)
+        atomic_write(path, data)
 
     def set_aside(self, label: str) -> Path:
         """Move the current state under ``stale-<label>-<time>/``, never deleting it."""
@@ -173,15 +169,14 @@ class StateDir:
         fsync_dir(self.root)
         return target
 
-    def keep_aside(self, label: str, path: Path) -> Path | None:
+    def keep_aside(self, label: str, path: Path) -> None:
         """Move one file under ``stale-<label>-<time>/`` (never delete a backup)."""
         if not path.exists():
-            return None
+            return
         target = self.root / f"stale-{label}-{time.strftime('%Y%m%dT%H%M%S')}" / path.name
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(path, target)
         fsync_dir(target.parent)
-        return target
 
     def clear(self) -> None:
         """Remove manifest and backups after a completed revert (stale-* dirs stay)."""
