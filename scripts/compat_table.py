@@ -21,6 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from sm120patch.locate import flashinfer as flashinfer_kernel  # noqa: E402
 from sm120patch.patchkit.layout import COMM_FUSION  # noqa: E402
 from sm120patch.plan import releases, startup_risk  # noqa: E402
 from sm120patch.plan.registry import all_patches  # noqa: E402
@@ -86,7 +87,7 @@ def table(results: list[dict]) -> str:
         states = result.get("states") or {}
         cells = [CELL.get(states.get(i, ""), "—") for i in ids]
         pin = releases.FLASHINFER_PINS.get(version, "?")
-        kernel = releases.flashinfer_has_sm12x_kernel(pin)
+        kernel = flashinfer_kernel.by_version(pin)
         row = [version, *cells, verdict(result), pin, "yes" if kernel else "no", result.get("missing_kernel", "—")]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)

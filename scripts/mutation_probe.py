@@ -19,61 +19,61 @@ REPO = Path(__file__).resolve().parent.parent
 MUTANTS = [
     (
         "no parentheses when a bare term in an `and` chain is widened",
-        "sm120patch/sm_terms.py",
+        "sm120patch/patchkit/sm_terms.py",
         "    return widened.with_changes(lpar=(cst.LeftParen(),), rpar=(cst.RightParen(),))",
         "    return widened",
     ),
     (
         "sglang.srt.utils is assumed to define is_sm120_supported",
-        "sm120patch/decide.py",
+        "sm120patch/patchkit/decide.py",
         "    if not ctx.defines(site.source, SM120_HELPER):",
         "    if False:",
     ),
     (
         "evidence line numbers off by one",
-        "sm120patch/evidence.py",
+        "sm120patch/plan/evidence.py",
         "        line, done = 1, 0\n",
         "        line, done = 2, 0\n",
     ),
     (
         "a negated SM clause accepted as the fusion gate",
-        "patches/communicator_fusion_gate.py",
+        "sm120patch/patches/communicator_fusion_gate.py",
         "[c for c in clauses_in(f) if not c.negated]",
         "list(clauses_in(f))",
     ),
     (
         "two SM100 flags accepted",
-        "patches/communicator_flag.py",
+        "sm120patch/patches/communicator_flag.py",
         "        if len(sm100) != 1:",
         "        if len(sm100) < 1:",
     ),
     (
         "an applied gate whose SM120 name is never bound",
-        "sm120patch/decide.py",
-        "        missing = unbound(module, ctx, sm120)\n        if missing:",
-        "        missing = unbound(module, ctx, sm120)\n        if False:",
+        "sm120patch/patchkit/decide.py",
+        "    missing = unbound(module, ctx, sm120_terms(terms))\n    if not missing:\n        return None",
+        "    missing = unbound(module, ctx, sm120_terms(terms))\n    if True:\n        return None",
     ),
     (
         "the preflight guard without `not`",
-        "patches/workspace_preflight.py",
+        "sm120patch/patches/workspace_preflight.py",
         "test=cst.UnaryOperation(operator=cst.Not(), expression=term)",
         "test=term",
     ),
     (
         "a statement unrelated to the query guarded too",
-        "patches/workspace_preflight.py",
+        "sm120patch/patches/workspace_preflight.py",
         "if not (_uses_multicast(stmt) or names_read(stmt) & from_multicast):",
         "if False:",
     ),
     (
         "the multi-node clause widened as if it were an SM clause",
-        "sm120patch/sm_terms.py",
+        "sm120patch/patchkit/sm_terms.py",
         "    if any(t is None for t in terms):\n        return None",
         "    if all(t is None for t in terms):\n        return None",
     ),
     (
         "SM12x blocks that also pick SM100 kernels widened",
-        "patches/server_args_auto_enable.py",
+        "sm120patch/patches/server_args_auto_enable.py",
         "if admits_sm12x(c.terms) or _only_fusion(node.body)]",
         "]",
     ),
@@ -87,7 +87,12 @@ def main() -> int:
     for name, rel, old, new in MUTANTS:
         with tempfile.TemporaryDirectory() as tmp:
             copy = Path(tmp) / "repo"
-            shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", ".whl", "__pycache__", "*.egg-info"))
+            shutil.copytree(
+                REPO,
+                copy,
+                symlinks=True,
+                ignore=shutil.ignore_patterns(".git", ".whl", ".fi_aot", "__pycache__", "*.egg-info", ".mypy_cache"),
+            )
             path = copy / rel
             text = path.read_text()
             if text.count(old) != 1:
@@ -95,9 +100,7 @@ def main() -> int:
                 survived += 1
                 continue
             path.write_text(text.replace(old, new))
-            # Run the copy's code: its sm120patch first on the path, with patches/ where the
-            # installed package has it (sm120patch.patches).
-            (copy / "sm120patch" / "patches").symlink_to(copy / "patches")
+            # Run the copy's code: its sm120patch first on the path.
             proc = subprocess.run(
                 [sys.executable, "-m", "pytest", "-q", "-x", "-m", "not slow", "-p", "no:cacheprovider", *FAST],
                 cwd=copy,

@@ -96,7 +96,7 @@ index; {time.strftime("%Y-%m-%d")}, {elapsed:.0f} s). The same suite runs in CI
 
 ## How a write can fail, and what happens
 
-The write path (`sm120patch/transaction.py`): plan everything in memory and compile it;
+The write path (`sm120patch/transaction/journal.py`): plan everything in memory and compile it;
 write and fsync the backups and the new contents into the state directory; write the journal
 atomically; replace each target atomically (temp file in the same directory, fsync,
 `os.replace`, directory fsync); write the manifest; delete the journal. A run killed anywhere

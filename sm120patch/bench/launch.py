@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 from sm120patch.probes import RUNNER
@@ -64,14 +65,32 @@ def _reader(rank: int, stream: IO[str], out: queue.Queue[tuple[int, str | None]]
     out.put((rank, None))
 
 
+def _live_members(pgids: set[int]) -> bool:
+    """Whether a process of these groups still runs (a zombie waiting for init does not).
+    Read from /proc; where there is none, the rank processes' own exit has to do."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return False
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # the process ended while we looked
+        if fields[0] not in ("Z", "X") and int(fields[2]) in pgids:
+            return True
+    return False
+
+
 def _stop(procs: Sequence[subprocess.Popen[str]]) -> None:
-    """SIGTERM every rank's process group, then SIGKILL what is left; reap them all."""
+    """SIGTERM every rank's process group, then SIGKILL what is left; reap the ranks and
+    wait until nothing they started runs on (NCCL helpers, a compiler)."""
+    pgids = {proc.pid for proc in procs}  # each rank leads its own session and group
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        for proc in procs:
+        for pgid in pgids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, sig)
+                os.killpg(pgid, sig)
         deadline = time.monotonic() + KILL_GRACE_S
-        while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+        while time.monotonic() < deadline and (any(p.poll() is None for p in procs) or _live_members(pgids)):
             time.sleep(0.05)
     for proc in procs:
         proc.wait()

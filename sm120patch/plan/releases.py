@@ -120,12 +120,6 @@ def refusal(tree: SglangTree) -> str | None:
     )
 
 
-def flashinfer_has_sm12x_kernel(version: str | None) -> bool | None:
-    """``locate.flashinfer.by_version``, under its old name for report/as_json.py and
-    scripts/compat_table.py; remove once they call that directly."""
-    return flashinfer_kernel.by_version(version)
-
-
 def flashinfer_warning(
     facts: flashinfer_kernel.FlashInfer, sglang_version: str | None, effect: str | None = None
 ) -> str | None:

@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from sm120patch import __version__
+from sm120patch.locate import flashinfer as flashinfer_kernel
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import State
 from sm120patch.plan import releases
@@ -30,9 +31,7 @@ def tree_json(tree: SglangTree) -> dict[str, Any]:
         "python": tree.python,
         "flashinfer": tree.flashinfer,
         "flashinfer_pinned": pin,
-        "flashinfer_has_sm12x_allreduce": (
-            facts.sm12x_kernel if facts.found else releases.flashinfer_has_sm12x_kernel(pin)
-        ),
+        "flashinfer_has_sm12x_allreduce": (facts.sm12x_kernel if facts.found else flashinfer_kernel.by_version(pin)),
         "flashinfer_evidence": facts.source,
         "record_problem": tree.record.problem,
     }
