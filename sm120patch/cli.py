@@ -6,8 +6,10 @@ Exit codes (``errors.ExitCode``): 0 ok, 1 not as asked, 2 usage or environment, 
 from __future__ import annotations
 
 import functools
+import inspect
+import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +62,25 @@ def _location_options(func: Callable[..., Any]) -> Callable[..., Any]:
     )(func)
 
 
+TIMEOUT_HELP = (
+    "Seconds each step in the serving interpreter may take (looking for sglang with --python, "
+    "doctor's host facts, verify --runtime's imports)."
+)
+
+
+def _timeout_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    from sm120patch.probes import DEFAULT_TIMEOUT_S
+
+    return click.option(
+        "--timeout", type=click.FloatRange(min=1), default=DEFAULT_TIMEOUT_S, show_default=True, help=TIMEOUT_HELP
+    )(func)
+
+
+def _both_locators(python: str | None, sglang_path: Path | None) -> None:
+    if python and sglang_path:
+        raise click.UsageError("give either --python or --sglang-path, not both")
+
+
 def _fail(message: str, code: int, as_json: bool) -> None:
     from sm120patch.report import as_json as machine
     from sm120patch.report import as_text
@@ -100,14 +121,20 @@ def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
     """A command that locates sglang, runs ``func`` on it and renders the outcome."""
 
     @_location_options
+    @_timeout_option
     @functools.wraps(func)
-    def wrapper(python: str | None, sglang_path: Path | None, as_json: bool, **kwargs: Any) -> None:
+    def wrapper(python: str | None, sglang_path: Path | None, as_json: bool, timeout: float, **kwargs: Any) -> None:
+        _both_locators(python, sglang_path)
+
         def run() -> int:
             from sm120patch.locate.tree import locate
             from sm120patch.report import as_json as machine
             from sm120patch.report import as_text
 
-            outcome = func(tree=locate(python=python, sglang_path=sglang_path), **kwargs)
+            tree = locate(python=python, sglang_path=sglang_path, timeout=timeout)
+            if "timeout" in inspect.signature(func).parameters:
+                kwargs["timeout"] = timeout
+            outcome = func(tree=tree, **kwargs)
             if as_json:
                 machine.print_json(machine.to_json(outcome))
             else:
@@ -127,7 +154,35 @@ VERSION_MESSAGE = (
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Cli(click.Group):
+    """click's group, with one contract for errors: a usage error exits 2 and, under
+    ``--json``, also prints the JSON error object on stdout, like every other error."""
+
+    def main(  # always standalone: it exits, with one contract for errors
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            code = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.ClickException as exc:
+            if "--json" in argv:
+                from sm120patch.report import as_json as machine
+
+                machine.print_json(machine.error_json(exc.format_message(), ExitCode.ENVIRONMENT))
+            exc.show()
+            sys.exit(ExitCode.ENVIRONMENT)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(ExitCode.NOT_AS_ASKED)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="sm120patch", message=VERSION_MESSAGE)
 def main() -> None:
     """Let SGLang's FlashInfer allreduce fusion run on SM120 Blackwell GPUs
@@ -191,13 +246,6 @@ def apply(
     help="Also import the patched modules in the serving interpreter (needs torch there) and "
     "report the SM120 probe and each module's SM flags.",
 )
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=1),
-    default=300,
-    show_default=True,
-    help="Seconds the --runtime imports may take.",
-)
 def verify(tree: SglangTree, runtime: bool, timeout: float) -> Outcome:
     """Report each patch as applied / pending / drift, with file:line evidence."""
     from sm120patch.commands.verify import verify as verify_tree
@@ -230,11 +278,13 @@ def list_(tree: SglangTree, docs: bool) -> Outcome:
 
 @main.command()
 @_location_options
+@_timeout_option
 @click.option("--tp", type=click.IntRange(min=1), help="The tensor-parallel size you serve with.")
-def doctor(python: str | None, sglang_path: Path | None, as_json: bool, tp: int | None) -> None:
+def doctor(python: str | None, sglang_path: Path | None, as_json: bool, timeout: float, tp: int | None) -> None:
     """Read-only: what stands between this host and a running fused allreduce (GPUs,
     patches, FlashInfer's SM12x kernel, P2P, multicast, GPUDirect RDMA, launch flags).
-    Exit 1 when any finding is an error."""
+    Exit 1 when any finding is an error, 2 when no sglang is found (the host checks still run)."""
+    _both_locators(python, sglang_path)
     from sm120patch.doctor.diagnose import diagnose
     from sm120patch.doctor.host import read_host
     from sm120patch.doctor.launch import default_python
@@ -246,17 +296,21 @@ def doctor(python: str | None, sglang_path: Path | None, as_json: bool, tp: int 
     def run() -> int:
         tree, problem = None, None
         try:
-            tree = locate(python=python, sglang_path=sglang_path)
-        except ToolError as exc:  # no sglang is a finding, not the end of the check
+            tree = locate(python=python, sglang_path=sglang_path, timeout=timeout)
+        except ToolError as exc:  # no sglang: the host checks still run, then exit 2
             problem = str(exc)
         states = patch_states(tree) if tree is not None else {}
-        host = read_host(default_python(tree, python))
+        host = read_host(default_python(tree, python), timeout=timeout)
         result = diagnose(tree, problem, states, host, tp)
+        code = ExitCode.ENVIRONMENT if problem else result.exit_code
         if as_json:
-            machine.print_json(machine.doctor_json(tree, result))
+            data = machine.doctor_json(tree, result)
+            if problem:  # the error object's keys, beside the findings
+                data.update(ok=False, exit_code=int(code), error=problem)
+            machine.print_json(data)
         else:
             as_text.render_doctor(result)
-        return result.exit_code
+        return int(code)
 
     _guarded(as_json, run)
 

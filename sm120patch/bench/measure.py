@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,11 +21,11 @@ from sm120patch.bench.mirror import SglangCall
 from sm120patch.bench.verdict import Point, Verdict, judge
 from sm120patch.errors import EnvironmentProblem, ExitCode
 from sm120patch.locate import flashinfer as flashinfer_kernel
-from sm120patch.probes import bench_rank, run_script
+from sm120patch.probes import ProbeError, bench_rank, run_script
 
 SGLANG_NORM = "sgl_kernel.fused_add_rmsnorm"  # what sglang runs after the allreduce when fusion is off
 CALLS_PER_GRAPH = 10
-PROBE_TIMEOUT_S = 120.0
+PROBE_TIMEOUT_S = 30.0
 #: The rank counts FlashInfer's trtllm fusion kernel takes (``allreduce_fusion_kernel``: "unsupported
 #: ranks number! Supported ranks: 2, 4, 8, 16", seen on FlashInfer 0.6.18 at world size 1).
 KERNEL_WORLDS = (2, 4, 8, 16)
@@ -92,18 +91,14 @@ class BenchResult:
 
 
 def run_probe(python: str, world: int, timeout: float) -> dict[str, Any]:
+    step = "import torch and FlashInfer for bench"
     try:
-        proc = run_script(python, bench_rank.__file__, ["probe", str(world)], timeout=timeout, env=rank_env())
-    except subprocess.TimeoutExpired as exc:
-        raise EnvironmentProblem(f"{python} did not answer the bench probe within {timeout:.0f} s") from exc
-    except OSError as exc:
-        raise EnvironmentProblem(f"could not run {python} ({exc.strerror or exc})") from exc
-    try:
-        data: dict[str, Any] = json.loads(proc.stdout)
-    except ValueError as exc:
-        last = (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}").splitlines()[-1]
-        raise EnvironmentProblem(f"{python} could not run the bench probe: {last}") from exc
-    return data
+        answer = run_script(
+            python, bench_rank.__file__, ["probe", str(world)], step=step, timeout=timeout, env=rank_env()
+        )
+        return answer.json_object(python, step)
+    except ProbeError as exc:
+        raise EnvironmentProblem(str(exc)) from exc
 
 
 def rank_env() -> dict[str, str]:
@@ -211,8 +206,8 @@ def run(
     keep_off: str,
     on_event: Callable[[int, dict[str, Any]], None] = lambda rank, event: None,
 ) -> BenchResult:
-    # The probe imports torch and FlashInfer: its own limit, not a phase's.
-    probe = run_probe(settings.python, settings.tp or 0, max(settings.timeout, PROBE_TIMEOUT_S))
+    # The probe imports torch and FlashInfer: bounded by the phase limit, at most PROBE_TIMEOUT_S.
+    probe = run_probe(settings.python, settings.tp or 0, min(settings.timeout, PROBE_TIMEOUT_S))
     if settings.device == "cuda":
         problem = refusal(probe, settings.tp, settings.python)
         if problem:

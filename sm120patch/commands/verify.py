@@ -13,7 +13,7 @@ from sm120patch.plan.registry import all_patches
 from sm120patch.plan.trust import trusted_plan
 from sm120patch.plan.types import Plan
 from sm120patch.report.outcome import Command, FileStatus, Outcome
-from sm120patch.transaction.state import StateDir
+from sm120patch.transaction.state import Manifest, StateDir
 
 
 def verify(tree: SglangTree, runtime_timeout: float | None = None) -> Outcome:
@@ -37,7 +37,7 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None) -> Outcome:
             f"the saved state is from sglang {manifest.sglang_version}, but {tree.version} is installed: an "
             "upgrade or reinstall replaced the patched files (apply sets the old state aside)"
         )
-    outcome.exit_code, outcome.headline = _verdict(plan, outcome.files, tree)
+    outcome.exit_code, outcome.headline = _verdict(plan, outcome.files, tree, manifest, state)
     if outcome.exit_code == ExitCode.OK:
         outcome.notes.append(HOST_HINT)
     if runtime_timeout is not None and not plan.refusal:
@@ -45,21 +45,47 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None) -> Outcome:
     return outcome
 
 
-def _verdict(plan: Plan, files: list[FileStatus], tree: SglangTree) -> tuple[ExitCode, str]:
+def _verdict(
+    plan: Plan, files: list[FileStatus], tree: SglangTree, manifest: Manifest | None, state: StateDir
+) -> tuple[ExitCode, str]:
+    """One sentence for each way a tree can be: refused, drift, patched and intact, never
+    patched, reverted, reinstalled or upgraded after an apply, edited by hand."""
     if plan.refusal:
         return ExitCode.NOT_AS_ASKED, plan.refusal
-    states = {r.state for r in plan.reports}
-    pending = {r.file for r in plan.reports if r.state is State.PENDING}
-    if State.DRIFT in states:
+    if any(r.state is State.DRIFT for r in plan.reports):
         return ExitCode.NOT_AS_ASKED, "drift: the code is not what the patches know; see the details"
-    if pending and pending <= {f.rel for f in files if f.pristine}:
+    pending = {r.file for r in plan.reports if r.state is State.PENDING}
+    if not pending:
+        return ExitCode.OK, "all patches applied"
+    release = f"sglang {tree.version}" if tree.version else "this sglang"
+    run = "Run `sm120patch apply`."
+    mine = [f for f in files if f.rel in pending]
+    changed = ", ".join(f"sglang/{f.rel}" for f in mine if f.pristine is False and f.recorded is None)
+    if manifest is not None and not tree.same_release(manifest.sglang_version):
         return ExitCode.NOT_AS_ASKED, (
-            f"the files are the pristine sglang {tree.version} release files again (RECORD hashes "
-            "match): sglang was reinstalled or upgraded. Run `sm120patch apply`."
+            f"not patched: sglang was upgraded from {manifest.sglang_version} to {tree.version} after `apply`, "
+            f"which replaced the patched files. {run}"
         )
-    if pending:
-        return ExitCode.NOT_AS_ASKED, "not patched: run `sm120patch apply`"
-    return ExitCode.OK, "all patches applied"
+    if manifest is not None:
+        if not changed:
+            return ExitCode.NOT_AS_ASKED, (
+                f"not patched: {release} was reinstalled after `apply`; its files are the release's again. {run}"
+            )
+        return ExitCode.NOT_AS_ASKED, (
+            f"not patched: {changed} changed after `apply` (a hand edit or another tool: the hash matches neither "
+            f"the release nor what apply wrote). {run}"
+        )
+    if changed:
+        return ExitCode.NOT_AS_ASKED, (
+            f"not patched, and {changed} differ from the release (RECORD): edited by hand or by another tool. {run}"
+        )
+    if state.root.is_dir():  # revert removes the saved state but leaves its lock file
+        return ExitCode.NOT_AS_ASKED, f"not patched: the patches were reverted; the files are {release}'s own. {run}"
+    if mine and all(f.pristine for f in mine):
+        return ExitCode.NOT_AS_ASKED, (
+            f"never patched: the files are {release}'s release files (RECORD hashes match). {run}"
+        )
+    return ExitCode.NOT_AS_ASKED, f"never patched. {run}"
 
 
 def _runtime(outcome: Outcome, timeout: float) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from typing import Any
 from sm120patch.errors import EnvironmentProblem, ExitCode
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit import static_names
-from sm120patch.probes import import_check, run_script
+from sm120patch.probes import ProbeError, import_check, run_script
 
 
 def dotted(rel: str) -> str:
@@ -120,20 +119,15 @@ def check(tree: SglangTree, rels: list[str], python: str, timeout: float) -> Run
     with tempfile.TemporaryDirectory(prefix="sm120patch-runtime-") as scratch:
         out = Path(scratch) / "result.json"
         args = [str(out), spelling(tree), *map(dotted, rels)]
+        step = "import the patched modules"
         try:
-            proc = run_script(python, import_check.__file__, args, timeout=timeout, env=env, cwd=scratch)
-        except subprocess.TimeoutExpired as exc:
-            raise EnvironmentProblem(
-                f"importing the patched modules in {python} took over {timeout:.0f}s; "
-                "raise --timeout or check the interpreter"
-            ) from exc
-        except OSError as exc:
-            raise EnvironmentProblem(f"could not run {python} ({exc.strerror})") from exc
+            proc = run_script(python, import_check.__file__, args, step=step, timeout=timeout, env=env, cwd=scratch)
+        except ProbeError as exc:
+            raise EnvironmentProblem(str(exc)) from exc
         try:
-            data = json.loads(out.read_text())
+            data = json.loads(out.read_bytes().decode("utf-8", "replace"))
         except (OSError, ValueError) as exc:
-            last = (proc.stderr.strip() or f"exit {proc.returncode}").splitlines()[-1]
-            raise EnvironmentProblem(f"{python} could not run the runtime check: {last}") from exc
+            raise EnvironmentProblem(f"{python} could not {step}: {proc.last_line()}") from exc
     if not isinstance(data, dict):
         raise EnvironmentProblem(f"{python} answered the runtime check with a JSON {type(data).__name__}")
     return parse(data, proc.returncode)

@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.locate import flashinfer as flashinfer_kernel
-from sm120patch.probes import run_script
+from sm120patch.probes import DEFAULT_TIMEOUT_S, ProbeError, run_script
 
 
 class InstallKind(str, Enum):
@@ -143,7 +143,7 @@ def _from_probe(data: dict[str, Any], how_found: str) -> SglangTree | None:
     )
 
 
-def run_probe(python: str) -> dict[str, Any]:
+def run_probe(python: str, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
     """Run the stdlib probe in another interpreter and return what it found."""
     exe = Path(python)
     if exe.is_dir():  # a venv or conda env given by its root
@@ -153,24 +153,15 @@ def run_probe(python: str) -> dict[str, Any]:
                 break
     if not exe.exists():
         raise EnvironmentProblem(f"--python {python}: no such interpreter")
-    try:
-        from sm120patch.probes import find_sglang
+    from sm120patch.probes import find_sglang
 
-        proc = run_script(str(exe), find_sglang.__file__)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EnvironmentProblem(f"--python {python}: could not run it ({exc})") from exc
-    if proc.returncode != 0:
-        raise EnvironmentProblem(
-            f"--python {python}: the probe failed (exit {proc.returncode}): "
-            f"{proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else 'no output'}"
-        )
     try:
-        data = json.loads(proc.stdout)
-    except ValueError as exc:
-        raise EnvironmentProblem(f"--python {python}: unreadable probe output") from exc
-    if not isinstance(data, dict):
-        raise EnvironmentProblem(f"--python {python}: unreadable probe output")
-    return data
+        answer = run_script(str(exe), find_sglang.__file__, step="look for sglang", timeout=timeout)
+        if answer.returncode != 0:
+            raise ProbeError(f"{exe} could not look for sglang: {answer.last_line()}")
+        return answer.json_object(str(exe), "look for sglang")
+    except ProbeError as exc:
+        raise EnvironmentProblem(f"--python {python}: {exc}") from exc
 
 
 _VERSION_ASSIGN = re.compile(r"""^(?:__version__|version)\s*=\s*(?:version\s*=\s*)?["']([^"']+)["']""", re.M)
@@ -281,14 +272,17 @@ def _sibling_flashinfer(site: Path) -> str | None:
     return None
 
 
-def locate(python: str | None = None, sglang_path: Path | None = None) -> SglangTree:
-    """Find sglang without importing it; EnvironmentProblem (exit 2) says what was searched."""
+def locate(
+    python: str | None = None, sglang_path: Path | None = None, timeout: float = DEFAULT_TIMEOUT_S
+) -> SglangTree:
+    """Find sglang without importing it; EnvironmentProblem (exit 2) says what was searched.
+    ``timeout``: how long another interpreter (``python``) may take to answer."""
     if python and sglang_path:
         raise EnvironmentProblem("give either --python or --sglang-path, not both")
     if sglang_path is not None:
         return from_directory(sglang_path)
     if python:
-        data = run_probe(python)
+        data = run_probe(python, timeout)
         how = f"--python {python}"
     else:
         from sm120patch.probes import find_sglang
