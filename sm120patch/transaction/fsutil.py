@@ -1,9 +1,13 @@
 """Durable file operations: atomic replace with fsync, mode and owner kept, stale .pyc dropped.
 
-``step(name)`` marks each point of the write path (write, fsync, rename here; the journal,
-each replace and the finalize in journal.py).  Production code installs nothing there; the
-reliability suite sets ``STEP_HOOK`` to kill the process or raise an I/O error at a chosen
-point (tests/faulty_cli.py, docs/reliability.md).
+Every change apply and revert make on disk goes through this module: a file written and
+fsynced, a rename, a directory fsync, an unlink.  Two hooks, both None in production:
+
+* ``step(name)`` marks each point of the write path (write, fsync, rename here; the journal,
+  each replace and the finalize in journal.py); the reliability suite sets ``STEP_HOOK`` to
+  kill the process or raise an I/O error there (tests/faulty_cli.py, docs/reliability.md);
+* ``OP_HOOK`` sees each operation as it is done (``Op``); the crash-consistency tests record
+  them and rebuild every disk state a power cut could leave.
 """
 
 from __future__ import annotations
@@ -13,9 +17,29 @@ import hashlib
 import os
 import tempfile
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 STEP_HOOK: Callable[[str], None] | None = None
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation on disk: ``create`` (a new file with ``data``, not yet fsynced),
+    ``fsync`` (its data), ``rename`` (``path`` to ``target``), ``unlink``, ``fsync_dir``."""
+
+    kind: str
+    path: Path
+    target: Path | None = None
+    data: bytes | None = None
+
+
+OP_HOOK: Callable[[Op], None] | None = None
+
+
+def _did(kind: str, path: Path, target: Path | None = None, data: bytes | None = None) -> None:
+    if OP_HOOK is not None:
+        OP_HOOK(Op(kind, Path(path), None if target is None else Path(target), data))
 
 
 def step(name: str) -> None:
@@ -36,11 +60,40 @@ def sha256_file(path: Path) -> str | None:
 
 
 def fsync_dir(directory: Path) -> None:
+    """Make the renames and unlinks in ``directory`` durable."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+    _did("fsync_dir", directory)
+
+
+def rename(source: Path, target: Path) -> None:
+    """``os.replace``; durable once the directories are fsynced."""
+    os.replace(source, target)
+    _did("rename", source, target)
+
+
+def unlink(path: Path) -> None:
+    """Remove a file if it is there; durable once its directory is fsynced."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+        _did("unlink", path)
+
+
+def remove_tree(directory: Path) -> None:
+    """Remove a directory of files (staged copies, backups) file by file, then the folders."""
+    if not directory.is_dir():
+        return
+    for path in sorted(directory.rglob("*"), reverse=True):
+        if path.is_dir() and not path.is_symlink():
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        else:
+            unlink(path)
+    with contextlib.suppress(OSError):
+        directory.rmdir()
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -62,8 +115,10 @@ def atomic_write(path: Path, data: bytes) -> None:
             step("write")
             fh.write(data)
             fh.flush()
+            _did("create", Path(tmp), data=data)
             step("fsync")
             os.fsync(fh.fileno())
+            _did("fsync", Path(tmp))
         if st is not None:
             os.chmod(tmp, st.st_mode & 0o7777)
             if hasattr(os, "chown") and (st.st_uid, st.st_gid) != (os.getuid(), os.getgid()):
@@ -71,7 +126,7 @@ def atomic_write(path: Path, data: bytes) -> None:
                 with contextlib.suppress(PermissionError):
                     os.chown(tmp, st.st_uid, st.st_gid)
         step("rename")
-        os.replace(tmp, real)
+        rename(Path(tmp), real)
     except BaseException:  # a KeyboardInterrupt too: never leave the temp file, and re-raise
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -86,13 +141,11 @@ def remove_stale_temps(directories: Iterable[Path]) -> None:
     """Delete temp files a killed run left behind (callers hold the tree's lock)."""
     for directory in set(directories):
         for leftover in directory.glob(f".*{TEMP_SUFFIX}"):
-            with contextlib.suppress(FileNotFoundError):
-                leftover.unlink()
+            unlink(leftover)
 
 
 def drop_pycache(source: Path) -> None:
     """Delete cached bytecode of ``source`` so the next import compiles the new text."""
     real = Path(os.path.realpath(source))
     for pyc in (real.parent / "__pycache__").glob(f"{real.stem}.*.pyc"):
-        with contextlib.suppress(FileNotFoundError):
-            pyc.unlink()
+        unlink(pyc)

@@ -21,9 +21,7 @@ This layer knows files, not patches: it takes paths, bytes, hashes and patch ids
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
@@ -33,7 +31,17 @@ from pathlib import Path
 from typing import Any
 
 from sm120patch.errors import EnvironmentProblem, NotAsAsked
-from sm120patch.transaction.fsutil import atomic_write, drop_pycache, remove_stale_temps, sha256, sha256_file, step
+from sm120patch.transaction.fsutil import (
+    atomic_write,
+    drop_pycache,
+    fsync_dir,
+    remove_stale_temps,
+    remove_tree,
+    sha256,
+    sha256_file,
+    step,
+    unlink,
+)
 from sm120patch.transaction.state import FileRecord, Manifest, StateDir
 
 JOURNAL_FORMAT = 1
@@ -148,7 +156,7 @@ def stage(state: StateDir, changes: Sequence[Change], manifest: Manifest) -> lis
             manifest.files[rel] = record
             entries.append(Entry(rel, str(change.path), before, after, f"staged/{rel}"))
     except OSError as exc:
-        shutil.rmtree(state.root / "staged", ignore_errors=True)
+        remove_tree(state.root / "staged")
         raise EnvironmentProblem(
             f"cannot write backups into {state.root} ({exc.strerror}); no sglang file was changed"
         ) from exc
@@ -199,11 +207,11 @@ def _finish(state: StateDir, journal: Journal) -> list[str]:
     step("finalize")
     if journal.manifest is not None:
         state.save(Manifest.from_json(dict(journal.manifest)))
-        shutil.rmtree(state.root / "staged", ignore_errors=True)
+        remove_tree(state.root / "staged")
     else:
         state.clear()
-    with contextlib.suppress(FileNotFoundError):
-        state.journal_path.unlink()
+    unlink(state.journal_path)
+    fsync_dir(state.root)
     return done
 
 
@@ -211,7 +219,7 @@ def recover(state: StateDir) -> str | None:
     """Finish an operation a killed process left behind; say what was done."""
     data = state.load_journal()
     if data is None:
-        shutil.rmtree(state.root / "staged", ignore_errors=True)  # never committed
+        remove_tree(state.root / "staged")  # never committed
         return None
     journal = Journal.from_json(data)
     remove_stale_temps(Path(os.path.realpath(e.path)).parent for e in journal.entries)

@@ -17,17 +17,16 @@ import errno
 import fcntl
 import json
 import os
-import shutil
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sm120patch import __version__
 from sm120patch.errors import EnvironmentProblem
-from sm120patch.transaction.fsutil import atomic_write, fsync_dir
+from sm120patch.transaction.fsutil import atomic_write, fsync_dir, remove_tree, rename, unlink
 
 FORMAT = 2  # 2: the manifest also records what the last apply saw in each file (``checked``)
 DIRNAME = ".sm120patch"
@@ -81,7 +80,7 @@ class StateDir:
         self.root.mkdir(parents=True, exist_ok=True)
         ignore = self.root / ".gitignore"
         if not ignore.exists():
-            ignore.write_text("# written by sm120patch: its backups and state stay out of git\n*\n")
+            atomic_write(ignore, b"# written by sm120patch: its backups and state stay out of git\n*\n")
 
     # -- paths ---------------------------------------------------------------
     @property
@@ -165,7 +164,8 @@ class StateDir:
         # aside again; the backups are never left where a new apply would overwrite them.
         for name in ("backups", "manifest.json"):
             if (self.root / name).exists():
-                os.replace(self.root / name, target / name)
+                rename(self.root / name, target / name)
+        fsync_dir(target)
         fsync_dir(self.root)
         return target
 
@@ -175,15 +175,16 @@ class StateDir:
             return
         target = self.root / f"stale-{label}-{time.strftime('%Y%m%dT%H%M%S')}" / path.name
         target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, target)
+        rename(path, target)
         fsync_dir(target.parent)
+        fsync_dir(path.parent)
 
     def clear(self) -> None:
         """Remove manifest and backups after a completed revert (stale-* dirs stay)."""
-        with suppress(FileNotFoundError):
-            self.manifest_path.unlink()
-        shutil.rmtree(self.root / "backups", ignore_errors=True)
-        shutil.rmtree(self.root / "staged", ignore_errors=True)
+        unlink(self.manifest_path)
+        fsync_dir(self.root)  # the manifest is gone before any backup is
+        remove_tree(self.root / "backups")
+        remove_tree(self.root / "staged")
         fsync_dir(self.root)
         # The directory and its lock file stay: a waiting process holds the lock file open,
         # and deleting it would let a newcomer lock a fresh file while that one proceeds.
