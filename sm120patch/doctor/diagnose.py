@@ -2,7 +2,9 @@
 
 Read-only.  Each finding states one fact and where it comes from (a command's output, a
 file, an upstream issue).  A fact that blocks the fused path is an error where an SM12x
-GPU is present, a warning elsewhere; "no GPU" is an answer, not an error.
+GPU is present (nvidia-smi's or torch's word), a warning elsewhere; a GPU whose capability
+nobody tells is said to be one, so that no error turns into a warning silently.  "No GPU"
+is an answer, not an error.
 
 The pipeline: ``patch_states`` and ``host.read_host`` read; ``checks`` and ``launch`` hold
 one function per check, each returning its findings; ``diagnose`` puts them in one report.
@@ -17,6 +19,14 @@ from sm120patch.doctor.findings import DoctorReport, Severity
 from sm120patch.doctor.host import Host
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import State
+from sm120patch.plan import releases
+
+
+def refusal(tree: SglangTree | None, states: Mapping[str, State]) -> str | None:
+    """Why sm120patch refuses this release, where ``states`` says it does."""
+    if tree is None or not any(s is State.REFUSED for s in states.values()):
+        return None
+    return releases.refusal(tree) or "sm120patch refuses this release (see `sm120patch apply`)"
 
 
 def diagnose(
@@ -28,17 +38,29 @@ def diagnose(
 ) -> DoctorReport:
     """Judge what was read.  ``states`` is each patch's state in ``tree`` (``patch_states``)."""
     seen, gpu_source = host.visible_gpus()
-    blocking = Severity.ERROR if any(g.sm12x for g in seen) else Severity.WARNING
-    report = DoctorReport(checks.gpus(seen, gpu_source) + checks.sglang(tree, locate_error))
+    sm12x = any(g.sm12x for g in (*seen, *host.torch_gpus))
+    blocking = Severity.ERROR if sm12x else Severity.WARNING
+    refused = refusal(tree, states)
+    report = DoctorReport(
+        checks.gpus(seen, gpu_source, host.torch_gpus, host.gpus.unread) + checks.sglang(tree, locate_error),
+        gpus=seen,
+        refusal=refused,
+    )
+    report.findings += checks.cuda_visible_devices(host)
+    report.findings += checks.torch_gpus(host)
     if tree is not None:
-        report.findings += checks.flashinfer(tree, blocking)
-    report.findings += checks.patches(tree, states, blocking)
+        report.findings += checks.flashinfer(tree, blocking, refused=refused is not None)
+    if tree is not None and refused is not None:
+        report.findings += checks.refused(tree, refused, blocking)
+    else:
+        report.findings += checks.patches(tree, states, blocking)
     report.findings += checks.skipped(host)
-    report.findings += checks.p2p(host, seen, blocking)
+    report.findings += checks.p2p(host, blocking, tp)
     report.findings += checks.multicast(host, states, blocking)
     report.findings += checks.gdr(host, blocking)
-    report.findings += checks.alloc_conf(host.alloc_conf, blocking)
-    if tree is not None:
+    report.findings += checks.alloc_conf(host, blocking)
+    report.findings += checks.tp_gpus(host, tp, blocking)
+    if tree is not None and refused is None:  # no launch or bench advice for a release apply refuses
         options = launch.release_options(tree)
         report.findings += launch.launch(tree, options)
         report.findings += launch.tp(tp, options)

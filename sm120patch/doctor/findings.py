@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from sm120patch.doctor.gpus import Gpu
+
 
 class Severity(str, Enum):
     OK = "ok"
@@ -37,6 +39,8 @@ class HostFinding:
 @dataclass
 class DoctorReport:
     findings: list[HostFinding] = field(default_factory=list)
+    gpus: tuple[Gpu, ...] = ()  # the GPUs judged: nvidia-smi's, capabilities filled in from torch
+    refusal: str | None = None  # why sm120patch refuses this release, when it does
 
     @property
     def exit_code(self) -> int:

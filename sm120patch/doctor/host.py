@@ -3,19 +3,26 @@
 ``run_host_facts`` runs the probe and parses its JSON answer into ``HostFacts``.  A probe
 that fails is an answer (``HostFacts.error``); so is one whose answer has a field missing
 or of another type: the part it spoils (torch's GPUs and peer access, or the driver's
-devices) reads as not answered, saying what was odd.  Parsing never raises.
+devices) reads as not answered, saying what was odd.  Whatever bytes the interpreter
+prints, with whatever exit status, reading them never raises.
+
+``Host.visible_gpus`` merges the two lists of GPUs: nvidia-smi's, with a capability it
+could not read taken from torch where the GPU is certainly the same (same UUID, or the same
+name with one capability), saying so.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from sm120patch.doctor.gpus import Gpu, GpuReport, from_nvidia_smi
-from sm120patch.probes import host_facts, run_script
+from sm120patch.probes import DEFAULT_TIMEOUT_S, Answer, ProbeError, host_facts, run_script
+
+STEP = "read the host facts (torch, the CUDA driver)"
 
 
 @dataclass(frozen=True)
@@ -27,6 +34,11 @@ class TorchFacts:
     version: str | None = None
     cuda: str | None = None
     error: str | None = None
+    path: str | None = None  # the torch package directory
+    #: The spellings of the allocator variable this torch reads (found in its c10 libraries);
+    #: None when that could not be told.
+    alloc_reads: tuple[str, ...] | None = None
+    alloc_evidence: str | None = None  # the files looked in, or why none was
 
 
 @dataclass(frozen=True)
@@ -55,7 +67,7 @@ class DeviceFacts:
 @dataclass(frozen=True)
 class HostFacts:
     """``host_facts``'s answer: GPUs and peer access from torch, device attributes from the
-    driver bindings."""
+    driver bindings, and the serving interpreter's own environment (``host_facts.ENVIRON``)."""
 
     torch: TorchFacts = TorchFacts(ok=False)
     gpus: tuple[Gpu, ...] = ()
@@ -63,6 +75,7 @@ class HostFacts:
     driver: DriverFacts = DriverFacts(ok=False)
     devices: tuple[DeviceFacts, ...] = ()
     error: str | None = None  # why the probe gave no answer at all
+    environ: Mapping[str, str] | None = None  # the variables set there; None: not told
 
     @property
     def torch_answered(self) -> bool:
@@ -75,45 +88,105 @@ class HostFacts:
         return self.torch_answered and self.driver.ok
 
 
+def same_uuid(a: str | None, b: str | None) -> bool:
+    """nvidia-smi writes ``GPU-1d2c...``, torch ``1d2c...``."""
+    if not a or not b:
+        return False
+    return a.lower().removeprefix("gpu-") == b.lower().removeprefix("gpu-")
+
+
 @dataclass(frozen=True)
 class Host:
     """What was read off the host: nvidia-smi's GPUs, what the serving interpreter's torch and
-    CUDA driver bindings say (``host_facts``), and the allocator's setting."""
+    CUDA driver bindings say (``host_facts``), and doctor's own environment, which the server
+    inherits."""
 
     gpus: GpuReport
     facts: HostFacts
     python: str
-    alloc_conf: str | None  # PYTORCH_CUDA_ALLOC_CONF
+    alloc_conf: str | None  # PYTORCH_CUDA_ALLOC_CONF in doctor's environment
+    environ: Mapping[str, str] | None = None  # doctor's ``host_facts.ENVIRON`` variables that are set
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        """Doctor's environment variables that matter here (``host_facts.ENVIRON``)."""
+        if self.environ is not None:
+            return self.environ
+        return {} if self.alloc_conf is None else {"PYTORCH_CUDA_ALLOC_CONF": self.alloc_conf}
+
+    @property
+    def serving_env(self) -> Mapping[str, str]:
+        """The serving interpreter's, where it told them; else doctor's, which it inherits."""
+        return self.facts.environ if self.facts.environ is not None else self.env
+
+    @property
+    def torch_gpus(self) -> tuple[Gpu, ...]:
+        """The GPUs torch sees in the serving interpreter (none where it did not answer)."""
+        return self.facts.gpus if self.facts.torch_answered else ()
 
     def visible_gpus(self) -> tuple[tuple[Gpu, ...], str]:
-        """The GPUs and who listed them: nvidia-smi first; torch in the serving interpreter
-        when nvidia-smi gives nothing."""
-        if self.gpus.answered:
-            return self.gpus.gpus, self.gpus.source
+        """The GPUs and who listed them: nvidia-smi first, with the capabilities it could not
+        read filled in from torch where the GPU is certainly the same; torch in the serving
+        interpreter when nvidia-smi lists nothing."""
         torch = self.facts.torch
+        if self.gpus.answered and self.gpus.gpus:
+            filled = tuple(self._fill(g) for g in self.gpus.gpus)
+            if any(g.capability_from for g in filled):
+                where = f"torch.cuda.get_device_capability in {self.python}"
+                return filled, f"{self.gpus.source}; {where}"
+            return filled, self.gpus.source
+        if self.gpus.answered and not self.facts.gpus:
+            return (), self.gpus.source
         answer = "answered" if torch.ok else f"did not answer: {torch.error or self.facts.error}"
-        return self.facts.gpus, f"{self.gpus.source} ({self.gpus.error}); torch.cuda in {self.python} ({answer})"
+        said = self.gpus.error or "listed no GPU"
+        return self.facts.gpus, f"{self.gpus.source} ({said}); torch.cuda in {self.python} ({answer})"
+
+    def _fill(self, gpu: Gpu) -> Gpu:
+        """``gpu`` with torch's capability where nvidia-smi gave none and the mapping is certain."""
+        seen = self.torch_gpus
+        if gpu.capability is not None or not seen:
+            return gpu
+        by_uuid = [t for t in seen if same_uuid(t.uuid, gpu.uuid)]
+        if by_uuid:
+            return replace(gpu, capability=by_uuid[0].capability, capability_from="torch, same UUID")
+        named = {t.capability for t in seen if t.name == gpu.name}
+        if len(named) == 1:
+            return replace(gpu, capability=named.pop(), capability_from="torch, same name")
+        every = {t.capability for t in seen}
+        if len(seen) == len(self.gpus.gpus) and len(every) == 1 and "CUDA_VISIBLE_DEVICES" not in self.serving_env:
+            return replace(gpu, capability=every.pop(), capability_from="torch, which sees them all")
+        return gpu
 
 
-def read_host(python: str, env: Mapping[str, str] | None = None) -> Host:
+def read_host(python: str, env: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> Host:
+    """nvidia-smi and the probe in ``python``, side by side: a hanging one costs at most
+    ``timeout`` seconds, not twice that.  ``env``: doctor's environment (os.environ)."""
     env = os.environ if env is None else env
-    return Host(from_nvidia_smi(), run_host_facts(python), python, env.get("PYTORCH_CUDA_ALLOC_CONF"))
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        smi = pool.submit(from_nvidia_smi, timeout)
+        facts = run_host_facts(python, timeout)
+        gpus = smi.result()
+    environ = {name: env[name] for name in host_facts.ENVIRON if name in env}
+    return Host(gpus, facts, python, env.get("PYTORCH_CUDA_ALLOC_CONF"), environ)
 
 
-def run_host_facts(python: str, timeout: float = 120.0) -> HostFacts:
+def run_host_facts(python: str, timeout: float = DEFAULT_TIMEOUT_S) -> HostFacts:
     """Run ``host_facts`` in the serving interpreter; a failure is part of the answer."""
     try:
-        proc = run_script(python, host_facts.__file__, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return HostFacts(error=f"could not run {python} ({exc})")
+        answer = run_script(python, host_facts.__file__, step=STEP, timeout=timeout)
+    except ProbeError as exc:
+        return HostFacts(error=str(exc))
+    return from_answer(python, answer)
+
+
+def from_answer(python: str, answer: Answer) -> HostFacts:
+    """The probe's answer, whatever it printed, as ``HostFacts``; never raises."""
     try:
-        data = json.loads(proc.stdout)
-    except ValueError:
-        last = (proc.stderr.strip() or f"exit {proc.returncode}").splitlines()[-1]
-        return HostFacts(error=f"{python} {host_facts.__file__} gave no answer: {last}")
-    if not isinstance(data, dict):
-        return HostFacts(error=f"{python} {host_facts.__file__} answered a JSON {type(data).__name__}, not an object")
-    return parse_host_facts(data)
+        return parse_host_facts(answer.json_object(python, STEP))
+    except ProbeError as exc:
+        return HostFacts(error=str(exc))
+    except RecursionError:  # a JSON nested deeper than the parser goes
+        return HostFacts(error=f"{python} could not {STEP}: it printed JSON nested too deep to read")
 
 
 class _Odd(ValueError):
@@ -137,20 +210,48 @@ def parse_host_facts(data: Mapping[str, object]) -> HostFacts:
         devices = ()
         if driver.ok:
             driver = replace(driver, ok=False, error=f"odd host_facts answer: {exc}")
-    return HostFacts(torch, gpus, p2p, driver, devices)
+    return HostFacts(torch, gpus, p2p, driver, devices, environ=_environ(data.get("environ")))
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """A value of the answer as JSON (never a Python repr), cut at ``limit`` characters."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        text = type(value).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _environ(value: object) -> Mapping[str, str] | None:
+    if not isinstance(value, Mapping):  # not told (or told oddly): doctor's own stands in
+        return None
+    return {str(k): v for k, v in value.items() if isinstance(v, str)}
 
 
 def _torch(value: object) -> TorchFacts:
     if not isinstance(value, Mapping):  # None: the probe did not get that far
-        return TorchFacts(ok=False, error=None if value is None else f"odd host_facts answer: torch: {value!r}")
+        return TorchFacts(ok=False, error=None if value is None else f"odd host_facts answer: torch: {shown(value)}")
+    alloc = value.get("alloc_conf")
+    reads, evidence = None, None
+    if isinstance(alloc, Mapping):
+        names = alloc.get("reads")
+        if isinstance(names, list) and all(isinstance(n, str) for n in names):
+            reads = tuple(names)
+        evidence = _text(alloc.get("evidence"))
     return TorchFacts(
-        value.get("ok") is True, _text(value.get("version")), _text(value.get("cuda")), _text(value.get("error"))
+        value.get("ok") is True,
+        _text(value.get("version")),
+        _text(value.get("cuda")),
+        _text(value.get("error")),
+        _text(value.get("path")),
+        reads,
+        evidence,
     )
 
 
 def _driver(value: object) -> DriverFacts:
     if not isinstance(value, Mapping):  # None: the probe did not get that far
-        return DriverFacts(ok=False, error=None if value is None else f"odd host_facts answer: driver: {value!r}")
+        return DriverFacts(ok=False, error=None if value is None else f"odd host_facts answer: driver: {shown(value)}")
     return DriverFacts(value.get("ok") is True, _text(value.get("module")), _text(value.get("error")))
 
 
@@ -158,17 +259,20 @@ def _gpu(entry: object, where: str) -> Gpu:
     fields = _mapping(entry, where)
     name = fields.get("name")
     if not isinstance(name, str):
-        raise _Odd(f"{where}.name: {name!r}")
+        raise _Odd(f"{where}.name: {shown(name)}")
     capability = fields.get("capability")
     if not isinstance(capability, list) or len(capability) != 2:
-        raise _Odd(f"{where}.capability: {capability!r}")
+        raise _Odd(f"{where}.capability: {shown(capability)}")
     major, minor = (_int(part, f"{where}.capability") for part in capability)
-    return Gpu(_int(fields.get("index"), f"{where}.index"), name, (major, minor))
+    uuid = fields.get("uuid")
+    return Gpu(
+        _int(fields.get("index"), f"{where}.index"), name, (major, minor), uuid if isinstance(uuid, str) else None
+    )
 
 
 def _peer(entry: object, where: str) -> PeerAccess:
     if not isinstance(entry, list) or len(entry) != 3:
-        raise _Odd(f"{where}: {entry!r}")
+        raise _Odd(f"{where}: {shown(entry)}")
     source, target, ok = entry
     return PeerAccess(_int(source, where), _int(target, where), _flag(ok, where))
 
@@ -182,31 +286,31 @@ def _device(entry: object, where: str) -> DeviceFacts:
     )
 
 
-def _list(data: Mapping[str, object], key: str) -> list[object]:
+def _list(data: Mapping[str, object], key: str) -> Sequence[object]:
     value = data.get(key)
     if value is None:  # the probe did not get that far
         return []
     if not isinstance(value, list):
-        raise _Odd(f"{key}: {value!r}")
+        raise _Odd(f"{key}: {shown(value)}")
     return value
 
 
 def _mapping(value: object, where: str) -> Mapping[str, object]:
     if not isinstance(value, Mapping):
-        raise _Odd(f"{where}: {value!r}")
+        raise _Odd(f"{where}: {shown(value)}")
     return value
 
 
 def _int(value: object, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _Odd(f"{where}: {value!r}")
+        raise _Odd(f"{where}: {shown(value)}")
     return value
 
 
 def _flag(value: object, where: str) -> bool:
     """A yes/no the probe writes as a bool (peer access) or as a 0/1 attribute value."""
     if not isinstance(value, int):  # bool is an int
-        raise _Odd(f"{where}: {value!r}")
+        raise _Odd(f"{where}: {shown(value)}")
     return bool(value)
 
 

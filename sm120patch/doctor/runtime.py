@@ -126,7 +126,7 @@ def check(tree: SglangTree, rels: list[str], python: str, timeout: float) -> Run
             raise EnvironmentProblem(str(exc)) from exc
         try:
             data = json.loads(out.read_bytes().decode("utf-8", "replace"))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise EnvironmentProblem(f"{python} could not {step}: {proc.last_line()}") from exc
     if not isinstance(data, dict):
         raise EnvironmentProblem(f"{python} answered the runtime check with a JSON {type(data).__name__}")

@@ -59,6 +59,8 @@ class Answer:
             data = json.loads(self.stdout)
         except ValueError:
             raise ProbeError(f"{python} could not {step}: {self.last_line()}") from None
+        except RecursionError:  # nested past the parser's depth
+            raise ProbeError(f"{python} could not {step}: it printed JSON nested too deep to read") from None
         if not isinstance(data, dict):
             raise ProbeError(f"{python} could not {step}: it printed a JSON {type(data).__name__}, not an object")
         return data

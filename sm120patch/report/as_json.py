@@ -129,6 +129,8 @@ def doctor_json(tree: SglangTree | None, result: DoctorReport) -> dict[str, Any]
         "headline": result.headline,
         "sglang": tree_json(tree) if tree is not None else None,
         "findings": [f.to_json() for f in result.findings],
+        "refusal": result.refusal,
+        "gpus": [g.to_json() for g in result.gpus],
     }
 
 

@@ -112,20 +112,27 @@ def _render_runtime(out: Console, result: RuntimeCheck) -> None:
 
 
 def render_doctor(result: DoctorReport) -> None:
+    """One block per finding: ``severity id: summary``, the detail, and where it comes from,
+    wrapped by rich at word boundaries to the console's width (80 included) and indented
+    under the summary, so the terminal never cuts a word and no line ends in padding."""
     from rich.text import Text
 
     out = console()
+    indent = 8  # "warning "
     for f in result.findings:
         severity = f.severity.value
-        out.print(
-            Text.assemble((f"{severity:<8}", _SEVERITY_STYLE[severity]), f"{f.id:<34} ", f.summary), soft_wrap=True
-        )
+        body = Text.assemble((f.id, "bold"), ": ", f.summary)
         if f.detail:
-            out.print(Text(f"{'':<43}{f.detail}"), soft_wrap=True)
+            body.append("\n" + f.detail)
         if f.source:
-            out.print(Text(f"{'':<43}from: {f.source}", style="dim"), soft_wrap=True)
+            body.append("\nfrom: " + f.source, style="dim")
+        lines = body.wrap(out, max(out.width - indent, 20), overflow="fold")
+        for i, line in enumerate(lines):
+            line.rstrip()
+            lead = Text(f"{severity:<{indent}}", style=_SEVERITY_STYLE[severity]) if i == 0 else Text(" " * indent)
+            out.print(Text.assemble(lead, line), no_wrap=True, crop=False)
     style = "bold green" if result.exit_code == 0 else "bold red"
-    out.print(Text(result.headline, style=style), soft_wrap=True)
+    out.print(Text(result.headline, style=style))
 
 
 def error(message: str) -> None:

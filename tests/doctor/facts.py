@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sm120patch.doctor.gpus import Gpu, GpuReport
 from sm120patch.doctor.host import DeviceFacts, DriverFacts, Host, HostFacts, PeerAccess, TorchFacts
-from tests.fakes import RTX_PRO_6000
+from tests.doctor.hostfakes import RTX_PRO_6000
 
 TWO_SM120 = (Gpu(0, RTX_PRO_6000, (12, 0)), Gpu(1, RTX_PRO_6000, (12, 0)))
 PYTHON = "/env/bin/python"
@@ -20,14 +20,23 @@ def host_with(
     driver: DriverFacts = DRIVER,
     error: str | None = None,
     alloc_conf: str | None = None,
+    torch_gpus: tuple[Gpu, ...] = TWO_SM120,
+    smi: tuple[Gpu, ...] = TWO_SM120,
+    environ: dict[str, str] | None = None,
+    serving_environ: dict[str, str] | None = None,
 ) -> Host:
-    """Two RTX PRO 6000 on nvidia-smi, and what host_facts says about them."""
+    """Two RTX PRO 6000 on nvidia-smi, and what host_facts says about them (torch sees the
+    ``torch_gpus``, the driver the same number of devices)."""
+    count = len(torch_gpus)
     facts = HostFacts(
         torch=torch,
-        gpus=TWO_SM120,
-        p2p=(PeerAccess(0, 1, p2p[0]), PeerAccess(1, 0, p2p[1])),
+        gpus=torch_gpus,
+        p2p=tuple(PeerAccess(i, j, p2p[i] if i < 2 else True) for i in range(count) for j in range(count) if i != j),
         driver=driver,
-        devices=tuple(DeviceFacts(i, multicast[i], gdr_vmm[i]) for i in (0, 1)),
+        devices=tuple(DeviceFacts(i, multicast[i % 2], gdr_vmm[i % 2]) for i in range(count)),
         error=error,
+        environ=serving_environ,
     )
-    return Host(GpuReport(TWO_SM120, "nvidia-smi"), facts, PYTHON, alloc_conf)
+    if environ is None:
+        environ = {} if alloc_conf is None else {"PYTORCH_CUDA_ALLOC_CONF": alloc_conf}
+    return Host(GpuReport(smi, "nvidia-smi"), facts, PYTHON, alloc_conf, environ)

@@ -9,6 +9,7 @@ import pytest
 
 from sm120patch.doctor.gpus import GpuReport
 from sm120patch.doctor.host import (
+    STEP,
     DeviceFacts,
     DriverFacts,
     Host,
@@ -20,7 +21,7 @@ from sm120patch.doctor.host import (
     run_host_facts,
 )
 from tests.doctor.facts import TWO_SM120
-from tests.fakes import RTX_PRO_6000
+from tests.support.fakes import RTX_PRO_6000
 
 ANSWER: dict = {
     "python": "/env/bin/python",
@@ -68,7 +69,7 @@ def test_only_a_true_ok_is_ok(value: object) -> None:
 
 def test_odd_torch_and_driver_sections_say_so() -> None:
     facts = parse_host_facts(answer(torch="2.9", driver=[1]))
-    assert facts.torch == TorchFacts(False, error="odd host_facts answer: torch: '2.9'")
+    assert facts.torch == TorchFacts(False, error='odd host_facts answer: torch: "2.9"')
     assert facts.driver == DriverFacts(False, error="odd host_facts answer: driver: [1]")
 
 
@@ -80,15 +81,15 @@ def test_text_fields_of_another_type_become_text() -> None:
 @pytest.mark.parametrize(
     ("changes", "odd"),
     [
-        ({"gpus": [{"index": 0, "name": RTX_PRO_6000}]}, "gpus[0].capability: None"),
+        ({"gpus": [{"index": 0, "name": RTX_PRO_6000}]}, "gpus[0].capability: null"),
         ({"gpus": [{"index": 0, "name": RTX_PRO_6000, "capability": [12, 0, 1]}]}, "gpus[0].capability: [12, 0, 1]"),
-        ({"gpus": [{"index": 0, "name": RTX_PRO_6000, "capability": ["12", 0]}]}, "gpus[0].capability: '12'"),
-        ({"gpus": [{"index": True, "name": RTX_PRO_6000, "capability": [12, 0]}]}, "gpus[0].index: True"),
-        ({"gpus": [{"index": 0, "name": None, "capability": [12, 0]}]}, "gpus[0].name: None"),
-        ({"gpus": ["GPU 0"]}, "gpus[0]: 'GPU 0'"),
-        ({"gpus": {"0": RTX_PRO_6000}}, "gpus: {'0': '" + RTX_PRO_6000 + "'}"),
+        ({"gpus": [{"index": 0, "name": RTX_PRO_6000, "capability": ["12", 0]}]}, 'gpus[0].capability: "12"'),
+        ({"gpus": [{"index": True, "name": RTX_PRO_6000, "capability": [12, 0]}]}, "gpus[0].index: true"),
+        ({"gpus": [{"index": 0, "name": None, "capability": [12, 0]}]}, "gpus[0].name: null"),
+        ({"gpus": ["GPU 0"]}, 'gpus[0]: "GPU 0"'),
+        ({"gpus": {"0": RTX_PRO_6000}}, 'gpus: {"0": "' + RTX_PRO_6000 + '"}'),
         ({"p2p": [[0, 1]]}, "p2p[0]: [0, 1]"),
-        ({"p2p": [[0, 1, "yes"]]}, "p2p[0]: 'yes'"),
+        ({"p2p": [[0, 1, "yes"]]}, 'p2p[0]: "yes"'),
     ],
 )
 def test_odd_gpus_or_peer_access_spoil_torch_s_answer(changes: dict, odd: str) -> None:
@@ -107,11 +108,11 @@ def test_an_odd_gpu_list_keeps_torch_s_own_error() -> None:
 @pytest.mark.parametrize(
     ("devices", "odd"),
     [
-        ([{"index": 0, "gdr_vmm": 1}], "devices[0].multicast: None"),
-        ([{"index": 0, "multicast": "1", "gdr_vmm": 1}], "devices[0].multicast: '1'"),
-        ([{"index": 0, "multicast": 1}], "devices[0].gdr_vmm: None"),
-        ([{"multicast": 1, "gdr_vmm": 1}], "devices[0].index: None"),
-        ("two", "devices: 'two'"),
+        ([{"index": 0, "gdr_vmm": 1}], "devices[0].multicast: null"),
+        ([{"index": 0, "multicast": "1", "gdr_vmm": 1}], 'devices[0].multicast: "1"'),
+        ([{"index": 0, "multicast": 1}], "devices[0].gdr_vmm: null"),
+        ([{"multicast": 1, "gdr_vmm": 1}], "devices[0].index: null"),
+        ("two", 'devices: "two"'),
     ],
 )
 def test_odd_devices_spoil_the_driver_s_answer(devices: object, odd: str) -> None:
@@ -166,19 +167,19 @@ def fake_python(tmp_path: Path, body: str) -> str:
 
 def test_a_probe_that_cannot_run_is_an_answer(tmp_path: Path) -> None:
     facts = run_host_facts(str(tmp_path / "no-python"))
-    assert facts.error is not None and facts.error.startswith(f"could not run {tmp_path / 'no-python'} (")
+    assert facts.error == f"could not run {tmp_path / 'no-python'} to {STEP}: No such file or directory"
     assert not facts.torch_answered
 
 
 def test_a_probe_without_json_is_an_answer(tmp_path: Path) -> None:
     python = fake_python(tmp_path, "echo 'Segmentation fault' >&2; exit 139")
     facts = run_host_facts(python)
-    assert facts.error is not None and facts.error.endswith("gave no answer: Segmentation fault")
+    assert facts.error == f"{python} could not {STEP}: Segmentation fault"
 
 
 def test_a_probe_that_answers_no_object_is_an_answer(tmp_path: Path) -> None:
     facts = run_host_facts(fake_python(tmp_path, "echo '[1, 2]'"))
-    assert facts.error is not None and facts.error.endswith("answered a JSON list, not an object")
+    assert facts.error is not None and facts.error.endswith(f"could not {STEP}: it printed a JSON list, not an object")
 
 
 def test_the_probe_in_this_interpreter_answers() -> None:

@@ -8,7 +8,7 @@ from sm120patch.doctor.patch_states import patch_states
 from sm120patch.locate.tree import from_directory
 from sm120patch.patchkit.model import State
 from sm120patch.plan.registry import all_patches
-from tests.mini_sglang import FILES, write_mini_sglang
+from tests.support.mini_sglang import FILES, write_mini_sglang
 
 
 def test_states_are_state_members(tmp_path: Path) -> None:

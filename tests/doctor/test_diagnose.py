@@ -1,0 +1,204 @@
+"""doctor.diagnose and `sm120patch doctor`: what blocks the fused path, on real environments
+(slow) and on read facts (fast).
+
+The environments are real venvs with sglang and FlashInfer pip-installed.  The GPUs come
+from ``fake_nvidia_smi`` (tests/support/fakes.py), an ``nvidia-smi`` on PATH that answers the
+query with two RTX PRO 6000 (cc 12.0), or from nothing (no ``nvidia-smi``: no GPU).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from sm120patch.doctor.diagnose import diagnose
+from sm120patch.doctor.findings import DoctorReport, Severity
+from sm120patch.doctor.gpus import Gpu, GpuReport
+from sm120patch.doctor.host import Host, parse_host_facts
+from sm120patch.patchkit.model import State
+from tests.support.cli import jrun_process, process_env
+from tests.support.fakes import RTX_PRO_6000, fake_nvidia_smi
+from tests.support.realtrees import serving_env
+
+
+def run_doctor(python: Path, path_dirs: list[Path], *extra: str) -> tuple[int, dict]:
+    """``sm120patch doctor --python PYTHON --json`` with only ``path_dirs`` (and the system's
+    bin directories) on PATH, PYTORCH_CUDA_ALLOC_CONF unset."""
+    path = os.pathsep.join([*map(str, path_dirs), "/usr/bin", "/bin"])
+    env = process_env(drop=["PYTORCH_CUDA_ALLOC_CONF"], PATH=path)
+    code, data, _ = jrun_process("doctor", "--python", python, *extra, env=env)
+    return code, data
+
+
+def by_id(data: dict) -> dict[str, dict]:
+    return {f["id"]: f for f in data["findings"]}
+
+
+@pytest.mark.slow
+def test_no_gpu_and_an_old_flashinfer_are_warnings_not_errors(tmp_path: Path) -> None:
+    """sglang 0.5.9 + FlashInfer 0.6.3 on a machine without a GPU."""
+    python = serving_env(tmp_path / "env", "0.5.9", "0.6.3")
+    code, data = run_doctor(python, [tmp_path / "empty-bin"])
+    found = by_id(data)
+    assert code == 0 and data["exit_code"] == 0
+    assert found["gpus"]["severity"] == "info" and found["gpus"]["summary"] == "no NVIDIA GPU seen"
+    assert "nvidia-smi is not on PATH" in found["gpus"]["source"]
+    assert found["sglang"]["summary"] == "sglang 0.5.9 (wheel)"
+    fi = found["flashinfer"]
+    assert fi["severity"] == "warning" and "FlashInfer 0.6.3 lacks the SM12x allreduce kernel" in fi["summary"]
+    assert ">= 0.6.17" in fi["summary"]
+    assert "supported_major_versions=[9, 10]" in fi["source"] and "flashinfer/jit/comm.py" in fi["source"]
+    assert found["launch"]["summary"] == "turn fusion on with --enable-flashinfer-allreduce-fusion"
+    assert found["patch:communicator-fusion-gate"]["severity"] == "warning"  # pending, but no SM12x here
+    assert found["host-checks"]["severity"] == "warning" and "No module named 'torch'" in found["host-checks"]["detail"]
+    assert all(f["source"] for f in data["findings"])
+
+
+@pytest.mark.slow
+def test_two_rtx_pro_6000_nothing_applied_is_an_error(tmp_path: Path) -> None:
+    python = serving_env(tmp_path / "env", "0.5.9", "0.6.3")
+    bin_dir = tmp_path / "bin"
+    fake_nvidia_smi(bin_dir, [(RTX_PRO_6000, "12.0"), (RTX_PRO_6000, "12.0")])
+    code, data = run_doctor(python, [bin_dir], "--tp", "2")
+    found = by_id(data)
+    assert code == 1 and data["ok"] is False
+    assert found["gpus"]["severity"] == "ok"
+    assert f"GPU 0: {RTX_PRO_6000} (cc 12.0); GPU 1: {RTX_PRO_6000} (cc 12.0)" == found["gpus"]["detail"]
+    assert found["gpus"]["source"] == "nvidia-smi --query-gpu=index,name,compute_cap --format=csv,noheader"
+    errors = {f["id"] for f in data["findings"] if f["severity"] == "error"}
+    assert errors == {
+        "patch:communicator-import",
+        "patch:communicator-flag",
+        "patch:communicator-fusion-gate",
+        "patch:server-args-auto-enable",
+        "flashinfer",
+    }
+    assert "flashinfer" in data["headline"] and "patch:communicator-fusion-gate" in data["headline"]
+    assert found["tp"]["severity"] == "info" and "+5.2 %" in found["tp"]["summary"]
+    assert "sglang#30700" in found["tp"]["source"]
+
+
+@pytest.mark.slow
+def test_two_rtx_pro_6000_with_a_patched_new_release_have_no_error(tmp_path: Path) -> None:
+    python = serving_env(tmp_path / "env", "0.5.20", "0.6.18")
+    bin_dir = tmp_path / "bin"
+    fake_nvidia_smi(bin_dir, [(RTX_PRO_6000, "12.0")] * 4)  # --tp 4 below needs 4 GPUs
+    code, applied, err = jrun_process("apply", "--python", python)
+    assert code == 0, err
+    assert applied["warnings"] == []  # FlashInfer 0.6.18 has the kernel
+    code, data = run_doctor(python, [bin_dir], "--tp", "4")
+    found = by_id(data)
+    assert found["flashinfer"]["severity"] == "ok"
+    assert "supported_major_versions=[9, 10, 12]" in found["flashinfer"]["source"]
+    assert all(
+        found[f"patch:{pid}"]["severity"] == "ok"
+        for pid in (
+            "communicator-flag",
+            "communicator-fusion-gate",
+            "fusion-backend-resolver",
+            "workspace-preflight",
+            "server-args-auto-enable",
+        )
+    )
+    assert not [f for f in data["findings"] if f["severity"] == "error"]
+    assert code == 0
+    assert found["launch"]["summary"] == "turn fusion on with --flashinfer-allreduce-fusion-backend trtllm"
+    assert "--enforce-disable-flashinfer-allreduce-fusion" in found["launch"]["detail"]
+    assert found["tp"]["severity"] == "warning" and "sglang#32330" in found["tp"]["source"]
+
+
+# --- the judgement on read facts (no processes) ---------------------------------------------
+
+TWO_SM120 = GpuReport((Gpu(0, RTX_PRO_6000, (12, 0)), Gpu(1, RTX_PRO_6000, (12, 0))), "nvidia-smi")
+NO_SMI = GpuReport((), "nvidia-smi", "nvidia-smi is not on PATH")
+
+
+def host(
+    gpus: GpuReport = TWO_SM120,
+    p2p: bool = True,
+    multicast: int = 0,
+    gdr: int = 1,
+    alloc_conf: str | None = None,
+    torch_ok: bool = True,
+    torch_gpus: list[dict] | None = None,
+) -> Host:
+    """Facts as host_facts reports them on a PCIe box (no multicast by default)."""
+    probe: dict = {"torch": {"ok": torch_ok, "error": None if torch_ok else "No module named 'torch'"}}
+    if torch_ok:
+        probe["gpus"] = torch_gpus or [
+            {"index": g.index, "name": g.name, "capability": list(g.capability or ())} for g in gpus.gpus
+        ]
+        probe["p2p"] = [[0, 1, p2p], [1, 0, p2p]]
+        probe["driver"] = {"ok": True, "module": "cuda.bindings.driver"}
+        probe["devices"] = [{"index": i, "multicast": multicast, "gdr_vmm": gdr} for i in (0, 1)]
+    return Host(gpus, parse_host_facts(probe), "/env/bin/python", alloc_conf)
+
+
+APPLIED = {"workspace-preflight": State.APPLIED, "communicator-fusion-gate": State.APPLIED}
+
+
+def severities(report: DoctorReport) -> dict[str, Severity]:
+    return {f.id: f.severity for f in report.findings}
+
+
+def test_healthy_pcie_box_has_no_host_error() -> None:
+    report = diagnose(None, None, APPLIED, host())
+    found = severities(report)
+    # tree=None adds the "no sglang" error; everything the host said is fine or informative.
+    assert found["p2p"] is Severity.OK and found["gdr"] is Severity.OK
+    assert found["multicast"] is Severity.INFO  # absent, but the preflight patch covers it
+    assert found["sglang"] is Severity.ERROR and report.exit_code == 1
+
+
+@pytest.mark.parametrize(
+    ("facts", "states", "blocked"),
+    [
+        (dict(p2p=False), APPLIED, "p2p"),
+        (dict(gdr=0), APPLIED, "gdr"),
+        (dict(alloc_conf="expandable_segments:True"), APPLIED, "alloc-conf"),
+        (dict(), {"workspace-preflight": State.PENDING}, "multicast"),
+    ],
+)
+def test_what_blocks_fusion_is_an_error_only_with_sm12x(facts: dict, states: dict, blocked: str) -> None:
+    assert severities(diagnose(None, None, states, host(**facts)))[blocked] is Severity.ERROR
+    other = GpuReport((Gpu(0, "NVIDIA H200", (9, 0)), Gpu(1, "NVIDIA H200", (9, 0))), "nvidia-smi")
+    assert severities(diagnose(None, None, states, host(other, **facts)))[blocked] is Severity.WARNING
+
+
+def test_multicast_present_is_fine_whatever_the_preflight() -> None:
+    found = severities(diagnose(None, None, {"workspace-preflight": State.PENDING}, host(multicast=1)))
+    assert found["multicast"] is Severity.OK
+
+
+def test_without_torch_one_warning_names_the_skipped_checks() -> None:
+    report = diagnose(None, None, APPLIED, host(torch_ok=False))
+    skipped = [f for f in report.findings if f.id == "host-checks"]
+    assert len(skipped) == 1 and skipped[0].severity is Severity.WARNING
+    assert skipped[0].summary == "skipped: P2P access, multicast, GPUDirect RDMA with VMM"
+    assert not {"p2p", "multicast", "gdr"} & {f.id for f in report.findings}
+
+
+def test_no_gpu_is_an_answer_not_an_error() -> None:
+    report = diagnose(None, None, {"communicator-fusion-gate": State.PENDING}, host(NO_SMI, torch_ok=False))
+    found = {f.id: f for f in report.findings}
+    assert found["gpus"].severity is Severity.INFO and found["gpus"].summary == "no NVIDIA GPU seen"
+    assert found["patch:communicator-fusion-gate"].severity is Severity.WARNING
+
+
+def test_the_gpus_come_from_torch_when_nvidia_smi_is_missing() -> None:
+    facts = host(NO_SMI, torch_gpus=[{"index": 0, "name": RTX_PRO_6000, "capability": [12, 0]}])
+    found = {f.id: f for f in diagnose(None, None, APPLIED, facts).findings}
+    assert found["gpus"].severity is Severity.OK and "cc 12.0" in found["gpus"].detail
+    assert "torch.cuda in /env/bin/python" in found["gpus"].source
+
+
+@pytest.mark.parametrize(("tp", "severity"), [(2, Severity.INFO), (4, Severity.WARNING), (8, Severity.WARNING)])
+def test_the_tp_finding_points_to_bench(mini: Path, tp: int, severity: Severity) -> None:
+    from sm120patch.locate.tree import from_directory
+
+    tree = from_directory(mini)
+    finding = {f.id: f for f in diagnose(tree, None, APPLIED, host(), tp).findings}["tp"]
+    assert finding.severity is severity
+    assert f"`sm120patch bench --tp {tp}`" in finding.detail

@@ -1,0 +1,84 @@
+"""doctor's text in a real pseudo-terminal of 80 columns: no line wider than the terminal
+(so the terminal never cuts a word), no 43-column indent, and every word of every finding
+there, whole.  The host is ``FakeNvidiaSmi`` with two GPUs of unreadable capability and a
+CUDA_VISIBLE_DEVICES that names no GPU: long findings."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
+
+from rich.cells import cell_len
+
+from tests.doctor.hostfakes import fake_nvidia_smi, two_rtx
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+WIDTH = 80
+
+
+def environment(tmp_path: Path) -> dict[str, str]:
+    fake_nvidia_smi(tmp_path / "bin", two_rtx("[N/A]"))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
+    env.update(
+        PATH=f"{tmp_path / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin",
+        TERM="xterm-256color",
+        CUDA_VISIBLE_DEVICES="GPU-deadbeef",
+        PYTORCH_ALLOC_CONF="expandable_segments:True",
+    )
+    return env
+
+
+def in_terminal(args: list[str], env: dict[str, str], columns: int) -> str:
+    """Run ``args`` with a pseudo-terminal of ``columns`` as stdin, stdout and stderr."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    proc = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError as exc:  # EIO: the child closed the terminal
+            if exc.errno != errno.EIO:
+                raise
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    proc.wait(timeout=120)
+    return ANSI.sub("", b"".join(chunks).decode("utf-8", "replace")).replace("\r\n", "\n")
+
+
+def test_doctor_in_an_80_column_terminal(mini: Path, tmp_path: Path) -> None:
+    env = environment(tmp_path)
+    command = [sys.executable, "-m", "sm120patch", "doctor", "--sglang-path", str(mini), "--tp", "8"]
+    text = in_terminal(command, env, WIDTH)
+    lines = text.splitlines()
+    assert "Traceback" not in text and len(lines) > 20
+    assert max(cell_len(line) for line in lines) <= WIDTH, "\n".join(line for line in lines if cell_len(line) > WIDTH)
+    assert not [line for line in lines if line.startswith(" " * 9)]  # indented by 8 at most, never 43
+    assert not [line for line in lines if line != line.rstrip()]  # no padding to the width
+    findings = json.loads(subprocess.run([*command, "--json"], capture_output=True, text=True, env=env).stdout)
+    shown = text.split()
+    for finding in findings["findings"]:
+        for part in ("summary", "detail"):
+            words = [w for w in finding[part].split() if len(w) < WIDTH - 8]
+            assert " ".join(words) in " ".join(shown), (finding["id"], part)  # whole words, in order
+    assert text.count("GPU 0: ") >= 1 and "cc unknown: nvidia-smi says [N/A]" in " ".join(shown)
+
+
+def test_narrow_and_wide_terminals_wrap_within_their_width(mini: Path, tmp_path: Path) -> None:
+    env = environment(tmp_path)
+    command = [sys.executable, "-m", "sm120patch", "doctor", "--sglang-path", str(mini)]
+    for columns in (50, 132):
+        lines = in_terminal(command, env, columns).splitlines()
+        assert max(cell_len(line) for line in lines) <= columns
