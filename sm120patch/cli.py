@@ -138,7 +138,7 @@ def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
             if as_json:
                 machine.print_json(machine.to_json(outcome))
             else:
-                as_text.render(outcome, show_docs=kwargs.get("docs", False))
+                as_text.render(outcome, show_docs=kwargs.get("docs", False), dry_run=kwargs.get("dry_run", False))
                 if kwargs.get("dry_run"):
                     as_text.print_diff(outcome.diff)
             return outcome.exit_code

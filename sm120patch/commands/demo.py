@@ -10,6 +10,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from rich.markup import escape
 from rich.rule import Rule
 
 from sm120patch.commands.apply import apply
@@ -86,22 +87,41 @@ def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
             ("apply again (must change nothing)", lambda: apply(tree, list(all_patches()))),
             ("revert", lambda: revert(tree)),
         ]
-        failed = 0
-        for title, step in steps:
-            out.print(Rule(f"sm120patch {title}"))
+        failed: list[str] = []
+        warnings: list[str] = []
+        for number, (title, step) in enumerate(steps):
             outcome = step()
-            as_text.render(outcome)
-            failed += outcome.exit_code != 0
+            warnings += outcome.warnings
+            outcome.warnings, outcome.notes = [], []  # said once, below
+            if number == 0:  # the whole report once; then one line a step
+                out.print(Rule(f"sm120patch {title}"))
+                as_text.render(outcome, brief=True)
+                out.print(Rule("then"))
+            else:
+                mark = "[green]ok[/]" if outcome.exit_code == 0 else "[bold red]FAILED[/]"
+                out.print(f"{mark} sm120patch {title}: {outcome.headline}", highlight=False)
+            if outcome.exit_code != 0:
+                failed.append(title)
         final = verify(tree).plan
-        touched = [r.file for r in final.reports] if final and not failed else []
-        mismatched = [rel for rel in set(touched) if sha256_file(tree.path(rel)) != tree.record.sha256(rel)]
+        touched = sorted({r.file for r in final.reports}) if final and not failed else []
+        mismatched = [rel for rel in touched if sha256_file(tree.path(rel)) != tree.record.sha256(rel)]
+        for warning in dict.fromkeys(warnings):
+            out.print(f"[bold yellow]warning:[/] [yellow]{escape(warning)}[/]", highlight=False)
         out.print(Rule("result"))
         if failed or mismatched:
-            out.print(f"[bold red]demo failed[/]: {failed} step(s) failed; differ from RECORD: {mismatched}")
+            what = [f"failed: {', '.join(failed)}"] if failed else []
+            what += [f"not as released (RECORD): {', '.join(f'sglang/{r}' for r in mismatched)}"] if mismatched else []
+            out.print(f"[bold red]demo failed[/]: {'; '.join(what)}", highlight=False)
             return 1
         out.print(
             f"[bold green]demo ok[/]: sglang {tree.version} patched, verified, re-applied as a no-op "
-            f"and reverted; {len(set(touched))} files match their RECORD hashes again"
+            f"and reverted; its {len(touched)} files match their RECORD hashes again",
+            highlight=False,
+        )
+        out.print(
+            "On the GPU host, in the environment that serves sglang: `sm120patch apply`, then "
+            "`sm120patch doctor --tp N` and `sm120patch bench --tp N` (pipx: add --python /path/to/env/bin/python).",
+            highlight=False,
         )
         return 0
     finally:

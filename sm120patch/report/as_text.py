@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from sm120patch.locate.tree import InstallKind
 from sm120patch.patchkit.model import State
+from sm120patch.plan.types import PatchReport
 from sm120patch.report.outcome import Command, Outcome
 
 if TYPE_CHECKING:  # rich loads only to render for people (JSON output never needs it)
@@ -31,7 +32,18 @@ def console() -> Console:
     return Console(stderr=True, highlight=False)
 
 
-def render(outcome: Outcome, show_docs: bool = False) -> None:
+def _label(report: PatchReport, dry_run: bool) -> str:
+    after = report.state_after or report.state
+    if after is report.state:
+        return report.state.value
+    return f"{report.state.value}, would apply" if dry_run else f"{report.state.value} -> {after.value}"
+
+
+def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, brief: bool = False) -> None:
+    """The patch report: one table per file (files in path order, as verify and doctor list
+    them), each row wrapping inside its own column at any terminal width.  ``brief``: no
+    evidence and no per-file hashes (the demo)."""
+    from rich.table import Table
     from rich.text import Text
 
     out = console()
@@ -48,40 +60,49 @@ def render(outcome: Outcome, show_docs: bool = False) -> None:
         out.print(Text("note: editable install: this edits your sglang checkout", style="yellow"))
     plan = outcome.plan
     if plan is not None and plan.reports:
-        current = None
-        for r in plan.reports:
-            if r.file != current:
-                current = r.file
-                out.print(Text(f"sglang/{r.file}", style="bold"))
-            state = r.state_after or r.state
-            label = r.state.value if state is r.state else f"{r.state.value} -> {state.value}"
-            detail = r.summary if show_docs else r.detail
-            out.print(Text.assemble(f"  {r.id:<26} ", (f"{label:<20}", _STYLE[state]), " ", detail), soft_wrap=True)
-        evidence = [(r.file, e) for r in plan.reports for e in r.evidence]
-        if evidence and outcome.command in (Command.VERIFY, Command.APPLY):
+        labels = {id(r): _label(r, dry_run) for r in plan.reports}
+        widths = (max(len(r.id) for r in plan.reports), max(len(label) for label in labels.values()))
+        for rel in sorted({r.file for r in plan.reports}):
+            out.print(Text(f"sglang/{rel}", style="bold"))
+            table = Table(show_header=False, box=None, padding=(0, 1, 0, 2), expand=False)
+            table.add_column(no_wrap=True, min_width=widths[0])
+            table.add_column(no_wrap=True, min_width=widths[1])
+            table.add_column(overflow="fold")
+            for r in (r for r in plan.reports if r.file == rel):
+                state = r.state_after or r.state
+                table.add_row(r.id, Text(labels[id(r)], style=_STYLE[state]), r.summary if show_docs else r.detail)
+            out.print(table)
+        evidence = sorted({(r.file, e) for r in plan.reports for e in r.evidence}, key=lambda x: (x[0], x[1].line))
+        if evidence and outcome.command in (Command.VERIFY, Command.APPLY) and not brief:
             out.print(Text("evidence:", style="bold"))
-            for rel, e in sorted(set(evidence), key=lambda x: (x[0], x[1].line)):
-                out.print(Text(f"  sglang/{rel}:{e.line}:{e.text}"), soft_wrap=True)
-    if show_docs:
+            table = Table(show_header=False, box=None, padding=(0, 1, 0, 2), expand=False)
+            table.add_column(no_wrap=True, style="dim")
+            table.add_column(overflow="fold")
+            for rel, e in evidence:
+                table.add_row(f"sglang/{rel}:{e.line}", e.text.strip())
+            out.print(table)
+    if show_docs:  # the docs are the output asked for: stdout, rendered
+        from rich.console import Console
+
         from sm120patch.report.docs import render_docs
 
-        render_docs(out)
-    if outcome.files and outcome.command in (Command.VERIFY, Command.REVERT):
+        render_docs(Console(highlight=False))
+    if outcome.files and outcome.command in (Command.VERIFY, Command.REVERT) and not brief:
         for f in outcome.files:
             if f.pristine is None:
                 kind = f"no RECORD hash ({tree.record.problem})" if tree.record.problem else "no RECORD entry"
             else:
                 kind = "matches the release (RECORD)" if f.pristine else "differs from the release"
             recorded = f", {f.recorded.value} per saved state" if f.recorded else ""
-            out.print(Text(f"  sglang/{f.rel}: {kind}{recorded}", style="dim"), soft_wrap=True)
+            out.print(Text(f"  sglang/{f.rel}: {kind}{recorded}", style="dim"))
     if outcome.runtime is not None:
         _render_runtime(out, outcome.runtime)
-    for note in outcome.notes:
-        out.print(Text(note), soft_wrap=True)
-    for warning in outcome.warnings:
-        out.print(Text.assemble(("warning: ", "bold yellow"), (warning, "yellow")), soft_wrap=True)
+    for note in dict.fromkeys(outcome.notes):  # each once, in order
+        out.print(Text(note))
+    for warning in dict.fromkeys(outcome.warnings):
+        out.print(Text.assemble(("warning: ", "bold yellow"), (warning, "yellow")))
     style = "bold green" if outcome.exit_code == 0 else "bold red"
-    out.print(Text(outcome.headline, style=style), soft_wrap=True)
+    out.print(Text(outcome.headline, style=style))
 
 
 def _render_runtime(out: Console, result: RuntimeCheck) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import re
 from typing import TYPE_CHECKING
 
 from sm120patch.patchkit.model import Edit, State
@@ -27,19 +29,31 @@ def patch_table_markdown() -> str:
     return "\n".join(rows)
 
 
+_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def plain(doc: str) -> str:
+    """A docstring as a reader wants it: RST literals (````x````) as plain ``x``, and its
+    paragraphs without the docstring's indentation."""
+    return inspect.cleandoc(_LITERAL.sub(r"\1", doc))
+
+
 def render_docs(out: Console) -> None:
-    """Each patch's description and the anchor rows it searches (``list --docs``)."""
+    """Each patch's description and the anchor rows it searches (``list --docs``): rendered
+    text, wrapped to the terminal, for stdout."""
+    from rich.padding import Padding
     from rich.text import Text
 
     from sm120patch.plan.registry import all_patches
 
     for patch in all_patches():
-        out.print(Text(f"\n{patch.id}", style="bold"))
-        out.print(Text(patch.doc), soft_wrap=True)
+        out.print(Text(f"\n{patch.id}: {patch.summary}", style="bold"))
+        for paragraph in plain(patch.doc).split("\n\n"):
+            out.print(Padding(Text(" ".join(paragraph.split())), (0, 0, 1, 2)))
         out.print(Text("  where it looks:", style="bold"))
         for anchor in patch.anchors:
             expect = "" if anchor.expect is State.PENDING else f" [{anchor.expect.value}]"
             note = f" — {anchor.note}" if anchor.note else ""
             out.print(
-                Text(f"    sglang/{anchor.file}: {anchor.describe()}, {anchor.seen}{expect}{note}"), soft_wrap=True
+                Padding(Text(f"sglang/{anchor.file}: {anchor.describe()}, {anchor.seen}{expect}{note}"), (0, 0, 0, 4))
             )
