@@ -215,6 +215,28 @@ class WorkspacePreflight(Patch):
             evidence=(3,),
         ),
         Example(
+            "a negated SM100 test around the query is no SM12x guard: the guard goes inside it",
+            """
+            def _flashinfer_trtllm_workspace_allocation_sizes(d, n):
+                size = n
+                if not get_platform().is_sm100:
+                    mc_prop = d.CUmulticastObjectProp()
+                    err, mc_gran = d.cuMulticastGetGranularity(mc_prop, 0)
+                    size = size + mc_gran
+                return [size]
+            """,
+            after="""
+            def _flashinfer_trtllm_workspace_allocation_sizes(d, n):
+                size = n
+                if not get_platform().is_sm100:
+                    if not get_platform().is_sm120:
+                        mc_prop = d.CUmulticastObjectProp()
+                        err, mc_gran = d.cuMulticastGetGranularity(mc_prop, 0)
+                        size = size + mc_gran
+                return [size]
+            """,
+        ),
+        Example(
             "the query removed, as sglang#32330 proposed",
             """
             def _flashinfer_trtllm_workspace_allocation_sizes(d, n):
