@@ -1,5 +1,6 @@
-"""sm120patch where fleets and images use it: the Ansible playbook, the Dockerfile and its
-entrypoint, and a git checkout laid out like sglang's repository."""
+"""sm120patch where fleets and images use it: the Dockerfile (built for real with podman),
+its entrypoint, the Ansible playbook for every way of naming the package, and a git checkout
+laid out like sglang's repository."""
 
 from __future__ import annotations
 
@@ -9,16 +10,29 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
+from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
-from tests.realtrees import copy_release, serving_env
+import sm120patch
+from sm120patch.commands.demo import fetch, fetch_wheel
+from sm120patch.locate.flashinfer import FIRST_SM12X
+from sm120patch.plan.releases import pin_for
+from tests.fleet import podman as containers
+from tests.fleet.dockerignore import context_files
+from tests.fleet.simple_index import simple_index
+from tests.support.realtrees import copy_release, serving_env
 
 REPO = Path(__file__).resolve().parent.parent
 DOCKER = REPO / "examples" / "docker"
-PLAYBOOK = REPO / "examples" / "ansible" / "playbook.yml"
+DOCKERFILE = DOCKER / "Dockerfile"
+PLAYBOOK = Path("examples") / "ansible" / "playbook.yml"
 BIN = Path(sys.executable).parent  # where this environment's sm120patch command lives
+BUILD_COMMAND = "docker build -f examples/docker/Dockerfile -t sglang-sm120 ."  # as documented, from the root
 
 
 # --- the Dockerfile ------------------------------------------------------------------------
@@ -42,19 +56,134 @@ def instructions(dockerfile: Path) -> list[tuple[str, str]]:
     return found
 
 
-def test_dockerfile_builds_on_the_official_image_and_applies_strictly() -> None:
-    steps = instructions(DOCKER / "Dockerfile")
-    keywords = [k for k, _ in steps]
-    assert set(keywords) <= {"ARG", "FROM", "RUN", "COPY", "ENTRYPOINT", "CMD", "ENV"}
+def default_tag() -> str:
+    (tag,) = [args.partition("=")[2] for k, args in instructions(DOCKERFILE) if k == "ARG" and "SGLANG_TAG=" in args]
+    return tag
+
+
+def test_the_documented_build_command_is_the_one_the_dockerfile_and_readme_give() -> None:
+    assert BUILD_COMMAND in DOCKERFILE.read_text()
+    section = README_SECTION.search((REPO / "README.md").read_text())
+    assert section and BUILD_COMMAND in section.group(0)
+    assert not re.search(r"pip install (--no-cache-dir )?sm120patch\b", section.group(0))  # not on the index
+
+
+README_SECTION = re.compile(r"^## In a container, on a fleet$.*?(?=^## )", re.M | re.S)
+
+
+def test_the_default_tag_is_a_release_whose_flashinfer_has_the_sm12x_kernel() -> None:
+    """apply --strict at build time fails on an older one: the default must build."""
+    steps = instructions(DOCKERFILE)
     (base,) = [args for k, args in steps if k == "FROM"]
-    assert base.startswith("lmsysorg/sglang:")
+    assert base == "lmsysorg/sglang:${SGLANG_TAG}"
+    release = re.fullmatch(r"v(\d+\.\d+\.\d+(?:\.post\d+)?)-cu\d+", default_tag())
+    assert release, default_tag()
+    pinned = pin_for(release.group(1))
+    assert pinned and Version(pinned) >= FIRST_SM12X
     runs = " && ".join(args for k, args in steps if k == "RUN")
-    assert re.search(r"pip install (--no-cache-dir )?sm120patch && sm120patch apply --strict", runs)
-    copies = [args.split() for k, args in steps if k == "COPY"]
-    assert all((DOCKER / source).is_file() for source, *_ in copies)
-    (entry,) = [json.loads(args) for k, args in steps if k == "ENTRYPOINT"]
-    assert [target for _, target in copies if target == entry[0]] == [entry[0]]
-    assert keywords.index("FROM") < keywords.index("RUN") < keywords.index("ENTRYPOINT")
+    assert "/opt/sm120patch/bin/sm120patch apply --strict" in runs
+    assert [json.loads(args) for k, args in steps if k == "ENTRYPOINT"] == [["/usr/local/bin/sm120patch-entrypoint"]]
+
+
+def test_the_build_context_holds_the_project_and_nothing_local(tmp_path: Path) -> None:
+    """What .dockerignore leaves of the repository root builds sm120patch's wheel, offline."""
+    files = context_files(REPO, REPO / ".dockerignore")
+    for needed in ("pyproject.toml", "README.md", "LICENSE", "sm120patch/__init__.py", "examples/docker/entrypoint.sh"):
+        assert needed in files
+    local = [f for f in files if re.search(r"(^|/)(\.git|build|\.whl|\.fi_aot|__pycache__|[^/]+\.egg-info)/|\.whl$", f)]
+    assert local == []
+    assert sum((REPO / f).stat().st_size for f in files) < 20 * 2**20
+    context = tmp_path / "context"
+    for rel in files:
+        (context / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / rel, context / rel)
+    command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-index", "--no-build-isolation"]
+    built = subprocess.run(
+        [*command, "--wheel-dir", str(tmp_path / "out"), str(context)], capture_output=True, text=True
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp_path / "out").glob("sm120patch-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "sm120patch/cli.py" in names and "sm120patch/probes/find_sglang.py" in names
+
+
+@pytest.fixture(scope="module")
+def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[containers.Podman]:
+    reason = containers.missing()
+    if reason:
+        pytest.skip(reason)
+    engine = containers.Podman(tmp_path_factory.mktemp("podman"))
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
+def build_command(*extra: str) -> list[str]:
+    """The documented command as podman runs it here: never pull, the host's CA for pip."""
+    docker, build, *rest = BUILD_COMMAND.split()
+    assert (docker, build) == ("docker", "build")
+    return [build, "--pull=never", "--volume", containers.CA_MOUNT, *extra, *rest]
+
+
+@pytest.mark.slow
+def test_image_builds_from_the_repository_root_and_serves_only_while_patched(
+    podman: containers.Podman, tmp_path: Path
+) -> None:
+    tag = default_tag()
+    sglang = fetch_wheel(tag[1:].split("-")[0])
+    flashinfer = fetch("flashinfer-python", containers.flashinfer_pin(sglang))
+    base = containers.stand_in_image(podman, tag, sglang, flashinfer, tmp_path)
+    packages = ["run", "--rm", "--entrypoint", "python3"]
+    before = podman(*packages, base, "-m", "pip", "list", "--format=json").stdout
+
+    podman(*build_command(), cwd=REPO)
+
+    image = "sglang-sm120"
+    # The image's own Python: the same packages as before, and no libcst.
+    assert podman(*packages, image, "-m", "pip", "list", "--format=json").stdout == before
+    libcst = podman(*packages, image, "-c", "import libcst", check=False)
+    assert libcst.returncode == 1 and "No module named 'libcst'" in libcst.stderr
+    tool = ["run", "--rm", "--entrypoint", "/opt/sm120patch/bin/sm120patch", image]
+    assert f"sm120patch {sm120patch.__version__} " in podman(*tool, "--version").stdout
+    # apply --strict ran at build time, on the editable checkout, with the FlashInfer sglang pins.
+    verify = podman(*tool, "verify", "--python", "/usr/bin/python3", "--json", check=False)
+    report = json.loads(verify.stdout)
+    assert verify.returncode == 0 and report["ok"], report["headline"]
+    assert report["sglang"]["install_kind"] == "editable"
+    assert report["sglang"]["location"] == "/sgl-workspace/sglang/python/sglang"
+    assert report["sglang"]["flashinfer"] == containers.flashinfer_pin(sglang)
+    assert report["warnings"] == []
+
+    # The entrypoint verifies the `python` it then runs sglang's server with.
+    started = podman("run", "--rm", image, "--model-path", "m", check=False)
+    # verify passed, then `python -m sglang.launch_server` ran (and stopped: no torch in the stand-in)
+    assert started.returncode == 1 and "_run_module_as_main" in started.stderr, started.stderr[-2000:]
+    assert "/sgl-workspace/sglang/python/sglang/__init__.py" in started.stderr
+    reverted = podman(
+        "run", "--rm", "--entrypoint", "sh", image, "-c",
+        "/opt/sm120patch/bin/sm120patch revert --python /usr/bin/python3 >/dev/null 2>&1"
+        " && exec /usr/local/bin/sm120patch-entrypoint --model-path m",
+        check=False,
+    )  # fmt: skip
+    assert reverted.returncode == 1
+    assert "sm120patch apply" in reverted.stdout + reverted.stderr
+    assert "_run_module_as_main" not in reverted.stderr  # the server never started
+
+
+@pytest.mark.slow
+def test_image_build_fails_when_the_fused_path_could_not_run(podman: containers.Podman, tmp_path: Path) -> None:
+    """sglang 0.5.9 (it pins FlashInfer 0.6.3) and no FlashInfer in the image: apply alone would
+    patch and warn; --strict fails the build and the image is not made."""
+    tag = "sm120patch-test-0.5.9-without-flashinfer"
+    containers.stand_in_image(podman, tag, fetch_wheel("0.5.9"), None, tmp_path)
+    build = podman(
+        *build_command("--build-arg", f"SGLANG_TAG={tag}", "-t", "sglang-sm120-refused"), cwd=REPO, check=False
+    )
+    assert build.returncode != 0
+    assert "--strict: nothing was written" in build.stdout + build.stderr
+    assert "FlashInfer is not installed here; sglang 0.5.9 pins 0.6.3" in build.stdout + build.stderr
+    assert podman("image", "exists", "sglang-sm120-refused", check=False).returncode == 1
 
 
 def fake_python(bin_dir: Path, log: Path) -> None:
@@ -85,55 +214,186 @@ def test_entrypoint_starts_the_server_only_while_patched(tmp_path: Path) -> None
 
 # --- the Ansible playbook ------------------------------------------------------------------
 
+ANSIBLE = shutil.which("ansible-playbook") or str(BIN / "ansible-playbook")
+needs_ansible = pytest.mark.skipif(
+    not Path(ANSIBLE).exists(), reason="ansible-core is a test dependency: pip install -e '.[test]'"
+)
 
-def recap(output: str) -> dict[str, int]:
-    line = next(line for line in output.splitlines() if line.startswith("localhost") and "changed=" in line)
-    return {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", line)}
+
+def recap(output: str) -> dict[str, dict[str, int]]:
+    """PLAY RECAP: counters per host."""
+    tail = output.rpartition("PLAY RECAP")[2]
+    return {
+        match.group(1): {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", match.group(2))}
+        for match in re.finditer(r"^(\S+)\s+:\s+(ok=.*)$", tail, re.M)
+    }
+
+
+def task_results(output: str, host: str) -> dict[str, str]:
+    """Task name -> what it did on ``host`` (ok, changed, skipping, fatal), from the default output."""
+    results = {}
+    for block in re.split(r"^TASK \[", output, flags=re.M)[1:]:
+        name = block.partition("]")[0]
+        found = re.search(rf"^(ok|changed|skipping|fatal): \[{re.escape(host)}(?: -> \S+)?\]", block, re.M)
+        if found:
+            results[name] = found.group(1)
+    return results
+
+
+INSTALL = "Install sm120patch into its own venv"
+APPLY = "Apply the patches to the serving environment's sglang"
+NO_FLASHINFER = "FlashInfer is not installed here"
+
+
+def snapshot(tmp_path: Path) -> Path:
+    """The repository as its build context holds it: the playbook's default builds from it, so
+    edits to the working tree made while the test runs cannot turn a rerun into a change."""
+    root = tmp_path / "checkout"
+    for rel in context_files(REPO, REPO / ".dockerignore"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / rel, root / rel)
+    return root
+
+
+class Play:
+    def __init__(self, checkout: Path, tmp_path: Path, inventory: str = "localhost,", **extra: str) -> None:
+        self.command = [ANSIBLE, "-i", inventory, str(checkout / PLAYBOOK)]
+        self.extra: dict[str, object] = {
+            "sm120patch_venv_python": sys.executable,
+            "sm120patch_build_dir": str(tmp_path / "wheels"),
+            **extra,
+        }
+        self.tmp_path = tmp_path
+        self.env = dict(
+            os.environ,
+            ANSIBLE_NOCOLOR="1",
+            ANSIBLE_HOME=str(tmp_path / "ansible-home"),
+            ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"),
+            ANSIBLE_REMOTE_TEMP=str(tmp_path / "ansible-remote-tmp"),
+        )
+
+    def __call__(self, **more: object) -> subprocess.CompletedProcess[str]:
+        command = [*self.command, "-e", json.dumps({**self.extra, **more})]
+        return subprocess.run(command, capture_output=True, text=True, env=self.env, cwd=self.tmp_path)
+
+
+def local_host(serving: Path, tool: Path) -> dict[str, str]:
+    return {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "sm120patch_python": str(serving),
+        "sm120patch_venv": str(tool),
+    }
+
+
+def reinstall_sglang(serving: Path, version: str) -> None:
+    """What `pip install -U sglang` does to the patched files (from the cached wheel, offline)."""
+    command = [sys.executable, "-m", "pip", "--python", str(serving), "install", "--quiet", "--no-deps"]
+    command += ["--force-reinstall", "--disable-pip-version-check", str(fetch_wheel(version))]
+    subprocess.run(command, check=True)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    shutil.which("ansible-playbook") is None and not (BIN / "ansible-playbook").exists(),
-    reason="ansible-core is a test dependency: pip install -e '.[test]'",
-)
-def test_playbook_changed_then_ok_then_changed_after_a_reinstall(tmp_path: Path) -> None:
-    serving = serving_env(tmp_path / "serving", "0.5.9")
-    dist = tmp_path / "dist"
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(REPO)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    (wheel,) = dist.glob("sm120patch-*.whl")
-    playbook = shutil.which("ansible-playbook") or str(BIN / "ansible-playbook")
-    command = [
-        playbook, "-i", "localhost,", "-c", "local", str(PLAYBOOK),
-        "-e", f"sm120patch_python={serving}", "-e", f"sm120patch_package={wheel}",
-        "-e", f"sm120patch_venv={tmp_path / 'tool'}", "-e", f"sm120patch_venv_python={sys.executable}",
-        "-e", f"ansible_python_interpreter={sys.executable}",
-    ]  # fmt: skip
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"))
+@needs_ansible
+@pytest.mark.parametrize("form", ["checkout", "wheel", "index"])
+def test_playbook_changed_then_ok_then_changed_after_a_reinstall(form: str, tmp_path: Path) -> None:
+    """The package named as the default (this checkout, built into a wheel on the controller),
+    as a wheel, or as a version on a private index: a rerun is ok, an sglang upgrade changes."""
+    serving = serving_env(tmp_path / "serving", "0.5.9")  # no FlashInfer: apply patches and warns
+    checkout = snapshot(tmp_path)
+    play = Play(checkout, tmp_path, **local_host(serving, tmp_path / "tool"))
+    package: dict[str, str] = {}
+    with ExitStack() as stack:
+        if form != "checkout":
+            build = [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path / "dist")]
+            subprocess.run([*build, str(checkout)], check=True, capture_output=True)
+            (wheel,) = (tmp_path / "dist").glob("sm120patch-*.whl")
+            package["sm120patch_package"] = str(wheel)
+        if form == "index":
+            url, requested = stack.enter_context(simple_index(tmp_path / "index", wheel))
+            package = {"sm120patch_package": f"sm120patch=={sm120patch.__version__}"}
+            package["sm120patch_pip_args"] = f"--extra-index-url={url}"  # as the README shows it
 
-    def play() -> dict[str, int]:
-        proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
-        assert proc.returncode == 0, proc.stdout[-3000:]
-        return recap(proc.stdout)
+        first = play(**package)
+        assert recap(first.stdout)["localhost"]["failed"] == 0, first.stdout[-3000:]
+        done = task_results(first.stdout, "localhost")
+        assert done[INSTALL] == "changed" and done[APPLY] == "changed"
+        assert recap(first.stdout)["localhost"]["ignored"] == 1 and NO_FLASHINFER in first.stdout  # the warning
 
-    first = play()
-    assert first["failed"] == 0 and first["changed"] >= 1
-    second = play()
-    assert second["failed"] == 0 and second["changed"] == 0
-    subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(serving), "install", "--quiet", "--no-deps",
-         "--force-reinstall", "--disable-pip-version-check", "sglang==0.5.9"],
-        check=True,
-    )  # fmt: skip
-    third = play()
-    assert third["failed"] == 0 and third["changed"] == 1  # sm120patch wrote the files again
+        second = play(**package)
+        assert recap(second.stdout)["localhost"]["changed"] == 0, second.stdout[-3000:]
+        assert recap(second.stdout)["localhost"]["failed"] == 0
+
+        reinstall_sglang(serving, "0.5.9")
+        third = play(**package)
+        assert recap(third.stdout)["localhost"]["changed"] == 1, third.stdout[-3000:]
+        assert task_results(third.stdout, "localhost")[APPLY] == "changed"  # sm120patch wrote the files again
+        if form == "index":
+            assert [path for path in requested if path.endswith(".whl")] == [f"/simple/sm120patch/{wheel.name}"]
+
     verify = subprocess.run(
         [str(tmp_path / "tool" / "bin" / "sm120patch"), "verify", "--python", str(serving), "--json"],
         capture_output=True, text=True,
     )  # fmt: skip
     assert json.loads(verify.stdout)["ok"]
+
+
+@pytest.mark.slow
+@needs_ansible
+def test_playbook_shows_which_hosts_cannot_run_the_fused_path_and_strict_fails_them(tmp_path: Path) -> None:
+    """Three hosts: FlashInfer with the SM12x kernel, none, one without the kernel."""
+    hosts = {
+        "ready": serving_env(tmp_path / "ready", "0.5.20", "0.6.18"),
+        "nofi": serving_env(tmp_path / "nofi", "0.5.9"),
+        "oldfi": serving_env(tmp_path / "oldfi", "0.5.9", "0.6.3"),
+    }
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(
+        "".join(
+            f"{name} " + " ".join(f"{k}={v}" for k, v in local_host(python, tmp_path / f"tool-{name}").items()) + "\n"
+            for name, python in hosts.items()
+        )
+    )
+    play = Play(snapshot(tmp_path), tmp_path, inventory=str(inventory))
+
+    first = play()
+    counts = recap(first.stdout)
+    assert counts["ready"]["failed"] == 0 and counts["ready"]["ignored"] == 0 and counts["ready"]["changed"] >= 1
+    assert counts["nofi"]["failed"] == 0 and counts["nofi"]["ignored"] == 1  # patched, and the warning shown
+    assert counts["oldfi"]["failed"] == 1 and "refusing to patch, nothing was written" in first.stdout
+    assert task_results(first.stdout, "oldfi")[INSTALL] == "changed"  # it got as far as apply
+    assert len(re.findall(r"^ok: \[\w+ -> localhost\]", first.stdout.split("TASK [Build a wheel")[1], re.M)) == 1
+
+    strict = play(sm120patch_strict=True)
+    counts = recap(strict.stdout)
+    assert (counts["ready"]["failed"], counts["ready"]["changed"], counts["ready"]["ignored"]) == (0, 0, 0)
+    assert counts["nofi"]["failed"] == 1 and "--strict: nothing was written" in strict.stdout
+    assert counts["oldfi"]["failed"] == 1
+
+
+@needs_ansible
+def test_playbook_stops_on_a_path_that_names_nothing(tmp_path: Path) -> None:
+    """Offline: the host fails before anything is installed, with a message that says why."""
+    play = Play(REPO, tmp_path, **local_host(tmp_path / "python", tmp_path / "tool"))
+    proc = play(sm120patch_package=str(tmp_path / "no-such-checkout"))
+    assert recap(proc.stdout)["localhost"]["failed"] == 1
+    assert "no such checkout or wheel on the controller" in proc.stdout
+    assert not (tmp_path / "tool").exists()
+
+
+def test_controller_wheel_is_the_same_bytes_every_time_and_the_checkout_stays_clean(tmp_path: Path) -> None:
+    """Offline (setuptools from the test extras): what makes a rerun of the default "ok"."""
+    checkout = snapshot(tmp_path)
+    before = sorted(p.relative_to(checkout) for p in checkout.rglob("*"))
+    script = checkout / "examples" / "ansible" / "build_wheel.py"
+    wheels = []
+    for out in ("a", "b"):
+        proc = subprocess.run([sys.executable, str(script), str(checkout), str(tmp_path / out)], capture_output=True)
+        assert proc.returncode == 0, proc.stderr
+        wheels.append(Path(json.loads(proc.stdout)["wheel"]))
+    assert wheels[0].name == f"sm120patch-{sm120patch.__version__}-py3-none-any.whl"
+    assert wheels[0].read_bytes() == wheels[1].read_bytes()
+    assert sorted(p.relative_to(checkout) for p in checkout.rglob("*")) == before
 
 
 # --- a git checkout ------------------------------------------------------------------------
