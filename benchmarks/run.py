@@ -4,7 +4,7 @@
     python3 benchmarks/run.py [--repeat N] [--releases 0.5.9 0.5.15 0.5.23]
 
 Every figure is the median wall time of N cold processes (a new interpreter each time) on
-real pip-installed sglang trees (tests/realtrees.py), next to three baselines measured in
+real pip-installed sglang trees (tests/support/realtrees.py), next to three baselines measured in
 the same run on the same files:
 
 * floor: the interpreter importing click (what any click CLI pays);
@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 from sm120patch import __version__  # noqa: E402
 from sm120patch.locate.tree import from_directory  # noqa: E402
 from sm120patch.plan.registry import all_patches  # noqa: E402
-from tests.realtrees import copy_release  # noqa: E402
+from tests.support.realtrees import copy_release  # noqa: E402
 
 # As installed: pip compiles bytecode at install time, so the processes may use and write it
 # (this workplace sets PYTHONDONTWRITEBYTECODE, which would make every run compile the tool).

@@ -2,7 +2,7 @@
 """Run the full cycle on real sglang releases and write docs/compatibility.md.
 
 Every release is downloaded from the package index, installed with pip (no dependencies)
-and put through apply -> verify -> apply again -> revert by ``tests/realtrees.run_cycle``,
+and put through apply -> verify -> apply again -> revert by ``tests/support/realtrees.run_cycle``,
 which checks each step independently (compiled results, ast-level intended changes only,
 RECORD hashes after revert).  The table is what the tool did, not what it should do.
 
@@ -25,7 +25,7 @@ from sm120patch.locate import flashinfer as flashinfer_kernel  # noqa: E402
 from sm120patch.patchkit.layout import COMM_FUSION  # noqa: E402
 from sm120patch.plan import releases, startup_risk  # noqa: E402
 from sm120patch.plan.registry import all_patches  # noqa: E402
-from tests.realtrees import copy_release, run_cycle  # noqa: E402
+from tests.support.realtrees import copy_release, run_cycle  # noqa: E402
 
 SHORT = {
     "communicator-import": "import",
@@ -132,7 +132,7 @@ def main() -> int:
         "flashinfer#3903). The last columns say whether the FlashInfer each release pins has it, and "
         "what the patched release does on SM12x when fusion is on and the FlashInfer beside it lacks "
         "the kernel, read from its `flashinfer_comm_fusion.py` by structure (`startup_risk`) and "
-        "established by running each release's own code (`tests/test_startup_risk.py`): up to 0.5.9 the "
+        "established by running each release's own code (`tests/plan/test_startup_risk.py`): up to 0.5.9 the "
         "workspace is created inside CUDA-graph capture with no fallback, so the server does not start; "
         "from 0.5.10 sglang catches the failure and runs unfused.  That is why `apply` refuses while the "
         "FlashInfer installed beside sglang lacks the kernel (`--allow-missing-kernel` writes anyway): "

@@ -22,7 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.sglang_exec import (
+from tests.support.sglang_exec import (
     load_function,
     release_utils,
     size_helper,

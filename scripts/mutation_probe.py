@@ -79,7 +79,7 @@ MUTANTS = [
     ),
 ]
 
-FAST = ["tests/test_examples.py", "tests/test_properties.py", "tests/test_mini_cli.py", "tests/test_runtime.py"]
+FAST = ["tests/patches", "tests/commands/test_cli_on_mini_release.py", "tests/commands/test_verify_runtime.py"]
 
 
 def main() -> int:

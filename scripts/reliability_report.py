@@ -2,7 +2,7 @@
 """Break sm120patch on purpose and write the figures to docs/reliability.md.
 
 Runs, on real pip-installed sglang releases:
-  * the fault-injection suite (tests/faultsuite.py): SIGKILL, ENOSPC and EACCES at every
+  * the fault-injection suite (tests/support/faultsuite.py): SIGKILL, ENOSPC and EACCES at every
     step of the apply and revert write paths, each followed by a recovering run;
   * rounds of eight concurrent ``apply`` processes on one tree;
   * the hostile-input, hand-edit, concurrency and upgrade tests (pytest), counted.
@@ -24,8 +24,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.faultsuite import ACTIONS, STEPS, Stats, cli, run_suite  # noqa: E402
-from tests.realtrees import copy_release  # noqa: E402
+from tests.support.faultsuite import ACTIONS, STEPS, Stats, cli, run_suite  # noqa: E402
+from tests.support.realtrees import copy_release  # noqa: E402
 
 
 def concurrent_rounds(version: str, rounds: int) -> dict:
@@ -76,9 +76,14 @@ def main() -> int:
     for stats in suites.values():
         total.add(stats)
     concurrency = concurrent_rounds(args.release, args.rounds)
-    hostile_files = ["tests/test_hostile.py", "tests/test_hand_edits.py", "tests/test_properties.py"]
+    hostile_files = [
+        "tests/commands/test_hostile.py",
+        "tests/commands/test_hand_edits.py",
+        "tests/patches/test_communicator_fusion_gate.py::test_generated_gate_variants_are_widened_exactly_or_refused_as_drift",
+        "tests/patches/test_server_args_auto_enable.py::test_generated_auto_enable_blocks_are_widened_unless_they_also_pick_sm100_kernels",
+    ]
     hostile = pytest_counts(hostile_files)
-    upgrades = pytest_counts(["tests/test_concurrency_and_upgrades.py"])
+    upgrades = pytest_counts(["tests/transaction/test_concurrency_and_upgrades.py"])
     elapsed = time.time() - started
     rows = "\n".join(
         f"| `{op}` | {s.kill_points} | {s.io_faults} | {s.recovered} | {s.lost_or_half_written} | {s.leftover_temp_files} |"
@@ -91,8 +96,8 @@ sm120patch rewrites files in someone's serving image, so it is tested the way pa
 managers and databases test themselves: by breaking it on purpose. Figures below come from
 `python3 scripts/reliability_report.py` (sglang {args.release}, pip-installed from the package
 index; {time.strftime("%Y-%m-%d")}, {elapsed:.0f} s). The same suite runs in CI
-(`tests/test_faults.py`, `tests/test_hostile.py`, `tests/test_concurrency_and_upgrades.py`,
-`tests/test_properties.py`).
+(`tests/transaction/test_faults.py`, `tests/commands/test_hostile.py`,
+`tests/transaction/test_concurrency_and_upgrades.py`, the generated variants in `tests/patches/`).
 
 ## How a write can fail, and what happens
 
@@ -108,7 +113,7 @@ it, the next run finishes the job once the disk has room again.
 
 ## Fault injection
 
-`python -m tests.faulty_cli <step>@<n>:<kill|ENOSPC|EACCES> ...` runs the real command line
+`python -m tests.support.faulty_cli <step>@<n>:<kill|ENOSPC|EACCES> ...` runs the real command line
 with a hook at `fsutil.step` that makes the n-th occurrence of a step SIGKILL the process or
 raise that error (production code leaves the hook unset). Steps: {", ".join(STEPS)}
 (write/fsync/rename of every atomic write: backups, staged contents, journal, targets,
@@ -144,7 +149,7 @@ corrupted manifest or one from a newer sm120patch (exit 2), a re-apply over a ha
 earlier backup is kept aside), a `--python` that is not an interpreter, the seed's `sed` run once or twice, a renamed gate and a file that does not parse
 (drift, nothing written), and generated variants of the gate code (property tests).
 
-`tests/test_concurrency_and_upgrades.py`: {upgrades["summary"]} — real `pip install -U`
+`tests/transaction/test_concurrency_and_upgrades.py`: {upgrades["summary"]} — real `pip install -U`
 upgrades and downgrades (0.5.8 ⇄ 0.5.9) under a patched tree: `verify` reports the pristine
 release files and the stale state, `apply` keeps the old state aside in `stale-<version>-<time>/`
 and patches the new release, `revert` restores the new release's files.

@@ -1,3 +1,9 @@
+"""Fixtures every test folder shares: real releases, the miniature release, the full cycle.
+
+Helpers that are functions, not fixtures (running the CLI, fakes, the independent ``ast``
+comparison), live in ``tests/support``.
+"""
+
 from __future__ import annotations
 
 import os
@@ -7,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from sm120patch.patchkit.layout import ADD_NORM, COMM_FUSION, COMMUNICATOR, OVERRIDES, SERVER_ARGS
-from tests.realtrees import TREES, copy_release, record_hashes, sha256
+from tests.support.mini_sglang import write_mini_sglang
+from tests.support.realtrees import TREES, copy_release, record_hashes, run_cycle, sha256
 
 # Rich must not colour or wrap what the tests read.
 os.environ.setdefault("NO_COLOR", "1")
@@ -26,6 +33,33 @@ def release(tmp_path: Path) -> Callable[..., Path]:
         return copy_release(version, tmp_path / f"site-{next(counter)}", hardlink=hardlink)
 
     return make
+
+
+@pytest.fixture
+def mini(tmp_path: Path) -> Path:
+    """The miniature release (tests/support/mini_sglang.py) in ``tmp_path/site``; its package dir."""
+    return write_mini_sglang(tmp_path / "site")
+
+
+@pytest.fixture(scope="session")
+def release_cycle(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict]:
+    """``release_cycle("0.5.9")`` -> what ``run_cycle`` (apply, verify, apply again, revert,
+    each checked) found on a private copy of that release; run once per release and session,
+    shared by the release-matrix rows of every patch."""
+    found: dict[str, dict | AssertionError] = {}
+
+    def cycle(version: str) -> dict:
+        if version not in found:
+            try:
+                found[version] = run_cycle(copy_release(version, tmp_path_factory.mktemp(f"cycle-{version}")))
+            except AssertionError as failure:
+                found[version] = failure
+        result = found[version]
+        if isinstance(result, AssertionError):
+            raise result
+        return result
+
+    return cycle
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

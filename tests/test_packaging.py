@@ -17,7 +17,7 @@ import pytest
 
 from sm120patch import __version__
 from sm120patch.plan.registry import all_patches
-from tests.realtrees import serving_env
+from tests.support.realtrees import serving_env
 
 pytestmark = pytest.mark.slow  # builds, installs from the package index, real releases
 
@@ -64,7 +64,13 @@ def test_the_sdist_runs_the_fast_tier(dist: dict[str, Path], tmp_path: Path) -> 
     with tarfile.open(dist["sdist"]) as archive:
         archive.extractall(tmp_path, filter="data")
     (root,) = tmp_path.iterdir()
-    for needed in ("tests/conftest.py", "tests/mini_sglang.py", "docs/compatibility.md", "README.md", "LICENSE"):
+    for needed in (
+        "tests/conftest.py",
+        "tests/support/mini_sglang.py",
+        "docs/compatibility.md",
+        "README.md",
+        "LICENSE",
+    ):
         assert (root / needed).is_file(), needed
     env = dict(os.environ, PYTHONPATH=str(root))
     proc = run(

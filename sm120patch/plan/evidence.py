@@ -20,7 +20,7 @@ import libcst as cst
 # libcst's code generation state is private API (no public way to print one statement at a
 # given indentation, or to note where a node starts without the much slower PositionProvider).
 # What this module relies on (the constructor, indent_tokens, tokens, record_syntactic_position,
-# CSTNode._codegen) is pinned by tests/unit/test_libcst_private_api.py.
+# CSTNode._codegen) is pinned by tests/plan/test_libcst_private_api.py.
 from libcst._nodes.internal import CodegenState
 
 from sm120patch.patchkit.cst_helpers import scoped_paths

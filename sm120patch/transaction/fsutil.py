@@ -5,7 +5,7 @@ fsynced, a rename, a directory fsync, an unlink.  Two hooks, both None in produc
 
 * ``step(name)`` marks each point of the write path (write, fsync, rename here; the journal,
   each replace and the finalize in journal.py); the reliability suite sets ``STEP_HOOK`` to
-  kill the process or raise an I/O error there (tests/faulty_cli.py, docs/reliability.md);
+  kill the process or raise an I/O error there (tests/support/faulty_cli.py, docs/reliability.md);
 * ``OP_HOOK`` sees each operation as it is done (``Op``); the crash-consistency tests record
   them and rebuild every disk state a power cut could leave.
 """

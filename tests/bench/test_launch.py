@@ -72,7 +72,9 @@ def test_a_hanging_rank_is_stopped_with_its_phase_and_no_process_is_left(tmp_pat
     assert failure.rank == 1
     assert str(failure).startswith("rank 1, phase process-group: no progress for 2 s")
     assert str(failure).endswith("every rank was stopped (rank 0 was waiting in tokens 1)")
-    for record in pids.iterdir():
+    records = sorted(pids.iterdir())
+    assert len(records) == 2  # each rank wrote its pid and its child's before its first phase
+    for record in records:
         for pid in map(int, record.read_text().split()):
             assert not alive(pid), f"process {pid} outlived the run"
 

@@ -1,0 +1,74 @@
+"""`verify --runtime`: the patched modules imported in the serving interpreter.
+
+``fake_torch_package`` (tests/support/fakes.py) stands for torch: one GPU of a chosen capability.
+The miniature tree (tests/support/mini_sglang.py) imports with nothing else; real releases need
+sglang's dependencies, so there the check must report the import failure.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import jrun_process, process_env
+from tests.support.fakes import fake_torch_package
+
+
+def cli(*args: str, pythonpath: Path | None = None) -> tuple[int, dict, str]:
+    """``sm120patch ARGS --json`` in a new process whose PYTHONPATH is ``pythonpath`` only."""
+    extra = {"PYTHONPATH": str(pythonpath)} if pythonpath is not None else {}
+    return jrun_process(*args, env=process_env(drop=["PYTHONPATH"], **extra))
+
+
+@pytest.mark.parametrize(("capability", "takes"), [((12, 0), True), ((12, 1), True), ((9, 0), False)])
+def test_runtime_reports_the_probe_and_the_flags(mini: Path, tmp_path: Path, capability, takes: bool) -> None:
+    torch = fake_torch_package(tmp_path / "faketorch", capability)
+    code, data, _ = cli("apply", "--sglang-path", str(mini))
+    assert code == 0
+    code, data, _ = cli("verify", "--runtime", "--sglang-path", str(mini), pythonpath=torch)
+    assert code == 0, data["headline"]
+    runtime = data["runtime"]
+    assert runtime["probe"] == {"ok": True, "expression": "is_sm120_supported()", "value": takes}
+    modules = {m["module"]: m for m in runtime["modules"]}
+    assert modules["sglang.srt.layers.communicator"]["flags"] == {
+        "_is_sm100_supported": False,
+        "_is_sm120_supported": takes,
+        "_is_sm90_supported": capability == (9, 0),
+    }
+    assert modules["sglang.srt.server_args"] == {"module": "sglang.srt.server_args", "ok": True, "flags": {}}
+    branch = "takes" if takes else "does not take"
+    assert any(f"this host {branch} the SM12x branches" in m for m in data["messages"])
+
+
+def test_runtime_without_torch_is_an_environment_error(mini: Path) -> None:
+    code, data, _err = cli("verify", "--runtime", "--sglang-path", str(mini))
+    assert code == 2 and data["exit_code"] == 2
+    assert "torch does not import" in data["headline"] and "No module named 'torch'" in data["headline"]
+
+
+def test_runtime_reports_a_module_that_no_longer_imports(mini: Path, tmp_path: Path) -> None:
+    torch = fake_torch_package(tmp_path / "faketorch", (12, 0))
+    assert cli("apply", "--sglang-path", str(mini))[0] == 0
+    gate = mini / "srt/layers/communicator.py"
+    gate.write_text(gate.read_text() + "\nraise ImportError('a broken hand edit')\n")
+    code, data, _ = cli("verify", "--runtime", "--sglang-path", str(mini), pythonpath=torch)
+    assert code == 1
+    assert data["headline"] == (
+        f"the patched tree does not import in {sys.executable}: "
+        "sglang.srt.layers.communicator: ImportError: a broken hand edit"
+    )
+
+
+@pytest.mark.slow
+def test_runtime_on_a_real_release_names_the_missing_dependency(release, tmp_path: Path) -> None:
+    package = release("0.5.9")
+    torch = fake_torch_package(tmp_path / "faketorch", (12, 0))
+    assert cli("apply", "--sglang-path", str(package))[0] == 0
+    code, data, _ = cli("verify", "--runtime", "--sglang-path", str(package), pythonpath=torch)
+    assert code == 1
+    failure = data["runtime"]["sglang"]
+    assert failure["ok"] is False and failure["error"].startswith("ModuleNotFoundError: No module named")
+    assert data["headline"].startswith(f"sglang does not import in {sys.executable}: {failure['error']}")
+    assert data["runtime"]["modules"] == []  # not tried: their failure would say nothing new

@@ -1,0 +1,124 @@
+"""communicator-fusion-gate: its named examples, its self-description, its rows of the release
+matrix, and generated variants of the gate code.
+
+The examples and the anchor rows are the patch's own (sm120patch/patches/communicator_fusion_gate.py);
+the rows are checked on one real release per era (slow tier), through the full
+apply/verify/revert cycle.  The variants (operand order, comments inside the condition, line
+breaks and extra parentheses, extra conditions including an ``or`` that mixes an SM probe with
+something else, which is not an SM clause, the SM clause anywhere in the chain, zero or two SM
+clauses) are each patched exactly right, or refused as drift.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sm120patch.patchkit.model import Example, State
+from sm120patch.plan.registry import by_id
+from tests.support.patch_checks import (
+    ERAS,
+    bare_context,
+    check_anchor_files,
+    check_description,
+    check_example,
+    check_examples_cover,
+    check_release_row,
+    check_requirements,
+    example_params,
+    sm_clause,
+)
+from tests.support.realtrees import intended_changes
+
+PATCH = by_id()["communicator-fusion-gate"]
+
+
+@pytest.mark.parametrize("example", example_params(PATCH))
+def test_example_gives_its_state_and_code(example: Example) -> None:
+    check_example(PATCH, example)
+
+
+def test_describes_itself_and_anchors_in_known_files() -> None:
+    check_description(PATCH)
+    check_anchor_files(PATCH)
+
+
+def test_examples_are_distinct_and_cover_pending_and_drift() -> None:
+    check_examples_cover(PATCH)
+
+
+def test_requires_only_patches_that_bind_its_names() -> None:
+    check_requirements(PATCH)
+
+
+@pytest.mark.slow  # real sglang releases from the package index
+@pytest.mark.parametrize("version", ERAS)
+def test_real_release_shows_its_anchor_row(release_cycle, version: str) -> None:
+    check_release_row(PATCH, release_cycle(version), version)
+
+
+# --- generated variants of the gate -------------------------------------------------------
+
+OTHER_TERMS = [
+    "_is_flashinfer_available",
+    "batch_size > 0",
+    "batch_size <= FUSE_ALLREDUCE_MAX_BATCH_SIZE",
+    "not is_dp_attention_enabled()",
+    "get_global_server_args().enable_flashinfer_allreduce_fusion",
+    "(self_nnodes == 1 or _is_sm100_supported)",  # mixed: decides multi-node, not the GPU
+    "(use_oneshot or batch_size < 128)",
+]
+
+
+@st.composite
+def gate_source(draw) -> tuple[str, int]:
+    n_sm = draw(st.sampled_from([1, 1, 1, 0, 2]))
+    terms = draw(st.lists(st.sampled_from(OTHER_TERMS), min_size=0, max_size=4))
+    for _ in range(n_sm):
+        terms.insert(draw(st.integers(0, len(terms))), draw(sm_clause()))
+    if not terms:
+        terms = ["_is_flashinfer_available"]
+    lines = []
+    for i, term in enumerate(terms):
+        if draw(st.booleans()):
+            lines.append("        # a comment inside the condition")
+        lines.append(("        " if i == 0 else "        and ") + term.replace("\n", "\n    "))
+    body = "\n".join(lines)
+    if draw(st.booleans()):
+        source = f"def apply_flashinfer_allreduce_fusion(batch_size: int):\n    return (\n{body}\n    )\n"
+    else:
+        source = (
+            "def apply_flashinfer_allreduce_fusion(batch_size: int):\n"
+            f"    if (\n{body}\n    ):  # trailing comment\n        return True\n    return False\n"
+        )
+    return source, n_sm
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gate_source())
+def test_generated_gate_variants_are_widened_exactly_or_refused_as_drift(case: tuple[str, int]) -> None:
+    source, n_sm = case
+    compile(source, "<variant>", "exec")
+    ctx = bare_context(PATCH)
+    module = cst.parse_module(source)
+    finding = PATCH.check(module, ctx)
+    if n_sm != 1:
+        assert finding.state is State.DRIFT and finding.apply is None
+        assert f"found {n_sm}" in finding.detail
+        return
+    assert finding.state is State.PENDING, finding.detail
+    patched = finding.apply(module).code
+    compile(patched, "<patched>", "exec")
+    assert intended_changes(source.encode(), patched.encode()) == ["or-term"]
+    mixed = "(self_nnodes == 1 or _is_sm100_supported)"
+    assert patched.count(mixed) == source.count(mixed)  # not an SM clause: never widened
+    again = PATCH.check(cst.parse_module(patched), ctx)
+    assert again.state is State.APPLIED and again.apply is None
+    # Everything outside the widened clause is byte-identical, comments included.
+    assert re.sub(r"\s+or _is_sm120_supported", "", patched) == source
+    assert patched.count("# a comment inside the condition") == source.count("# a comment inside the condition")
+    assert "# trailing comment" in patched or "# trailing comment" not in source

@@ -1,0 +1,124 @@
+"""server-args-auto-enable: its named examples, its self-description, its rows of the release
+matrix, and generated variants of the auto-enable block.
+
+The examples and the anchor rows are the patch's own (sm120patch/patches/server_args_auto_enable.py);
+the rows are checked on one real release per era (slow tier), through the full
+apply/verify/revert cycle.  The variants (operand order, layout, other conditions in any
+place, a nested enable, a body that also does something else) are widened exactly, or left
+alone where the block also picks SM100-only kernels.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sm120patch.patchkit.model import Example, State
+from sm120patch.plan.registry import by_id
+from tests.support.patch_checks import (
+    ERAS,
+    bare_context,
+    check_anchor_files,
+    check_description,
+    check_example,
+    check_examples_cover,
+    check_release_row,
+    check_requirements,
+    example_params,
+    sm_clause,
+)
+from tests.support.realtrees import intended_changes
+
+PATCH = by_id()["server-args-auto-enable"]
+
+
+@pytest.mark.parametrize("example", example_params(PATCH))
+def test_example_gives_its_state_and_code(example: Example) -> None:
+    check_example(PATCH, example)
+
+
+def test_describes_itself_and_anchors_in_known_files() -> None:
+    check_description(PATCH)
+    check_anchor_files(PATCH)
+
+
+def test_examples_are_distinct_and_cover_pending_and_drift() -> None:
+    check_examples_cover(PATCH)
+
+
+def test_requires_only_patches_that_bind_its_names() -> None:
+    check_requirements(PATCH)
+
+
+@pytest.mark.slow  # real sglang releases from the package index
+@pytest.mark.parametrize("version", ERAS)
+def test_real_release_shows_its_anchor_row(release_cycle, version: str) -> None:
+    check_release_row(PATCH, release_cycle(version), version)
+
+
+# --- generated variants of the auto-enable block -----------------------------------------
+
+
+@st.composite
+def auto_enable_source(draw) -> tuple[str, str]:
+    """An auto-enable ``if``; the expected verdict depends on what its body does."""
+    probes = ("is_sm90_supported()", "is_sm100_supported()")
+    clause = draw(sm_clause(probes))
+    terms = draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    "not self.enable_flashinfer_allreduce_fusion",
+                    "model_arch in ['DeepseekV3ForCausalLM']",
+                    "(self.nnodes == 1 or is_sm100_supported())",
+                    "self.tp_size > 1",
+                    "not self.enable_dp_attention",
+                ]
+            ),
+            max_size=4,
+            unique=True,
+        )
+    )
+    terms.insert(draw(st.integers(0, len(terms))), clause)
+    test = "\n            and ".join(t.replace("\n", "\n        ") for t in terms)
+    extra = draw(
+        st.sampled_from(
+            ["", "            logger.info('auto-enabled')\n", "            self.attention_backend = 'trtllm_mla'\n"]
+        )
+    )
+    nested = draw(st.booleans())
+    enable = (
+        "            if not self.enable_dp_attention:\n                self.enable_flashinfer_allreduce_fusion = True\n"
+        if nested
+        else "            self.enable_flashinfer_allreduce_fusion = True\n"
+    )
+    source = (
+        "from sglang.srt.utils import is_sm90_supported, is_sm100_supported, is_sm120_supported\n"
+        "class ServerArgs:\n"
+        "    def _handle_model_specific_adjustments(self):\n"
+        f"        if (\n            {test}\n        ):\n{extra}{enable}"
+    )
+    expected = "mixed" if "attention_backend" in extra else "patch"
+    return source, expected
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(auto_enable_source())
+def test_generated_auto_enable_blocks_are_widened_unless_they_also_pick_sm100_kernels(case: tuple[str, str]) -> None:
+    source, expected = case
+    compile(source, "<variant>", "exec")
+    ctx = bare_context(PATCH)
+    module = cst.parse_module(source)
+    finding = PATCH.check(module, ctx)
+    if expected == "mixed":  # the block also picks SM100-only kernels: never widened
+        assert finding.state is State.NOT_NEEDED and finding.apply is None
+        return
+    assert finding.state is State.PENDING, finding.detail
+    patched = finding.apply(module).code
+    assert intended_changes(source.encode(), patched.encode()) == ["or-term"]
+    assert patched.count("(self.nnodes == 1 or is_sm100_supported())") == source.count(
+        "(self.nnodes == 1 or is_sm100_supported())"
+    )
+    assert PATCH.check(cst.parse_module(patched), ctx).state is State.APPLIED

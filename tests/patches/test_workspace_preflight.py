@@ -1,0 +1,140 @@
+"""workspace-preflight: its named examples, its self-description, its rows of the release
+matrix, and sglang's own size helper run before and after it on every release that has it.
+
+The examples and the anchor rows are the patch's own (sm120patch/patches/workspace_preflight.py);
+the rows are checked on one real release per era (slow tier), through the full
+apply/verify/revert cycle.
+
+Each release 0.5.11 - 0.5.23 is installed, patched with every patch, and its
+``_flashinfer_trtllm_workspace_allocation_sizes`` (before and after) is executed against
+``FakeCudaDriver`` (``cuda.bindings.driver``; without multicast ``cuMulticastGetGranularity``
+answers CUDA_ERROR_NOT_SUPPORTED) on a GPU that ``FakeTorch`` reports as cc 12.0, 12.1,
+9.0 or 10.0, through the release's own SM probes (tests/support/sglang_exec.py).  The same
+cycle checks with ``ast`` what changed and that revert restores every file byte for byte.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from sm120patch.patchkit.layout import COMM_FUSION
+from sm120patch.patchkit.model import Example
+from sm120patch.plan.registry import by_id
+from tests.support.patch_checks import (
+    ERAS,
+    check_anchor_files,
+    check_description,
+    check_example,
+    check_examples_cover,
+    check_release_row,
+    check_requirements,
+    example_params,
+)
+from tests.support.realtrees import run_cycle
+from tests.support.sglang_exec import FakeCudaDriver, MiB, workspace_sizes
+
+PATCH = by_id()["workspace-preflight"]
+
+
+@pytest.mark.parametrize("example", example_params(PATCH))
+def test_example_gives_its_state_and_code(example: Example) -> None:
+    check_example(PATCH, example)
+
+
+def test_describes_itself_and_anchors_in_known_files() -> None:
+    check_description(PATCH)
+    check_anchor_files(PATCH)
+
+
+def test_examples_are_distinct_and_cover_pending_and_drift() -> None:
+    check_examples_cover(PATCH)
+
+
+def test_requires_only_patches_that_bind_its_names() -> None:
+    check_requirements(PATCH)
+
+
+@pytest.mark.slow  # real sglang releases from the package index
+@pytest.mark.parametrize("version", ERAS)
+def test_real_release_shows_its_anchor_row(release_cycle, version: str) -> None:
+    check_release_row(PATCH, release_cycle(version), version)
+
+
+# --- sglang's own size helper, before and after -------------------------------------------
+
+WITH_PREFLIGHT = [
+    "0.5.11",
+    "0.5.12",
+    "0.5.12.post1",
+    "0.5.13",
+    "0.5.13.post1",
+    "0.5.14",
+    "0.5.15",
+    "0.5.15.post1",
+    "0.5.16",
+    "0.5.17",
+    "0.5.18",
+    "0.5.19",
+    "0.5.20",
+    "0.5.21",
+    "0.5.22",
+    "0.5.23",
+]
+# What FlashInfer's SymmDeviceMemory allocates without multicast for world 2, 2048 tokens,
+# hidden 7168, bf16: round_up(buffer + 2048, 2 MiB) per buffer (flashinfer/comm/mnnvl.py,
+# SymmDeviceMemory._get_allocation_prop), sizes cuMemCreate allocated on a real H200.
+FLASHINFER_SIZES = [60817408, 4194304, 178257920]
+
+
+def _raises_multicast(package: Path, source: bytes, capability: tuple[int, int]) -> list[str]:
+    driver = FakeCudaDriver(multicast=False)
+    with pytest.raises(RuntimeError, match="cuMulticastGetGranularity failed"):
+        workspace_sizes(package, source, capability, driver)
+    return driver.calls
+
+
+@pytest.mark.slow  # real sglang releases from the package index
+@pytest.mark.parametrize("version", WITH_PREFLIGHT)
+def test_patched_size_helper_skips_multicast_on_sm12x_only(release, version: str) -> None:
+    package = release(version)
+
+    def behaves(originals: dict[str, bytes]) -> None:
+        before, after = originals[COMM_FUSION], (package / COMM_FUSION).read_bytes()
+        # Unpatched, an SM12x GPU without multicast fails the size probe: fusion goes off.
+        _raises_multicast(package, before, (12, 0))
+        # Patched, SM12x gets FlashInfer's sizes and never asks for multicast.
+        for capability in ((12, 0), (12, 1)):
+            driver = FakeCudaDriver(multicast=False)
+            assert workspace_sizes(package, after, capability, driver) == FLASHINFER_SIZES
+            assert "cuMulticastGetGranularity" not in driver.calls
+        # SM90 / SM100 without multicast: the same calls and the same raise as before.
+        for capability in ((9, 0), (10, 0)):
+            assert _raises_multicast(package, after, capability) == _raises_multicast(package, before, capability)
+        # SM90 with multicast: rounded to the multicast granularity exactly as before.
+        old, new = (
+            FakeCudaDriver(multicast=True, mc_granularity=64 * MiB),
+            FakeCudaDriver(multicast=True, mc_granularity=64 * MiB),
+        )
+        sizes = workspace_sizes(package, after, (9, 0), new)
+        assert sizes == workspace_sizes(package, before, (9, 0), old) == [64 * MiB, 64 * MiB, 192 * MiB]
+        assert new.calls == old.calls
+
+    result = run_cycle(package, after_apply=behaves)
+    assert result["exit_code"] == 0
+    assert result["states"]["workspace-preflight"] == "pending"
+    changes = sorted(result["changes"][COMM_FUSION])
+    if Version(version) < Version("0.5.14"):  # no SM probe in the file yet: the guard brings its import
+        assert changes == ["guard", "import"]
+    else:  # plus the resolver's widened guard (and its import until 0.5.19)
+        assert "guard" in changes and changes.count("guard") == 1
+
+
+@pytest.mark.slow  # real sglang releases from the package index
+def test_release_without_the_preflight_is_left_alone(release) -> None:
+    package = release("0.5.10")
+    result = run_cycle(package)
+    assert result["states"]["workspace-preflight"] == "not-needed"
+    assert COMM_FUSION not in result["written"]

@@ -1,0 +1,111 @@
+"""Fast never means blind: a file is trusted by hash only while it is byte for byte what the
+last apply of this very code wrote and recorded; anything else is checked by structure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import jrun, modules_loaded_by, run
+from tests.support.mini_sglang import COMM, FILES, FUSION, SERVER_ARGS
+from tests.support.realtrees import sha256
+
+
+def verify(package: Path) -> dict:
+    return jrun("verify", "--sglang-path", str(package))[1]
+
+
+def checked_by(data: dict) -> set[str]:
+    return {f["checked_by"] for f in data["files"]}
+
+
+@pytest.fixture
+def applied(mini: Path) -> Path:
+    assert run("apply", "--sglang-path", str(mini))[0] == 0
+    return mini
+
+
+def manifest_path(package: Path) -> Path:
+    return package / ".sm120patch" / "manifest.json"
+
+
+def test_untouched_tree_is_trusted_by_hash_without_libcst(applied: Path) -> None:
+    data = verify(applied)
+    assert data["ok"] and checked_by(data) == {"hash"}
+    assert {p["id"]: p["state"] for p in data["patches"]}["workspace-preflight"] == "applied"
+    gate = next(p for p in data["patches"] if p["id"] == "communicator-fusion-gate")
+    assert gate["evidence"][0]["text"].strip() == "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)"
+    loaded = modules_loaded_by("verify", "--sglang-path", str(applied))
+    assert {"libcst", "rich"} & loaded == {"rich"}  # rich renders for people; libcst never loads
+
+
+def test_a_hand_edit_is_checked_by_structure(applied: Path) -> None:
+    gate = applied / COMM
+    gate.write_text(gate.read_text().replace(" or _is_sm120_supported)", ")"))  # undone by hand
+    data = verify(applied)
+    assert checked_by(data) == {"structure"} and data["exit_code"] == 1
+    assert {p["id"]: p["state"] for p in data["patches"]}["communicator-fusion-gate"] == "pending"
+
+
+def test_a_reinstalled_file_is_checked_by_structure(applied: Path) -> None:
+    (applied / FUSION).write_text(FILES[FUSION])  # what a `pip install --force-reinstall` leaves
+    data = verify(applied)
+    assert checked_by(data) == {"structure"}
+    assert {p["id"]: p["state"] for p in data["patches"]}["workspace-preflight"] == "pending"
+
+
+def test_a_tampered_manifest_is_not_believed(applied: Path) -> None:
+
+    # Someone restores the pristine file and "fixes up" the recorded hash to match it.
+    (applied / SERVER_ARGS).write_text(FILES[SERVER_ARGS])
+    manifest = json.loads(manifest_path(applied).read_text())
+    manifest["checked"][SERVER_ARGS]["sha256"] = sha256(applied / SERVER_ARGS)
+    manifest_path(applied).write_text(json.dumps(manifest))
+    data = verify(applied)
+    assert checked_by(data) == {"structure"}
+    assert {p["id"]: p["state"] for p in data["patches"]}["server-args-auto-enable"] == "pending"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("fingerprint", "0" * 64), ("tool_version", "0.1.0"), ("patch_set", ["communicator-import"])],
+)
+def test_a_manifest_from_other_code_or_a_partial_apply_is_not_trusted(applied: Path, field: str, value) -> None:
+    manifest = json.loads(manifest_path(applied).read_text())
+    manifest[field] = value
+    if field == "tool_version":  # a manifest written by another version has another fingerprint too
+        manifest["fingerprint"] = "another version's code"
+    manifest_path(applied).write_text(json.dumps(manifest))
+    data = verify(applied)
+    assert checked_by(data) == {"structure"} and data["ok"]  # still applied, by structure
+
+
+def test_an_old_format_manifest_is_read_and_checked_by_structure(applied: Path) -> None:
+    manifest = json.loads(manifest_path(applied).read_text())
+    for key in ("fingerprint", "patch_set", "registry", "checked", "seal"):
+        del manifest[key]
+    manifest["format"] = 1  # written by sm120patch 0.1.0
+    manifest_path(applied).write_text(json.dumps(manifest))
+    data = verify(applied)
+    assert data["ok"] and checked_by(data) == {"structure"}
+
+
+def test_apply_only_a_subset_is_not_trusted_later(mini: Path) -> None:
+    assert run("apply", "--sglang-path", str(mini), "--only", "communicator-flag")[0] == 0
+    data = verify(mini)
+    assert checked_by(data) == {"structure"} and data["exit_code"] == 1
+
+
+def test_a_no_op_apply_renews_a_stale_record(applied: Path) -> None:
+    """After an sm120patch upgrade the record is another code's: verify falls back to parsing
+    until an apply (which has nothing to write) records the tree again."""
+    manifest = json.loads(manifest_path(applied).read_text())
+    manifest["fingerprint"] = "the previous sm120patch"
+    manifest_path(applied).write_text(json.dumps(manifest))
+    before = {p.name: p.read_bytes() for p in applied.rglob("*.py")}
+    assert checked_by(verify(applied)) == {"structure"}
+    assert jrun("apply", "--sglang-path", str(applied))[1]["written"] == []
+    assert {p.name: p.read_bytes() for p in applied.rglob("*.py")} == before  # no sglang file touched
+    assert checked_by(verify(applied)) == {"hash"}

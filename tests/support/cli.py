@@ -1,0 +1,110 @@
+"""Running sm120patch as the tests do, and reading what it left behind.
+
+* ``run`` / ``jrun``: the command line in this process (click's ``CliRunner``), as (exit code,
+  stdout, stderr) or as (exit code, the ``--json`` document).
+* ``run_process`` / ``jrun_process``: ``python -m sm120patch`` in a new process, for a chosen
+  environment (``process_env``) or working directory.
+* ``apply_all`` / ``verify_tree`` / ``revert_tree``: the commands' own functions on a package
+  directory, every patch selected, for tests that read the ``Outcome`` rather than output.
+* ``modules_loaded_by``: the modules a fresh interpreter loads to run one command.
+* ``tree_hashes``: the sha256 of every file under a directory, to prove nothing was written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from sm120patch.cli import main
+from sm120patch.commands.apply import apply as apply_command
+from sm120patch.commands.revert import revert as revert_command
+from sm120patch.commands.verify import verify as verify_command
+from sm120patch.locate.tree import from_directory
+from sm120patch.plan.registry import all_patches
+from sm120patch.report.outcome import Outcome
+from tests.support.realtrees import sha256
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """``sm120patch ARGS`` in this process: (exit code, stdout, stderr)."""
+    result = CliRunner().invoke(main, list(args), env=env)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def jrun(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict]:
+    """``sm120patch ARGS --json`` in this process: (exit code, the document, which repeats it)."""
+    code, out, _ = run(*args, "--json", env=env)
+    data = json.loads(out)
+    assert data["exit_code"] == code, (data["exit_code"], code)
+    return code, data
+
+
+def process_env(drop: Iterable[str] = (), **values: str) -> dict[str, str]:
+    """This process's environment without the variables ``drop``, with ``values`` set."""
+    env = {k: v for k, v in os.environ.items() if k not in set(drop)}
+    env.update(values)
+    return env
+
+
+def run_process(
+    *args: str | Path, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """``python -m sm120patch ARGS`` in a new process, its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "sm120patch", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=timeout,
+    )
+
+
+def jrun_process(*args: str | Path, env: dict[str, str] | None = None) -> tuple[int, dict, str]:
+    """``python -m sm120patch ARGS --json`` in a new process: (exit code, document, stderr);
+    no traceback, and the document's exit code is the process's."""
+    proc = run_process(*args, "--json", env=env)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["exit_code"] == proc.returncode, (data["exit_code"], proc.returncode, proc.stderr)
+    return proc.returncode, data, proc.stderr
+
+
+def apply_all(package: Path) -> Outcome:
+    """``apply`` of every patch on the sglang package at ``package``, in this process."""
+    return apply_command(from_directory(package), list(all_patches()))
+
+
+def verify_tree(package: Path) -> Outcome:
+    return verify_command(from_directory(package))
+
+
+def revert_tree(package: Path) -> Outcome:
+    return revert_command(from_directory(package))
+
+
+def modules_loaded_by(*args: str) -> set[str]:
+    """The modules a fresh interpreter has loaded once ``sm120patch ARGS`` exited 0."""
+    probe = (
+        "import json, sys\n"
+        "from sm120patch.cli import main\n"
+        "try:\n"
+        f"    main({list(args)!r})\n"
+        "except SystemExit as exit:\n"
+        "    assert exit.code == 0, exit.code\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return set(json.loads(proc.stdout.splitlines()[-1]))
+
+
+def tree_hashes(root: Path) -> dict[str, str]:
+    """sha256 of every file under ``root``, by path relative to it."""
+    return {str(p.relative_to(root)): sha256(p) for p in root.rglob("*") if p.is_file()}

@@ -1,0 +1,65 @@
+"""Fakes of what lies outside Python, for tests that run the tool or sglang's code.
+
+* ``fake_nvidia_smi``: an ``nvidia-smi`` on PATH that answers the GPU query with fixed GPUs.
+* ``fake_torch_package``: a ``torch`` package that reports one GPU of a given capability
+  (enough for sglang's SM probes and sm120patch's runtime check, nothing else).
+* ``fake_flashinfer``: a FlashInfer install beside sglang: its dist-info and the one function
+  of ``flashinfer/jit/comm.py`` that sm120patch reads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+RTX_PRO_6000 = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+
+
+def fake_nvidia_smi(bin_dir: Path, gpus: list[tuple[str, str]]) -> Path:
+    """``nvidia-smi --query-gpu=index,name,compute_cap --format=csv,noheader`` answering
+    ``gpus`` ([(name, "12.0"), ...]); any other query fails, as a script would."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    lines = "\\n".join(f"{i}, {name}, {cap}" for i, (name, cap) in enumerate(gpus))
+    script = bin_dir / "nvidia-smi"
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = "--query-gpu=index,name,compute_cap" ] && [ "$2" = "--format=csv,noheader" ]; then\n'
+        f"  printf '{lines}\\n'\n"
+        "  exit 0\n"
+        "fi\n"
+        "echo 'unexpected query' >&2\nexit 9\n"
+    )
+    script.chmod(0o755)
+    return script
+
+
+def fake_torch_package(root: Path, capability: tuple[int, int], cuda: str = "12.9") -> Path:
+    """A ``torch`` package under ``root`` reporting one GPU of ``capability``."""
+    package = root / "torch"
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text(
+        '"""FakeTorch: one GPU, for sm120patch tests; not PyTorch."""\n'
+        "import types\n"
+        '__version__ = "0.0-fake"\n'
+        f"version = types.SimpleNamespace(cuda={cuda!r})\n"
+        "cuda = types.SimpleNamespace(\n"
+        "    is_available=lambda: True,\n"
+        "    device_count=lambda: 1,\n"
+        f"    get_device_capability=lambda device=None: {capability!r},\n"
+        '    get_device_name=lambda device=None: "FakeGPU",\n'
+        "    can_device_access_peer=lambda i, j: True,\n"
+        ")\n"
+    )
+    return root
+
+
+def fake_flashinfer(site: Path, version: str, majors: list[int]) -> None:
+    """A FlashInfer ``version`` installed in ``site`` whose trtllm allreduce is built for the
+    GPU majors ``majors`` (``supported_major_versions`` of ``gen_trtllm_comm_module``)."""
+    (site / "flashinfer" / "jit").mkdir(parents=True)
+    (site / "flashinfer" / "__init__.py").write_text("")
+    (site / "flashinfer" / "jit" / "comm.py").write_text(
+        f"def gen_trtllm_comm_module():\n    nvcc_flags = ctx.get_nvcc_flags_list(supported_major_versions={majors})\n"
+    )
+    dist = site / f"flashinfer_python-{version}.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: flashinfer-python\nVersion: {version}\n")
