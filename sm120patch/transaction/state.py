@@ -13,6 +13,7 @@ Docker layer or an rsync and lives on the same filesystem as the files it protec
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -78,9 +79,14 @@ class StateDir:
         """Create the state directory, ignored by git (as pytest does for its cache): in a
         checkout, ``git status`` then shows the patched files and nothing of the state."""
         self.root.mkdir(parents=True, exist_ok=True)
-        ignore = self.root / ".gitignore"
-        if not ignore.exists():
-            atomic_write(ignore, b"# written by sm120patch: its backups and state stay out of git\n*\n")
+        # Created once, in place and exclusively: every run calls this before it holds the lock,
+        # so a temp file here could be taken for a stale one by the run that does.
+        with contextlib.suppress(FileExistsError):
+            fd = os.open(self.root / ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                os.write(fd, b"# written by sm120patch: its backups and state stay out of git\n*\n")
+            finally:
+                os.close(fd)
 
     # -- paths ---------------------------------------------------------------
     @property
