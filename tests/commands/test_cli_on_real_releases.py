@@ -107,7 +107,7 @@ def test_only_pulls_in_dependencies_and_skip_refuses_a_needed_one(release) -> No
 
 def test_list_shows_every_patch_and_its_state(release) -> None:
     package = release("0.5.14")
-    code, out, err = run("list", "--sglang-path", str(package), "--json")
+    code, out, _ = run("list", "--sglang-path", str(package), "--json")
     data = json.loads(out)
     assert code == 0
     assert {p["id"]: p["state"] for p in data["patches"]}["fusion-backend-resolver"] == "pending"
