@@ -60,7 +60,8 @@ def by_version(version: str | None) -> bool | None:
     if not version:
         return None
     try:
-        return Version(version) >= FIRST_SM12X
+        # By release number: flashinfer#3903 is in 0.6.17's release candidates too (v0.6.17rc1).
+        return Version(version).release >= FIRST_SM12X.release
     except InvalidVersion:
         return None
 

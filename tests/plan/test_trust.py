@@ -82,6 +82,14 @@ def test_a_manifest_from_other_code_or_a_partial_apply_is_not_trusted(applied: P
     assert checked_by(data) == {"structure"} and data["ok"]  # still applied, by structure
 
 
+def test_a_tree_with_a_journal_is_not_trusted(applied: Path) -> None:
+    """An apply or revert was interrupted: the record may not describe the files."""
+    (manifest_path(applied).parent / "journal.json").write_text("{}")
+    data = verify(applied)
+    assert checked_by(data) == {"structure"}
+    assert any("was interrupted" in m for m in data["messages"])
+
+
 def test_an_old_format_manifest_is_read_and_checked_by_structure(applied: Path) -> None:
     manifest = json.loads(manifest_path(applied).read_text())
     for key in ("fingerprint", "patch_set", "registry", "checked", "seal"):
