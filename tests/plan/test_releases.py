@@ -1,0 +1,63 @@
+"""What is known of releases: the FlashInfer each pins, and the warning when the fused path
+still could not run (the one apply, verify and demo print)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sm120patch.locate import flashinfer
+from sm120patch.plan import releases
+
+EFFECT = "sglang 0.5.9 creates FlashInfer's workspace inside CUDA-graph capture with no fallback"
+
+
+def test_pins_are_read_by_public_release() -> None:
+    assert releases.pin_for("0.5.9") == "0.6.3"
+    assert releases.pin_for("0.5.23+14.gdeadbee") == "0.7.2"  # a checkout past the tag: the tag's pin
+    assert releases.pin_for("9.9.9") is None and releases.pin_for(None) is None
+    assert releases.FIRST_PINNING_SM12X == "0.5.18"
+
+
+def test_an_installed_flashinfer_without_the_kernel_is_named_with_its_evidence(tmp_path: Path) -> None:
+    facts = flashinfer.FlashInfer("0.6.16", tmp_path, (9, 10), False, "jit/comm.py: [9, 10]")
+    warning = releases.flashinfer_warning(facts, "0.5.9", EFFECT)
+    assert warning == (
+        "FlashInfer 0.6.16 does not build the trtllm allreduce for SM12x (jit/comm.py: [9, 10]); the first that "
+        f"does is 0.6.17 (flashinfer#3903). With fusion on, {EFFECT}. "
+        "Upgrade: pip install -U 'flashinfer-python>=0.6.17'."
+    )
+
+
+def test_without_a_version_the_installed_one_is_still_named(tmp_path: Path) -> None:
+    facts = flashinfer.FlashInfer(None, tmp_path, (9, 10), False, "src")
+    warning = releases.flashinfer_warning(facts, "0.5.9")
+    assert warning is not None and warning.startswith("the installed FlashInfer does not build")
+    assert "FlashInfer's JIT raises 'No supported CUDA architectures found for major versions [9, 10]'" in warning
+
+
+@pytest.mark.parametrize("kernel", [True, None])
+def test_an_installed_flashinfer_with_the_kernel_or_unknown_warns_nothing(tmp_path: Path, kernel: bool | None) -> None:
+    facts = flashinfer.FlashInfer("0.6.18", tmp_path, None, kernel, "src")
+    assert releases.flashinfer_warning(facts, "0.5.9", EFFECT) is None
+
+
+def test_without_flashinfer_the_pin_decides() -> None:
+    absent = flashinfer.inspect(None, None)
+    assert absent.found is False and absent.source == "no flashinfer package found beside sglang"
+    warning = releases.flashinfer_warning(absent, "0.5.9", EFFECT)
+    assert warning is not None and warning.startswith(
+        "FlashInfer is not installed here; sglang 0.5.9 pins 0.6.3, which has no SM12x allreduce kernel"
+    )
+    assert f"With fusion on, {EFFECT}." in warning
+    assert releases.flashinfer_warning(absent, "0.5.18") is None  # pins 0.6.17
+    assert releases.flashinfer_warning(absent, "9.9.9") is None  # no known pin: nothing to say
+
+
+def test_inspect_keeps_what_it_was_given(tmp_path: Path) -> None:
+    facts = flashinfer.inspect("0.6.16", None)
+    assert (facts.version, facts.package_dir, facts.majors, facts.sm12x_kernel) == ("0.6.16", None, None, False)
+    assert facts.source == "version 0.6.16 against 0.6.17 (flashinfer#3903); its code was not found"
+    code = flashinfer.inspect("0.6.16", tmp_path)
+    assert code.package_dir == tmp_path and code.version == "0.6.16"
