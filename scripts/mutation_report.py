@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Mutation testing with mutmut against the fast tier, module by module -> docs/mutation.md.
 
+    pip install mutmut
     python3 scripts/mutation_report.py                      # every module in MODULES
     python3 scripts/mutation_report.py sm120patch.plan.trust  # some modules (dotted names)
 
