@@ -75,12 +75,14 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
         evidence = sorted({(r.file, e) for r in plan.reports for e in r.evidence}, key=lambda x: (x[0], x[1].line))
         if evidence and outcome.command in (Command.VERIFY, Command.APPLY) and not brief:
             out.print(Text("evidence:", style="bold"))
-            table = Table(show_header=False, box=None, padding=(0, 1, 0, 2), expand=False)
-            table.add_column(no_wrap=True, style="dim")
-            table.add_column(overflow="fold")
-            for rel, e in evidence:
-                table.add_row(f"sglang/{rel}:{e.line}", e.text.strip())
-            out.print(table)
+            for rel in sorted({rel for rel, _ in evidence}):  # the file once, then line and code
+                out.print(Text(f"  sglang/{rel}", style="dim"))
+                table = Table(show_header=False, box=None, padding=(0, 1, 0, 4), expand=False)
+                table.add_column(no_wrap=True, justify="right", style="dim")
+                table.add_column(overflow="fold")
+                for _, e in (item for item in evidence if item[0] == rel):
+                    table.add_row(str(e.line), e.text.strip())
+                out.print(table)
     if show_docs:  # the docs are the output asked for: stdout, rendered
         from rich.console import Console
 
@@ -88,13 +90,15 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
 
         render_docs(Console(highlight=False))
     if outcome.files and outcome.command in (Command.VERIFY, Command.REVERT) and not brief:
-        for f in outcome.files:
+        from rich.padding import Padding
+
+        for f in sorted(outcome.files, key=lambda f: f.rel):
             if f.pristine is None:
                 kind = f"no RECORD hash ({tree.record.problem})" if tree.record.problem else "no RECORD entry"
             else:
                 kind = "matches the release (RECORD)" if f.pristine else "differs from the release"
             recorded = f", {f.recorded.value} per saved state" if f.recorded else ""
-            out.print(Text(f"  sglang/{f.rel}: {kind}{recorded}", style="dim"))
+            out.print(Padding(Text(f"sglang/{f.rel}: {kind}{recorded}", style="dim"), (0, 0, 0, 2)))
     if outcome.runtime is not None:
         _render_runtime(out, outcome.runtime)
     for note in dict.fromkeys(outcome.notes):  # each once, in order
