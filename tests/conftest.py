@@ -7,11 +7,14 @@ comparison), live in ``tests/support``.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from sm120patch.commands.demo import cache_root
 from sm120patch.patchkit.layout import ADD_NORM, COMM_FUSION, COMMUNICATOR, OVERRIDES, SERVER_ARGS
 from tests.support.mini_sglang import write_mini_sglang
 from tests.support.realtrees import TREES, copy_release, record_hashes, run_cycle, sha256
@@ -74,3 +77,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         for rel in TARGETS:
             if rel in record and sha256(package / rel) != record[rel]:
                 raise AssertionError(f"cached tree {site} was modified in place: {rel}")
+
+
+TORCH = "torch==2.13.0"  # the CPU build this machine kind keeps on disk (no GPU here)
+
+
+@pytest.fixture(scope="session")
+def cpu_torch_python() -> Path:
+    """A cached venv with the real CPU build of torch: a serving interpreter without a GPU."""
+    venv = cache_root() / "venvs" / "torch-2.13.0-cpu"
+    python = venv / "bin" / "python"
+    if not (venv / ".complete").exists():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", TORCH], check=True
+        )
+        (venv / ".complete").touch()
+    return python

@@ -5,17 +5,12 @@ the real CPU build of torch 2.13.0 (slow; the cached venv the bench tests use)."
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from sm120patch.commands.demo import cache_root
 from sm120patch.doctor.host import run_host_facts
 from sm120patch.probes import host_facts
-
-TORCH = "torch==2.13.0"
 
 
 def library(torch_dir: Path, name: str, blob: bytes) -> Path:
@@ -50,20 +45,6 @@ def test_both_c10_libraries_are_read(tmp_path: Path) -> None:
 def test_without_a_c10_library_it_cannot_be_told(tmp_path: Path) -> None:
     found = host_facts.allocator_names(str(tmp_path / "torch"))
     assert found == {"reads": None, "evidence": f"no c10 library under {tmp_path / 'torch' / 'lib'}"}
-
-
-@pytest.fixture(scope="session")
-def cpu_torch_python() -> Path:
-    """The cached venv with the real CPU build of torch (shared with the bench tests)."""
-    venv = cache_root() / "venvs" / "torch-2.13.0-cpu"
-    python = venv / "bin" / "python"
-    if not (venv / ".complete").exists():
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        subprocess.run(
-            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", TORCH], check=True
-        )
-        (venv / ".complete").touch()
-    return python
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from packaging.version import Version
 from sm120patch.patchkit.layout import COMM_FUSION
 from sm120patch.patchkit.model import Example
 from sm120patch.plan.registry import by_id
+from sm120patch.plan.releases import ALL_RELEASES
 from tests.support.patch_checks import (
     ERAS,
     check_anchor_files,
@@ -65,24 +66,7 @@ def test_real_release_shows_its_anchor_row(release_cycle, version: str) -> None:
 
 # --- sglang's own size helper, before and after -------------------------------------------
 
-WITH_PREFLIGHT = [
-    "0.5.11",
-    "0.5.12",
-    "0.5.12.post1",
-    "0.5.13",
-    "0.5.13.post1",
-    "0.5.14",
-    "0.5.15",
-    "0.5.15.post1",
-    "0.5.16",
-    "0.5.17",
-    "0.5.18",
-    "0.5.19",
-    "0.5.20",
-    "0.5.21",
-    "0.5.22",
-    "0.5.23",
-]
+WITH_PREFLIGHT = [v for v in ALL_RELEASES if Version(v) >= Version("0.5.11")]  # the preflight arrives in 0.5.11
 # What FlashInfer's SymmDeviceMemory allocates without multicast for world 2, 2048 tokens,
 # hidden 7168, bf16: round_up(buffer + 2048, 2 MiB) per buffer (flashinfer/comm/mnnvl.py,
 # SymmDeviceMemory._get_allocation_prop), sizes cuMemCreate allocated on a real H200.

@@ -28,9 +28,8 @@ from __future__ import annotations
 import ast
 import contextlib
 import logging
-import sys
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,10 +37,11 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
+from sm120patch.plan.releases import ALL_RELEASES
 from sm120patch.plan.startup_risk import Effect, effect_sentence, missing_kernel_effect
 from tests.support.cli import apply_all
 from tests.support.realtrees import installed_release
-from tests.support.sglang_exec import FakeCudaDriver, FakeTorch, release_platform, release_utils
+from tests.support.sglang_exec import FakeCudaDriver, FakeTorch, installed_modules, release_platform, release_utils
 
 FUSION = "srt/layers/flashinfer_comm_fusion.py"
 NO_SM12X = "No supported CUDA architectures found for major versions [9, 10]"
@@ -444,30 +444,6 @@ TORCH_CUSTOM_OPS = {
 }
 
 
-@contextlib.contextmanager
-def installed_modules(modules: dict[str, types.ModuleType]) -> Iterator[None]:
-    """``modules`` importable by name (parents created as needed), sys.modules restored after."""
-    names = set(modules)
-    for name in list(names):
-        parts = name.split(".")
-        names |= {".".join(parts[:i]) for i in range(1, len(parts))}
-    saved = {name: sys.modules.get(name) for name in names}
-    table = {name: modules.get(name) or types.ModuleType(name) for name in names}
-    for name in sorted(names, key=lambda n: n.count(".")):
-        if "." in name:
-            parent, child = name.rsplit(".", 1)
-            setattr(table[parent], child, table[name])
-    sys.modules.update(table)
-    try:
-        yield
-    finally:
-        for name, module in saved.items():
-            if module is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = module
-
-
 def _module(name: str, **attributes: Any) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__dict__.update(attributes)
@@ -676,41 +652,7 @@ def _chain(error: BaseException | None) -> list[BaseException]:
     return chain
 
 
-RELEASES = [
-    "0.5.4",
-    "0.5.4.post1",
-    "0.5.4.post2",
-    "0.5.4.post3",
-    "0.5.5",
-    "0.5.5.post1",
-    "0.5.5.post2",
-    "0.5.5.post3",
-    "0.5.6",
-    "0.5.6.post1",
-    "0.5.6.post2",
-    "0.5.7",
-    "0.5.8",
-    "0.5.8.post1",
-    "0.5.9",
-    "0.5.10",
-    "0.5.10.post1",
-    "0.5.11",
-    "0.5.12",
-    "0.5.12.post1",
-    "0.5.13",
-    "0.5.13.post1",
-    "0.5.14",
-    "0.5.15",
-    "0.5.15.post1",
-    "0.5.16",
-    "0.5.17",
-    "0.5.18",
-    "0.5.19",
-    "0.5.20",
-    "0.5.21",
-    "0.5.22",
-    "0.5.23",
-]
+RELEASES = [v for v in ALL_RELEASES if Version(v) >= Version("0.5.4")]  # every release sm120patch patches
 FIRST_FALLBACK = Version("0.5.10")  # the first release whose workspace manager catches the failure
 FIRST_PRE_INITIALIZE = Version("0.5.11")  # workspaces created at startup, before CUDA-graph capture
 

@@ -11,7 +11,6 @@ as they are.  Only two things are faked, and each fake is named for what it stan
 from __future__ import annotations
 
 import ast
-import itertools
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -135,16 +134,19 @@ def release_platform(package: Path) -> Callable[[], Any] | None:
 
 
 @contextmanager
-def utils_importable_as_sglang(utils: dict[str, Any]) -> Iterator[None]:
-    """PlatformContext reads each probe through ``from sglang.srt.utils import common``:
-    while this is active that import gives the release's probes in ``utils``."""
-    chain = ["sglang", "sglang.srt", "sglang.srt.utils", "sglang.srt.utils.common"]
-    modules = {name: types.ModuleType(name) for name in chain}
-    modules["sglang.srt.utils.common"].__dict__.update(utils)
-    for parent, child in itertools.pairwise(chain):
-        setattr(modules[parent], child.rsplit(".", 1)[1], modules[child])
-    saved = {name: sys.modules.get(name) for name in chain}
-    sys.modules.update(modules)
+def installed_modules(modules: dict[str, types.ModuleType]) -> Iterator[None]:
+    """``modules`` importable by name (parents created as needed), sys.modules restored after."""
+    names = set(modules)
+    for name in list(names):
+        parts = name.split(".")
+        names |= {".".join(parts[:i]) for i in range(1, len(parts))}
+    saved = {name: sys.modules.get(name) for name in names}
+    table = {name: modules.get(name) or types.ModuleType(name) for name in names}
+    for name in sorted(names, key=lambda n: n.count(".")):
+        if "." in name:
+            parent, child = name.rsplit(".", 1)
+            setattr(table[parent], child, table[name])
+    sys.modules.update(table)
     try:
         yield
     finally:
@@ -153,6 +155,16 @@ def utils_importable_as_sglang(utils: dict[str, Any]) -> Iterator[None]:
                 sys.modules.pop(name, None)
             else:
                 sys.modules[name] = module
+
+
+@contextmanager
+def utils_importable_as_sglang(utils: dict[str, Any]) -> Iterator[None]:
+    """PlatformContext reads each probe through ``from sglang.srt.utils import common``:
+    while this is active that import gives the release's probes in ``utils``."""
+    common = types.ModuleType("sglang.srt.utils.common")
+    common.__dict__.update(utils)
+    with installed_modules({"sglang.srt.utils.common": common}):
+        yield
 
 
 def load_function(
