@@ -86,13 +86,15 @@ FLASHINFER_PINS: dict[str, str] = {
 
 
 def pin_for(version: str | None) -> str | None:
-    """The FlashInfer sglang ``version`` pins (a checkout past a tag: the tag's pin)."""
+    """The FlashInfer sglang ``version`` pins (a checkout past a tag: the tag's pin).  The
+    table's keys are normalized public versions, so a version that does not parse has none."""
     if not version:
         return None
     try:
-        return FLASHINFER_PINS.get(Version(version).public) or FLASHINFER_PINS.get(version)
+        public = Version(version).public
     except InvalidVersion:
-        return FLASHINFER_PINS.get(version)
+        return None
+    return FLASHINFER_PINS.get(public)
 
 
 ALL_RELEASES = tuple(FLASHINFER_PINS)

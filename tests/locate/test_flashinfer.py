@@ -46,3 +46,39 @@ def test_code_of_another_shape_falls_back_to_the_version_and_says_so(tmp_path: P
     facts = flashinfer.inspect("0.6.16", write_comm(tmp_path / "c", "ARCHS"))
     assert facts.sm12x_kernel is False and facts.majors is None
     assert "judged by the version against 0.6.17" in facts.source
+
+
+def test_the_kernel_is_read_from_the_builder_alone(tmp_path: Path) -> None:
+    """Imports and other functions that pass ``supported_major_versions`` (another kernel's
+    JIT spec) come first in the real file; only ``gen_trtllm_comm_module`` counts."""
+    package = tmp_path / "flashinfer"
+    (package / "jit").mkdir(parents=True)
+    comm = package / "jit" / "comm.py"
+    comm.write_text(
+        "import os\nfrom .core import gen_jit_spec\n\n\n"
+        "def gen_other_module():\n    return gen_jit_spec('other', [], supported_major_versions=[9, 10, 12])\n\n\n"
+        "def gen_trtllm_comm_module():\n    return gen_jit_spec('trtllm_comm', [], supported_major_versions=[9, 10])\n"
+    )
+    assert flashinfer.inspect("0.6.18", package) == flashinfer.FlashInfer(
+        "0.6.18",
+        package,
+        (9, 10),
+        False,
+        f"{comm}: gen_trtllm_comm_module(supported_major_versions=[9, 10])",
+    )
+
+
+@pytest.mark.parametrize("majors", ["[9, '10', 12]", "{12: 'sm120'}", "12"])
+def test_majors_that_are_not_a_list_of_numbers_are_not_read(tmp_path: Path, majors: str) -> None:
+    package = write_comm(tmp_path / "flashinfer", majors)
+    assert flashinfer.supported_majors(package / "jit" / "comm.py") is None
+    facts = flashinfer.inspect("0.6.16", package)
+    assert (facts.majors, facts.sm12x_kernel) == (None, False)  # judged by the version instead
+
+
+def test_the_sibling_package_is_a_flashinfer_with_an_init(tmp_path: Path) -> None:
+    assert flashinfer.sibling_package(tmp_path) is None  # none beside sglang
+    (tmp_path / "flashinfer").mkdir()
+    assert flashinfer.sibling_package(tmp_path) is None  # an empty directory an uninstall left
+    (tmp_path / "flashinfer" / "__init__.py").write_text("")
+    assert flashinfer.sibling_package(tmp_path) == tmp_path / "flashinfer"

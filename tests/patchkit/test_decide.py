@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from sm120patch.patchkit.cst_helpers import find_functions
-from sm120patch.patchkit.decide import decide, find_anchored, unbound, unbound_sm120
-from sm120patch.patchkit.model import Anchor, Finding, PatchContext, Releases, State
+from sm120patch.patchkit.cst_helpers import code, find_functions
+from sm120patch.patchkit.decide import decide, find_anchored, helper_import, label, searched, unbound, unbound_sm120
+from sm120patch.patchkit.imports import ImportSite, insert_after
+from sm120patch.patchkit.model import Anchor, Finding, Kind, PatchContext, Releases, State
 from sm120patch.patchkit.sm_terms import clause_terms, clauses_in
 
 
@@ -23,6 +24,16 @@ def decide_gate(source: str, ctx: PatchContext | None = None) -> tuple[cst.Modul
     return module, finding
 
 
+def located(module: cst.Module, finding: Finding) -> tuple[str, list[str], list[cst.CSTNode]]:
+    """Where ``finding`` points (as ``decide_gate`` passed it): the name, the evidence as
+    code, and the functions it scopes."""
+    return finding.where, [code(node) for node in finding.evidence], list(finding.scopes)
+
+
+def gate_of(module: cst.Module) -> list[cst.CSTNode]:
+    return list(find_functions(module, ["gate"]))
+
+
 def applied(module: cst.Module, finding: Finding) -> str:
     assert finding.apply is not None
     return finding.apply(module).code
@@ -35,21 +46,31 @@ def test_a_clause_without_sm12x_is_pending_and_widened() -> None:
     source = "def gate(n):\n    return (_is_sm90_supported or _is_sm100_supported) and n > 0\n"
     module, finding = decide_gate(source, FLAG_PROVIDED)
     assert finding.state is State.PENDING
-    assert "will widen (_is_sm90_supported or _is_sm100_supported) with _is_sm120_supported" in finding.detail
+    assert finding.detail == "gate: will widen (_is_sm90_supported or _is_sm100_supported) with _is_sm120_supported"
+    assert located(module, finding) == (
+        "gate",
+        ["(_is_sm90_supported or _is_sm100_supported)"],
+        gate_of(module),
+    )
     assert applied(module, finding) == (
         "def gate(n):\n    return (_is_sm90_supported or _is_sm100_supported or _is_sm120_supported) and n > 0\n"
     )
     # Without the flag bound (here or by a required patch) the widened gate would not import.
     _, finding = decide_gate(source)
-    assert finding.state is State.DRIFT
-    assert finding.detail == "gate: the SM120 term would need _is_sm120_supported, which nothing binds"
+    assert finding == Finding(
+        State.DRIFT, "gate: the SM120 term would need _is_sm120_supported, which nothing binds", "gate"
+    )
 
 
 def test_a_helper_call_imports_the_sm120_helper_beside_the_sm100_one() -> None:
     source = "from sglang.srt.utils import is_sm100_supported\ndef gate():\n    return is_sm100_supported()\n"
     module, finding = decide_gate(source)
     assert finding.state is State.PENDING
-    assert finding.detail.endswith("and import is_sm120_supported from sglang.srt.utils")
+    assert finding.detail == (
+        "gate: will widen is_sm100_supported() with is_sm120_supported() and import is_sm120_supported"
+        " from sglang.srt.utils"
+    )
+    assert located(module, finding) == ("gate", ["is_sm100_supported()"], gate_of(module))
     assert applied(module, finding) == (
         "from sglang.srt.utils import is_sm100_supported, is_sm120_supported\n"
         "def gate():\n    return is_sm100_supported() or is_sm120_supported()\n"
@@ -57,37 +78,54 @@ def test_a_helper_call_imports_the_sm120_helper_beside_the_sm100_one() -> None:
     # A patch this one requires imports it already: no second import.
     module, finding = decide_gate(source, context(provided=frozenset({"is_sm120_supported"})))
     assert finding.state is State.PENDING
-    assert "import" not in finding.detail
+    assert finding.detail == "gate: will widen is_sm100_supported() with is_sm120_supported()"
     assert applied(module, finding).startswith("from sglang.srt.utils import is_sm100_supported\n")
 
 
 def test_a_helper_that_cannot_be_imported_is_drift() -> None:
     _, finding = decide_gate("def gate():\n    return is_sm100_supported()\n")
-    assert finding.state is State.DRIFT
-    assert "no module-level `from sglang.srt.utils import ..., is_sm100_supported`" in finding.detail
+    assert finding == Finding(
+        State.DRIFT,
+        "gate tests is_sm100_supported(), but no module-level `from sglang.srt.utils import ..., is_sm100_supported`"
+        " to add is_sm120_supported to",
+        "gate",
+    )
     source = "from sglang.srt.utils import is_sm100_supported\ndef gate():\n    return is_sm100_supported()\n"
     _, finding = decide_gate(source, context(undefined=("is_sm120_supported",)))
-    assert finding.state is State.DRIFT
-    assert "does not define is_sm120_supported" in finding.detail
+    assert finding == Finding(
+        State.DRIFT,
+        "gate tests is_sm100_supported(), but sglang.srt.utils does not define is_sm120_supported in this sglang"
+        " (it arrives in 0.5.4)",
+        "gate",
+    )
 
 
 def test_a_named_sm120_term_is_applied_only_where_its_name_is_bound() -> None:
     gate = "def gate():\n    return _is_sm100_supported or _is_sm120_supported\n"
-    _, finding = decide_gate("_is_sm120_supported = True\n" + gate)
+    module, finding = decide_gate("_is_sm120_supported = True\n" + gate)
     assert finding.state is State.APPLIED
     assert finding.detail == "gate: _is_sm100_supported or _is_sm120_supported"
+    assert located(module, finding) == ("gate", ["_is_sm100_supported or _is_sm120_supported"], gate_of(module))
     _, finding = decide_gate(gate, context(provided=frozenset({"_is_sm120_supported"})))
     assert finding.state is State.APPLIED
-    _, finding = decide_gate(gate)  # a hand edit that added the term but not the flag
+    module, finding = decide_gate(gate)  # a hand edit that added the term but not the flag
     assert finding.state is State.DRIFT
     assert finding.detail == "gate uses _is_sm120_supported but the module never binds it (a hand edit?)"
     assert finding.apply is None
+    assert located(module, finding) == ("gate", ["_is_sm100_supported or _is_sm120_supported"], [])
+    # Both the helper and the flag added by hand, neither bound: both are named.
+    _, finding = decide_gate("def gate():\n    return is_sm120_supported() or _is_sm120_supported\n")
+    assert finding.detail == (
+        "gate uses _is_sm120_supported, is_sm120_supported but the module never binds it (a hand edit?)"
+    )
 
 
 def test_blackwell_is_not_needed_and_the_platform_spelling_needs_no_name() -> None:
-    _, finding = decide_gate("def gate():\n    return _is_sm100_supported or _is_blackwell\n")
+    module, finding = decide_gate("def gate():\n    return _is_sm100_supported or _is_blackwell\n")
     assert finding.state is State.NOT_NEEDED
-    assert "already admits SM12x: _is_sm100_supported or _is_blackwell" in finding.detail
+    assert finding.detail == "gate already admits SM12x: _is_sm100_supported or _is_blackwell"
+    assert located(module, finding) == ("gate", ["_is_sm100_supported or _is_blackwell"], gate_of(module))
+    assert finding.apply is None
     _, finding = decide_gate("def gate():\n    return get_platform().is_sm100 or get_platform().is_sm120\n")
     assert finding.state is State.APPLIED
 
@@ -125,3 +163,70 @@ def test_find_anchored_returns_each_function_once_with_its_first_anchor() -> Non
     found = find_anchored(module, [first, again, method])
     assert [(anchor, function.name.value) for anchor, function in found] == [(first, "gate"), (first, "gate")]
     assert len({id(function) for _, function in found}) == 2  # the function and the method
+
+
+def test_every_clause_and_every_new_term_is_named_once_in_the_message() -> None:
+    source = (
+        "def gate(n):\n    if _is_sm100_supported and n:\n        return 1\n"
+        "    if _is_sm90_supported or _is_sm100_supported:\n        return 2\n"
+        "    return get_platform().is_sm100\n"
+    )
+    module, finding = decide_gate(source, FLAG_PROVIDED)
+    assert finding.state is State.PENDING
+    assert finding.detail == (
+        "gate: will widen _is_sm100_supported; _is_sm90_supported or _is_sm100_supported; get_platform().is_sm100"
+        " with _is_sm120_supported, get_platform().is_sm120"
+    )
+    assert located(module, finding) == (
+        "gate",
+        ["_is_sm100_supported", "_is_sm90_supported or _is_sm100_supported", "get_platform().is_sm100"],
+        gate_of(module),
+    )
+
+
+def test_applied_and_not_needed_list_every_clause() -> None:
+    source = (
+        "def gate(n):\n    if _is_sm100_supported or _is_sm120_supported:\n        return 1\n"
+        "    return get_platform().is_sm120\n"
+    )
+    module, finding = decide_gate(source, FLAG_PROVIDED)
+    assert finding.state is State.APPLIED
+    assert finding.detail == "gate: _is_sm100_supported or _is_sm120_supported; get_platform().is_sm120"
+    assert located(module, finding)[2] == gate_of(module)
+    source = "def gate(n):\n    if _is_blackwell:\n        return 1\n    return get_platform().is_blackwell\n"
+    module, finding = decide_gate(source)
+    assert finding.state is State.NOT_NEEDED
+    assert finding.detail == "gate already admits SM12x: _is_blackwell; get_platform().is_blackwell"
+    assert located(module, finding) == ("gate", ["_is_blackwell", "get_platform().is_blackwell"], gate_of(module))
+
+
+def test_helper_import_without_an_anchor_goes_where_isort_would() -> None:
+    module = cst.parse_module("from sglang.srt.utils import is_cuda, is_sm90_supported\n")
+    site = helper_import(module, context(), None)
+    assert isinstance(site, ImportSite)
+    assert code(insert_after(site, "is_sm120_supported")) == (
+        "from sglang.srt.utils import is_cuda, is_sm120_supported, is_sm90_supported"
+    )
+    assert helper_import(cst.parse_module("import os\n"), context(), None) == (
+        "no module-level `from sglang.srt.utils import ...` to add is_sm120_supported to"
+    )
+
+
+def test_find_anchored_with_a_class_finds_only_the_method() -> None:
+    module = cst.parse_module("def gate():\n    pass\nclass C:\n    def gate(self):\n        pass\n")
+    method = Anchor("a.py", "gate", Releases("0.5.4"), cls="C")
+    found = find_anchored(module, [method])
+    assert len(found) == 1
+    anchor, function = found[0]
+    assert anchor is method and code(function).startswith("def gate(self):")
+
+
+def test_label_and_searched_name_the_anchors() -> None:
+    function = Anchor("a.py", "gate", Releases("0.5.4"))
+    method = Anchor("b.py", "gate", Releases("0.5.9", "0.5.12"), cls="C")
+    flag = Anchor("c.py", "_is_sm100_supported", Releases("0.4.9"), kind=Kind.ASSIGNMENT)
+    assert (label(function), label(method)) == ("gate", "C.gate")
+    assert searched([function, method, flag]) == (
+        "function gate (seen in 0.5.4 - now); method C.gate (seen in 0.5.9 - 0.5.12); "
+        "`_is_sm100_supported = ...` (seen in 0.4.9 - now)"
+    )

@@ -3,12 +3,16 @@ still could not run (the one apply, verify and demo print)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from sm120patch.locate import flashinfer
+from sm120patch.locate.tree import from_directory
 from sm120patch.plan import releases
+from tests.support.mini_sglang import FILES, FUSION, write_mini_sglang
 
 EFFECT = "sglang 0.5.9 creates FlashInfer's workspace inside CUDA-graph capture with no fallback"
 
@@ -16,7 +20,11 @@ EFFECT = "sglang 0.5.9 creates FlashInfer's workspace inside CUDA-graph capture 
 def test_pins_are_read_by_public_release() -> None:
     assert releases.pin_for("0.5.9") == "0.6.3"
     assert releases.pin_for("0.5.23+14.gdeadbee") == "0.7.2"  # a checkout past the tag: the tag's pin
+    assert releases.pin_for("0.4.6-post1") == "0.2.3"  # spelled another way, the same release
     assert releases.pin_for("9.9.9") is None and releases.pin_for(None) is None
+    assert releases.pin_for("not a version") is None
+    # pin_for looks a release up by its normalized public version: every key must be one.
+    assert [v for v in releases.ALL_RELEASES if Version(v).public != v] == []
     assert releases.FIRST_PINNING_SM12X == "0.5.18"
 
 
@@ -33,8 +41,11 @@ def test_an_installed_flashinfer_without_the_kernel_is_named_with_its_evidence(t
 def test_without_a_version_the_installed_one_is_still_named(tmp_path: Path) -> None:
     facts = flashinfer.FlashInfer(None, tmp_path, (9, 10), False, "src")
     warning = releases.flashinfer_warning(facts, "0.5.9")
-    assert warning is not None and warning.startswith("the installed FlashInfer does not build")
-    assert "FlashInfer's JIT raises 'No supported CUDA architectures found for major versions [9, 10]'" in warning
+    assert warning == (
+        "the installed FlashInfer does not build the trtllm allreduce for SM12x (src); the first that does is "
+        "0.6.17 (flashinfer#3903). With fusion on, FlashInfer's JIT raises 'No supported CUDA architectures found "
+        "for major versions [9, 10]' on SM12x (sglang#15650). Upgrade: pip install -U 'flashinfer-python>=0.6.17'."
+    )
 
 
 @pytest.mark.parametrize("kernel", [True, None])
@@ -61,3 +72,36 @@ def test_inspect_keeps_what_it_was_given(tmp_path: Path) -> None:
     assert facts.source == "version 0.6.16 against 0.6.17 (flashinfer#3903); its code was not found"
     code = flashinfer.inspect("0.6.16", tmp_path)
     assert code.package_dir == tmp_path and code.version == "0.6.16"
+
+
+def without_probe(files: dict[str, str]) -> dict[str, str]:
+    """The miniature release as one from before 0.5.4: sglang.srt.utils has no is_sm120_supported."""
+    common = "srt/utils/common.py"
+    probe = "def is_sm120_supported():\n    return is_cuda() and _major() == 12\n\n\n"
+    assert probe in files[common]
+    return {**files, common: files[common].replace(probe, "")}
+
+
+def test_a_release_with_the_probe_is_not_refused(tmp_path: Path) -> None:
+    assert releases.refusal(from_directory(write_mini_sglang(tmp_path / "site"))) is None
+
+
+def test_a_release_without_the_probe_is_refused_by_name(tmp_path: Path) -> None:
+    tree = from_directory(write_mini_sglang(tmp_path / "site", "0.5.3", without_probe(FILES)))
+    assert releases.refusal(tree) == (
+        "sglang 0.5.3 has no SM12x probe (sglang.srt.utils.is_sm120_supported, added in 0.5.4), so its fusion "
+        "gates cannot be widened without adding GPU detection to sglang. Upgrade to sglang >= 0.5.4."
+    )
+
+
+def test_a_release_without_fusion_is_refused_and_an_unknown_version_is_this_sglang(tmp_path: Path) -> None:
+    files = {rel: text for rel, text in without_probe(FILES).items() if rel != FUSION}
+    tree = from_directory(write_mini_sglang(tmp_path / "site", "0.4.8", files))
+    assert releases.refusal(tree) == (
+        "sglang 0.4.8 has no FlashInfer allreduce fusion (it arrived in 0.4.9): there is nothing to widen. "
+        "The first release sm120patch supports is 0.5.4."
+    )
+    assert releases.refusal(dataclasses.replace(tree, version=None)) == (
+        "this sglang has no FlashInfer allreduce fusion (it arrived in 0.4.9): there is nothing to widen. "
+        "The first release sm120patch supports is 0.5.4."
+    )

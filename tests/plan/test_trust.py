@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from sm120patch.locate.tree import SglangTree, from_directory
+from sm120patch.patchkit.model import State
+from sm120patch.plan import trust
+from sm120patch.plan.types import Plan
+from sm120patch.transaction.state import StateDir
 from tests.support.cli import jrun, modules_loaded_by, run
 from tests.support.mini_sglang import COMM, FILES, FUSION, SERVER_ARGS
 from tests.support.realtrees import sha256
@@ -72,7 +78,7 @@ def test_a_tampered_manifest_is_not_believed(applied: Path) -> None:
     ("field", "value"),
     [("fingerprint", "0" * 64), ("tool_version", "0.1.0"), ("patch_set", ["communicator-import"])],
 )
-def test_a_manifest_from_other_code_or_a_partial_apply_is_not_trusted(applied: Path, field: str, value) -> None:
+def test_a_manifest_from_other_code_or_a_partial_apply_is_not_trusted(applied: Path, field: str, value: object) -> None:
     manifest = json.loads(manifest_path(applied).read_text())
     manifest[field] = value
     if field == "tool_version":  # a manifest written by another version has another fingerprint too
@@ -117,3 +123,56 @@ def test_a_no_op_apply_renews_a_stale_record(applied: Path) -> None:
     assert jrun("apply", "--sglang-path", str(applied))[1]["written"] == []
     assert {p.name: p.read_bytes() for p in applied.rglob("*.py")} == before  # no sglang file touched
     assert checked_by(verify(applied)) == {"hash"}
+
+
+def trusted(package: Path) -> tuple[SglangTree, Plan | None]:
+    """``trusted_plan`` as the commands call it: on the tree at ``package``, with its state."""
+    tree = from_directory(package)
+    state = StateDir(tree.package_dir)
+    return tree, trust.trusted_plan(tree, state, state.load())
+
+
+def reseal(package: Path, **changes: Any) -> None:
+    """Change fields of the manifest and seal it again, as the code that wrote it would have."""
+    state = StateDir(package)
+    manifest = state.load()
+    assert manifest is not None
+    for name, value in changes.items():
+        setattr(manifest, name, value)
+    manifest.seal = trust._seal(manifest)
+    state.save(manifest)
+
+
+def test_the_trusted_plan_is_the_recorded_tree_file_by_file(applied: Path) -> None:
+    tree, plan = trusted(applied)
+    assert plan is not None and plan.tree is tree and plan.refusal is None
+    manifest = StateDir(applied).load()
+    assert manifest is not None
+    assert [f.rel for f in plan.files] == sorted(manifest.checked) and {COMM, FUSION, SERVER_ARGS} <= set(
+        manifest.checked
+    )
+    for f in plan.files:
+        assert f.path == applied / f.rel and f.original == (applied / f.rel).read_bytes() and not f.changed
+        assert f.reports and {r.file for r in f.reports} == {f.rel}
+    states = {r.id: r.state for r in plan.reports}
+    assert states["communicator-fusion-gate"] is State.APPLIED and states["workspace-preflight"] is State.APPLIED
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"fingerprint": "the previous sm120patch"},  # another code wrote it, and sealed it
+        {"sglang_version": "0.5.9"},  # recorded on another release
+        {"checked": {}},  # nothing recorded: nothing to trust
+        {"fingerprint": "the previous sm120patch", "sglang_version": "0.5.9"},
+        {"checked": {}, "fingerprint": "the previous sm120patch"},
+    ],
+)
+def test_a_correctly_sealed_manifest_is_still_not_trusted_when_a_condition_fails(
+    applied: Path, changes: dict[str, Any]
+) -> None:
+    assert trusted(applied)[1] is not None
+    reseal(applied, **changes)
+    assert trusted(applied)[1] is None
+    data = verify(applied)
+    assert checked_by(data) == {"structure"} and data["ok"]
