@@ -111,14 +111,17 @@ def parse_csv(text: str, with_capability: bool = True) -> tuple[list[Gpu], list[
     for line in text.splitlines():
         if not line.strip() or line.strip() == NO_DEVICES:
             continue
-        index_text, comma, rest = line.partition(",")
+        index_text, _, rest = line.partition(",")
         index = _index(index_text)
-        name, _, raw = rest.rpartition(",") if with_capability else (rest, ",", "")
-        if index is None or not comma or (with_capability and "," not in rest) or not name.strip():
+        if with_capability:
+            name, _, raw = rest.rpartition(",")  # no comma: name "", so the line is no GPU
+            capability = parse_capability(raw)
+            raw_text = None if capability is not None else _short(raw)
+        else:
+            name, capability, raw_text = rest, None, "no compute_cap field"
+        if index is None or not name.strip():  # no comma after the index: rest, so name, is ""
             unread.append(_short(line))
             continue
-        capability = parse_capability(raw) if with_capability else None
-        raw_text = None if capability is not None else (_short(raw) if with_capability else "no compute_cap field")
         gpus.append(Gpu(index, name.strip(), capability, raw_capability=raw_text))
     return gpus, unread
 

@@ -54,12 +54,24 @@ def fake_nvidia_smi(
     main_err: bytes = b"",
     uuid_rc: int = 0,
     names_rc: int = 0,
+    sleeps: dict[str, float] | None = None,
+    reads_stdin: bool = False,
 ) -> Path:
     """FakeNvidiaSmi: ``nvidia-smi QUERY --format=csv,noheader`` prints the answer written
     for QUERY (``main`` replaces the compute_cap query's stdout with any bytes); any other
-    query exits 9."""
+    query exits 9.  ``sleeps``: seconds to wait before answering, per query ("main", "uuid",
+    "names"); ``reads_stdin``: copy whatever stdin holds to stdout before the answer.  Each
+    call's query is logged; ``nvidia_smi_calls`` reads the log."""
     answers = bin_dir / "nvidia-smi-answers"
     answers.mkdir(parents=True, exist_ok=True)
+    (answers / "calls").write_text("")
+    for query in QUERIES:
+        (answers / f"{query}.sleep").unlink(missing_ok=True)
+    for query, seconds in (sleeps or {}).items():
+        (answers / f"{query}.sleep").write_text(f"{seconds}")
+    (answers / "reads-stdin").unlink(missing_ok=True)
+    if reads_stdin:
+        (answers / "reads-stdin").write_text("")
     rows = {
         "main": "".join(f"{i}, {g.name}, {g.compute_cap}\n" for i, g in enumerate(gpus)).encode(),
         "uuid": "".join(f"{i}, {uuid_of(g, i)}\n" for i, g in enumerate(gpus)).encode(),
@@ -79,14 +91,23 @@ def fake_nvidia_smi(
         'here="$(dirname "$0")/nvidia-smi-answers"\n'
         'case "$1 $2" in\n'
         f"{cases}\n"
-        '  *) echo "unexpected query: $*" >&2; exit 9 ;;\n'
+        '  *) echo "unexpected" >>"$here/calls"; echo "unexpected query: $*" >&2; exit 9 ;;\n'
         "esac\n"
+        'echo "$q" >>"$here/calls"\n'
+        'if [ -f "$here/$q.sleep" ]; then sleep "$(cat "$here/$q.sleep")"; fi\n'
+        'if [ -f "$here/reads-stdin" ]; then cat; fi\n'
         'cat "$here/$q.out"\n'
         'cat "$here/$q.err" >&2\n'
         'exit "$(cat "$here/$q.rc")"\n'
     )
     script.chmod(0o755)
     return script
+
+
+def nvidia_smi_calls(bin_dir: Path) -> list[str]:
+    """The queries FakeNvidiaSmi in ``bin_dir`` was asked, in order ("main", "uuid",
+    "names", "unexpected")."""
+    return (bin_dir / "nvidia-smi-answers" / "calls").read_text().split()
 
 
 _VISIBLE = '''

@@ -4,6 +4,7 @@ capability kept as a GPU.  The processes are ``FakeNvidiaSmi`` (tests/doctor/hos
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -21,14 +22,26 @@ from sm120patch.doctor.gpus import (
     parse_csv,
     read_answer,
 )
-from tests.doctor.hostfakes import RTX_PRO_6000, FakeGpu, fake_nvidia_smi, two_rtx, uuid_of
+from tests.doctor.hostfakes import RTX_PRO_6000, FakeGpu, fake_nvidia_smi, nvidia_smi_calls, two_rtx, uuid_of
 
 COMMAND = "nvidia-smi --query-gpu=index,name,compute_cap --format=csv,noheader"
+NAMES_COMMAND = "nvidia-smi --query-gpu=index,name --format=csv,noheader"
+NO_COMPUTE_CAP = b'Field "compute_cap" is not a valid field to query.'
 
 
 @pytest.mark.parametrize(
     ("text", "capability"),
-    [("12.0", (12, 0)), (" 8.9 ", (8, 9)), ("12", (12, 0)), ("[N/A]", None), ("[Not Supported]", None), ("", None)],
+    [
+        ("12.0", (12, 0)),
+        (" 8.9 ", (8, 9)),
+        ("12", (12, 0)),
+        ("[N/A]", None),
+        ("[Not Supported]", None),
+        ("", None),
+        ("12.\u0663", None),  # ARABIC-INDIC DIGIT THREE: a digit to str.isdigit, not to nvidia-smi
+        ("12.x", None),
+        ("\u0661\u0662.0", None),
+    ],
 )
 def test_parse_capability(text: str, capability: tuple[int, int] | None) -> None:
     assert parse_capability(text) == capability
@@ -55,6 +68,68 @@ def test_names_may_hold_commas_and_lines_that_are_no_gpu_are_kept_aside() -> Non
 
 def test_uuids_tie_to_indices() -> None:
     assert gpus.parse_uuids("0, GPU-abc\n1, not-a-uuid\nx, GPU-def\n") == {0: "GPU-abc"}
+
+
+def test_mig_uuids_count_and_a_uuid_with_a_space_or_a_huge_index_does_not() -> None:
+    text = "0, MIG-1a2b\n1, mig-lower\n2, GPU-ab cd\n123456, GPU-huge\n12345, GPU-big\n"
+    assert gpus.parse_uuids(text) == {0: "MIG-1a2b", 12345: "GPU-big"}
+
+
+def test_the_uuid_is_everything_after_the_first_comma() -> None:
+    assert gpus.parse_uuids("0,GPU-a,b\n") == {0: "GPU-a,b"}
+
+
+def test_a_blank_line_between_gpus_skips_only_itself() -> None:
+    found, unread = parse_csv(f"0, {RTX_PRO_6000}, 12.0\n\n  \nNo devices were found\n1, NVIDIA H200, 9.0\n")
+    assert found == [Gpu(0, RTX_PRO_6000, (12, 0)), Gpu(1, "NVIDIA H200", (9, 0))] and unread == []
+
+
+@pytest.mark.parametrize("line", ["0, , 12.0", "0,   ,[N/A]", "0, NAME", "0", "x, NAME, 12.0", "123456, NAME, 12.0"])
+def test_a_line_without_index_name_and_capability_is_no_gpu(line: str) -> None:
+    assert parse_csv(line + "\n") == ([], [line])
+
+
+def test_a_names_only_line_is_a_gpu_whose_capability_was_not_asked() -> None:
+    found = Gpu(3, "Old GPU, rev 2", None, raw_capability="no compute_cap field")
+    assert parse_csv("3, Old GPU, rev 2\n0, \n0\n", with_capability=False) == ([found], ["0,", "0"])
+
+
+def test_unread_lines_and_raw_capabilities_are_cut_after_60_characters() -> None:
+    at_limit, over = "x" * 60, "y" * 61
+    assert parse_csv(f"{at_limit}\n{over}\n") == ([], [at_limit, "y" * 59 + "…"])
+    found, _ = parse_csv(f"0, N, {'c' * 60}\n1, N, {'d' * 61}\n")
+    assert [g.raw_capability for g in found] == ["c" * 60, "d" * 59 + "…"]
+
+
+def test_describe_says_what_is_known_and_who_said_it() -> None:
+    assert Gpu(0, "X", None).describe() == "GPU 0: X (cc unknown)"
+    assert Gpu(1, "X", None, raw_capability="[N/A]").describe() == "GPU 1: X (cc unknown: nvidia-smi says [N/A])"
+    assert Gpu(2, "X", (12, 0), capability_from="torch").describe() == "GPU 2: X (cc 12.0 per torch)"
+    assert (
+        Gpu(3, "X", (12, 1), raw_capability="[N/A]", capability_from="torch").describe()
+        == "GPU 3: X (cc 12.1 per torch; nvidia-smi says [N/A])"
+    )
+    assert Gpu(4, "X", (9, 0)).describe() == "GPU 4: X (cc 9.0)"
+
+
+def test_to_json_holds_every_field() -> None:
+    known = Gpu(0, RTX_PRO_6000, (12, 0), uuid="GPU-abc", raw_capability="[N/A]", capability_from="torch")
+    assert known.to_json() == {
+        "index": 0,
+        "name": RTX_PRO_6000,
+        "capability": [12, 0],
+        "capability_from": "torch",
+        "raw_capability": "[N/A]",
+        "uuid": "GPU-abc",
+    }
+    assert Gpu(1, "X", None).to_json() == {
+        "index": 1,
+        "name": "X",
+        "capability": None,
+        "capability_from": None,
+        "raw_capability": None,
+        "uuid": None,
+    }
 
 
 def run(returncode: int, stdout: bytes, stderr: bytes = b"") -> GpuReport:
@@ -92,6 +167,42 @@ def test_any_name_and_capability_bytes_keep_the_gpu(rows: list[tuple[bytes, byte
     report = run(0, b"\n".join(one_line))
     assert {g.index for g in report.gpus} == {int(line.split(b",")[0]) for line in one_line}
     assert report.unread == ()
+
+
+def test_answer_says_the_exit_status_when_nothing_was_printed() -> None:
+    assert answer(0, b"", b"") == Reply(0, "", "exit 0")
+    assert answer(1, b" \n", b"") == Reply(1, " \n", "exit 1")
+    assert answer(-15, b"", b"") == Reply(-15, "", "killed by signal 15")
+
+
+def test_answer_cuts_the_why_after_200_characters() -> None:
+    assert answer(3, b"", b"a" * 200).why == "a" * 200
+    assert answer(3, b"", b"b" * 201).why == "b" * 199 + "…"
+    assert answer(3, b"last of stdout\n", b"first\n").why == "last of stdout"
+
+
+@pytest.mark.parametrize(
+    "main",
+    [
+        Reply(6, "No devices were found\n", "exit 6"),  # said on stdout only
+        Reply(6, "", "No devices were found"),  # said in the last line only
+    ],
+)
+def test_no_devices_anywhere_is_an_answer_of_no_gpu(main: Reply) -> None:
+    assert read_answer(COMMAND, main) == GpuReport((), COMMAND)
+
+
+def test_a_timeout_is_the_error_itself() -> None:
+    main = Reply(None, "", "nvidia-smi did not answer within 1 s")
+    assert read_answer(COMMAND, main) == GpuReport((), COMMAND, "nvidia-smi did not answer within 1 s")
+
+
+def test_the_names_query_stands_in_only_for_a_failed_main_query() -> None:
+    names = Reply(0, "0, Old GPU\n", "0, Old GPU")
+    old = Gpu(0, "Old GPU", None, raw_capability="no compute_cap field")
+    assert read_answer(COMMAND, Reply(1, "", "compute_cap"), names) == GpuReport((old,), NAMES_COMMAND)
+    main = Reply(0, "0, New GPU, 12.0\n", "0, New GPU, 12.0")
+    assert read_answer(COMMAND, main, names) == GpuReport((Gpu(0, "New GPU", (12, 0)),), COMMAND)
 
 
 def test_failures_say_why() -> None:
@@ -153,4 +264,109 @@ def test_a_hanging_nvidia_smi_costs_the_limit_and_says_so(on_path: Path) -> None
 
 
 def test_not_on_path(on_path: Path) -> None:
-    assert from_nvidia_smi().error == "nvidia-smi is not on PATH"
+    assert from_nvidia_smi() == GpuReport((), COMMAND, "nvidia-smi is not on PATH")
+
+
+# --- _run: one query, bounded, never raising ---------------------------------------------------
+
+
+def test_run_a_missing_executable(tmp_path: Path) -> None:
+    reply = gpus._run(str(tmp_path / "nvidia-smi"), gpus.QUERY, 1.0)
+    assert reply == Reply(None, "", "could not run nvidia-smi: No such file or directory")
+
+
+def test_run_a_path_with_a_nul_byte() -> None:
+    assert gpus._run("/usr/bin/nvidia\0smi", gpus.QUERY, 1.0) == Reply(
+        None, "", "could not run nvidia-smi: embedded null byte"
+    )
+
+
+def test_run_a_query_past_its_limit(on_path: Path) -> None:
+    exe = fake_nvidia_smi(on_path, two_rtx(), sleeps={"main": 30})
+    started = time.monotonic()
+    assert gpus._run(str(exe), gpus.QUERY, 0.5) == Reply(None, "", "nvidia-smi did not answer within 0.5 s")
+    assert time.monotonic() - started < 10
+
+
+def test_run_gives_nvidia_smi_no_stdin(on_path: Path) -> None:
+    """doctor's own stdin (a terminal, a pipe) never reaches nvidia-smi: it reads /dev/null."""
+    exe = fake_nvidia_smi(on_path, [FakeGpu()], reads_stdin=True)
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"typed at the terminal\n")
+    os.close(write_end)
+    saved = os.dup(0)
+    os.dup2(read_end, 0)
+    try:
+        reply = gpus._run(str(exe), gpus.QUERY, 5.0)
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+        os.close(read_end)
+    assert reply.stdout == f"0, {RTX_PRO_6000}, 12.0\n"
+
+
+# --- which queries from_nvidia_smi asks, and how long it waits ------------------------------------
+
+
+def test_a_failure_not_about_compute_cap_asks_nothing_more(on_path: Path) -> None:
+    fake_nvidia_smi(on_path, two_rtx(), main=b"", main_rc=9, main_err=b"Driver/library version mismatch")
+    report = from_nvidia_smi()
+    assert report == GpuReport((), COMMAND, "nvidia-smi failed: Driver/library version mismatch")
+    assert nvidia_smi_calls(on_path) == ["main"]
+
+
+def test_an_empty_answer_asks_no_uuids(on_path: Path) -> None:
+    fake_nvidia_smi(on_path, [])
+    assert from_nvidia_smi() == GpuReport((), COMMAND)
+    assert nvidia_smi_calls(on_path) == ["main"]
+
+
+@pytest.mark.parametrize("main_rc", [1, 2])
+def test_a_names_only_answer_gets_its_uuids(on_path: Path, main_rc: int) -> None:
+    fake_nvidia_smi(on_path, two_rtx(), main=b"", main_rc=main_rc, main_err=NO_COMPUTE_CAP)
+    report = from_nvidia_smi(timeout=5.0)
+    assert nvidia_smi_calls(on_path) == ["main", "names", "uuid"]
+    old = "no compute_cap field"
+    assert report == GpuReport(
+        tuple(Gpu(i, RTX_PRO_6000, None, uuid_of(FakeGpu(), i), old) for i in (0, 1)), NAMES_COMMAND
+    )
+
+
+def test_with_a_second_left_the_uuids_are_asked(on_path: Path) -> None:
+    fake_nvidia_smi(on_path, two_rtx())
+    report = from_nvidia_smi(timeout=1.0)
+    assert nvidia_smi_calls(on_path) == ["main", "uuid"]
+    assert [g.uuid for g in report.gpus] == [uuid_of(FakeGpu(), i) for i in (0, 1)]
+
+
+def test_with_little_time_left_the_uuids_are_not_asked(on_path: Path) -> None:
+    fake_nvidia_smi(on_path, two_rtx(), sleeps={"main": 0.85})
+    report = from_nvidia_smi(timeout=1.2)  # under 0.35 s left after the main query
+    assert nvidia_smi_calls(on_path) == ["main"]
+    assert report == GpuReport((Gpu(0, RTX_PRO_6000, (12, 0)), Gpu(1, RTX_PRO_6000, (12, 0))), COMMAND)
+
+
+def test_the_names_query_gets_only_the_time_left(on_path: Path) -> None:
+    fake_nvidia_smi(
+        on_path, two_rtx(), main=b"", main_rc=2, main_err=NO_COMPUTE_CAP, sleeps={"main": 0.85, "names": 0.7}
+    )
+    report = from_nvidia_smi(timeout=1.2)  # under 0.35 s left for the names query, which takes 0.7 s
+    assert nvidia_smi_calls(on_path) == ["main", "names"]
+    assert report == GpuReport((), COMMAND, f"nvidia-smi failed: {NO_COMPUTE_CAP.decode()}")
+
+
+def test_a_hanging_names_query_is_bounded_by_the_overall_timeout(on_path: Path) -> None:
+    fake_nvidia_smi(on_path, two_rtx(), main=b"", main_rc=2, main_err=NO_COMPUTE_CAP, sleeps={"names": 30})
+    started = time.monotonic()
+    report = from_nvidia_smi(timeout=1.0)
+    assert time.monotonic() - started < 10
+    assert report == GpuReport((), COMMAND, f"nvidia-smi failed: {NO_COMPUTE_CAP.decode()}")
+
+
+def test_a_hanging_uuid_query_is_bounded_by_the_overall_timeout(on_path: Path) -> None:
+    fake_nvidia_smi(on_path, two_rtx(), sleeps={"uuid": 30})
+    started = time.monotonic()
+    report = from_nvidia_smi(timeout=1.0)
+    assert time.monotonic() - started < 10
+    assert nvidia_smi_calls(on_path) == ["main", "uuid"]
+    assert report == GpuReport((Gpu(0, RTX_PRO_6000, (12, 0)), Gpu(1, RTX_PRO_6000, (12, 0))), COMMAND)
