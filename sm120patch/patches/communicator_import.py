@@ -9,29 +9,16 @@ from sm120patch.patchkit.cst_helpers import (
     bound_name,
     import_froms,
     imported_names,
-    module_statements,
     replace_all,
 )
 from sm120patch.patchkit.decide import helper_import
 from sm120patch.patchkit.imports import insert_after
 from sm120patch.patchkit.layout import ADD_NORM, COMMUNICATOR, SM120_HELPER
 from sm120patch.patchkit.model import Anchor, Edit, Example, Finding, Kind, Patch, PatchContext, Releases, State
-from sm120patch.patchkit.sm_terms import HELPER, first_sm_term, is_helper_name
+from sm120patch.patchkit.sm_terms import HELPER, first_sm_term
 
 _SM_NAMES = ("is_sm90_supported", "is_sm100_supported", SM120_HELPER)
 _PLATFORM_FLAGS = "the SM flags read get_platform(), which already has is_sm120"
-
-
-def _helpers_callable(module: cst.Module) -> bool:
-    """Whether any ``is_smXX_supported`` name is bound here (imported, defined, or maybe
-    behind a star import): without one no helper call can run, and no walk is needed."""
-    for stmt in module_statements(module):
-        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and is_helper_name(stmt.name.value):
-            return True
-    for imp in import_froms(module):
-        if isinstance(imp.names, cst.ImportStar) or any(is_helper_name(bound_name(a)) for a in imported_names(imp)):
-            return True
-    return False
 
 
 def _import_evidence(module: cst.Module) -> list[cst.CSTNode]:
@@ -98,6 +85,7 @@ class CommunicatorImport(Patch):
             )
             _is_sm100_supported = _is_cuda and is_sm100_supported()
             """,
+            detail="will add is_sm120_supported after is_sm100_supported in `from sglang.srt.utils import`",
             evidence=(3, 4, 5),
         ),
         Example(
@@ -125,6 +113,7 @@ class CommunicatorImport(Patch):
             _is_sm100_supported = is_cuda() and is_sm100_supported()
             """,
             state=State.APPLIED,
+            detail="is_sm120_supported is imported",
             evidence=(1,),
         ),
         Example(
@@ -134,7 +123,8 @@ class CommunicatorImport(Patch):
             _is_sm100_supported = _is_cuda and get_platform().is_sm100
             """,
             state=State.NOT_NEEDED,
-            detail="get_platform()",
+            detail="nothing here calls an is_smXX_supported() helper: the SM flags read get_platform(), "
+            "which already has is_sm120",
         ),
         Example(
             "a gate that tests get_platform() inline",
@@ -169,7 +159,7 @@ class CommunicatorImport(Patch):
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
         if binds_at_import(module, SM120_HELPER):
             return Finding(State.APPLIED, f"{SM120_HELPER} is imported", evidence=_import_evidence(module))
-        if not _helpers_callable(module) or first_sm_term(module, HELPER) is None:
+        if first_sm_term(module, HELPER) is None:
             return Finding(
                 State.NOT_NEEDED,
                 "nothing here calls an is_smXX_supported() helper: " + _PLATFORM_FLAGS,

@@ -43,11 +43,6 @@ _FLAG_NAME = re.compile(r"^_is_(sm\d+|blackwell)(?:_supported)?$")
 _PLATFORM_ATTR = re.compile(r"^is_(sm\d+|blackwell)$")
 
 
-def is_helper_name(name: str) -> bool:
-    """``is_sm100_supported`` and kin: a name a helper-call SM term calls."""
-    return _HELPER_NAME.match(name) is not None
-
-
 def _read_helper(node: cst.CSTNode) -> str | None:
     if isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Name):
         match = _HELPER_NAME.match(node.func.value)

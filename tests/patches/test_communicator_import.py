@@ -6,9 +6,11 @@ are checked on one real release per era (slow tier), through the full apply/veri
 
 from __future__ import annotations
 
+import libcst as cst
 import pytest
 
-from sm120patch.patchkit.model import Example
+from sm120patch.patchkit.model import Example, State
+from sm120patch.plan.evidence import generate
 from sm120patch.plan.registry import by_id
 from tests.support.patch_checks import (
     ERAS,
@@ -46,3 +48,14 @@ def test_requires_only_patches_that_bind_its_names() -> None:
 @pytest.mark.parametrize("version", ERAS)
 def test_real_release_shows_its_anchor_row(release_cycle, version: str) -> None:
     check_release_row(PATCH, release_cycle(version), version)
+
+
+def test_the_pending_finding_shows_the_sm_imports_it_extends() -> None:
+    """Before the edit, the evidence is the SM helpers already imported (lines 3 and 4 of the
+    first example), which is what ``apply --dry-run`` shows next to the change."""
+    example = PATCH.examples[0]
+    module = cst.parse_module(example.before)
+    finding = PATCH.check(module, example.context())
+    assert finding.state is State.PENDING
+    _, (lines,) = generate(module, [finding.evidence])
+    assert [(e.line, e.text.strip()) for e in lines] == [(3, "is_sm90_supported,"), (4, "is_sm100_supported,")]

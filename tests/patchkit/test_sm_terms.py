@@ -163,3 +163,21 @@ def test_first_sm_term_stops_at_the_first_of_that_spelling() -> None:
     platform = first_sm_term(module, PLATFORM)
     assert platform is not None and platform.arch == "sm100"
     assert first_sm_term(module, FLAG) is None
+
+
+def test_a_parenthesised_or_chain_is_one_operand_and_its_own_clause() -> None:
+    """``(a or b) or c``: the parenthesised group is not flattened into the outer chain, so the
+    outer chain is no SM clause (its first operand is no SM term); the group is its own clause."""
+    outer = cst.parse_expression("(is_sm90_supported() or is_sm100_supported()) or is_blackwell()")
+    assert isinstance(outer, cst.BooleanOperation)
+    assert clause_terms(outer) is None
+    assert clause_terms(outer.left) is not None and len(clause_terms(outer.left) or []) == 2
+
+
+def test_widen_keeps_a_line_break_after_the_last_or() -> None:
+    source = "x = (\n    _is_sm90_supported or\n    _is_sm100_supported\n)\n"
+    module = cst.parse_module(source)
+    (clause,) = clauses_in_test(module.body[0].body[0].value)
+    assert module.deep_replace(clause.node, widen(clause)).code == (
+        "x = (\n    _is_sm90_supported or\n    _is_sm100_supported or\n    _is_sm120_supported\n)\n"
+    )
