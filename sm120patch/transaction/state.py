@@ -9,6 +9,7 @@ Docker layer or an rsync and lives on the same filesystem as the files it protec
     staged/<rel>         new contents named by the journal
     lock                 flock()ed by the one process that may write
     stale-<ver>-<time>/  state of an earlier sglang release, kept aside after an upgrade
+                         (``-2``, ``-3``, … added when a set-aside in the same second took it)
 """
 
 from __future__ import annotations
@@ -122,13 +123,13 @@ class StateDir:
 
     def _read_json(self, path: Path, what: str) -> dict[str, Any] | None:
         try:
-            text = path.read_text(encoding="utf-8")
+            raw = path.read_bytes()
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise EnvironmentProblem(f"{path}: cannot read the {what} ({exc.strerror})") from exc
         try:
-            data = json.loads(text)
+            data = json.loads(raw)  # UTF-8 (or -16, -32); bytes that decode as none raise a ValueError
             fmt = data["format"]
         except (ValueError, KeyError, TypeError) as exc:
             raise EnvironmentProblem(
@@ -162,10 +163,22 @@ class StateDir:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, data)
 
+    def _new_stale_dir(self, label: str) -> Path:
+        """Create and return ``stale-<label>-<time>/``, or ``…-2/``, ``…-3/`` when a set-aside
+        in the same second took that name: what is kept aside never lands on what was."""
+        name = f"stale-{label}-{time.strftime('%Y%m%dT%H%M%S')}"
+        target, n = self.root / name, 1
+        while True:
+            try:
+                target.mkdir(parents=True)
+                return target
+            except FileExistsError:
+                n += 1
+                target = self.root / f"{name}-{n}"
+
     def set_aside(self, label: str) -> Path:
         """Move the current state under ``stale-<label>-<time>/``, never deleting it."""
-        target = self.root / f"stale-{label}-{time.strftime('%Y%m%dT%H%M%S')}"
-        target.mkdir(parents=True)
+        target = self._new_stale_dir(label)
         # Backups first: a kill in between leaves the manifest, which the next run sets
         # aside again; the backups are never left where a new apply would overwrite them.
         for name in ("backups", "manifest.json"):
@@ -179,10 +192,10 @@ class StateDir:
         """Move one file under ``stale-<label>-<time>/`` (never delete a backup)."""
         if not path.exists():
             return
-        target = self.root / f"stale-{label}-{time.strftime('%Y%m%dT%H%M%S')}" / path.name
-        target.parent.mkdir(parents=True, exist_ok=True)
+        target = self._new_stale_dir(label) / path.name
         rename(path, target)
         fsync_dir(target.parent)
+        fsync_dir(self.root)  # the new stale folder's name
         fsync_dir(path.parent)
 
     def clear(self) -> None:
