@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from sm120patch.commands.common import file_statuses, plan_tree, state_summary
-from sm120patch.errors import EnvironmentProblem, ExitCode
+from sm120patch.errors import EnvironmentProblem, ExitCode, NotAsAsked
 from sm120patch.locate.tree import SglangTree
 from sm120patch.plan.registry import all_patches
 from sm120patch.report.outcome import Command, Outcome
@@ -31,6 +32,13 @@ def revert(tree: SglangTree, force: bool = False, dry_run: bool = False) -> Outc
         outcome.files = file_statuses(tree, sorted(manifest.files), manifest)
         if not tree.same_release(manifest.sglang_version):
             return _revert_other_release(outcome, state, manifest, dry_run)
+        deleted = [s.rel for s in outcome.files if s.sha256 is None]
+        if deleted:  # --force could not help: the journal replaces files in place
+            raise NotAsAsked(
+                f"cannot restore {', '.join(deleted)}: deleted since apply, and revert only replaces files "
+                f"in place; nothing was written. Reinstall sglang to get the originals back: "
+                f"pip install --force-reinstall --no-deps sglang=={tree.version}"
+            )
         changed = [s.rel for s in outcome.files if s.recorded is None]
         if changed and not force:
             outcome.exit_code = ExitCode.NOT_AS_ASKED
@@ -85,6 +93,7 @@ def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: boo
     tree = outcome.tree
     entries: list[Entry] = []
     diffs = []
+    folder: Path | None = None  # where this revert keeps the changed files (--force)
     for status in outcome.files:
         record = manifest.files[status.rel]
         if status.sha256 == record.sha256_before:
@@ -100,8 +109,10 @@ def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: boo
         current = path.read_bytes()
         diffs.append((status.rel, current, data))
         if status.recorded is None and not dry_run:
-            outcome.notes.append(f"kept the changed {status.rel} as {_keep_changed(state, status.rel, current)}")
-        entries.append(Entry(status.rel, str(path), status.sha256 or "", record.sha256_before, record.backup))
+            folder = folder or _new_keep_folder(state)
+            kept = _keep_changed(folder, state, status.rel, current)
+            outcome.notes.append(f"kept the changed {status.rel} as {kept}")
+        entries.append(Entry(status.rel, str(path), sha256(current), record.sha256_before, record.backup))
     outcome.changes = diffs
     if dry_run:
         outcome.headline = f"dry run: would restore {len(entries)} file(s); nothing written"
@@ -115,8 +126,18 @@ def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: boo
     return outcome
 
 
-def _keep_changed(state: StateDir, rel: str, data: bytes) -> Path:
-    aside = state.root / "stale-overwritten" / rel
+def _new_keep_folder(state: StateDir) -> Path:
+    """``stale-overwritten/``, or ``stale-overwritten-2/``, ``-3/``, … when an earlier
+    ``revert --force`` kept files there: a kept copy of someone's edits is never overwritten."""
+    folder, n = state.root / "stale-overwritten", 1
+    while os.path.lexists(folder):
+        n += 1
+        folder = state.root / f"stale-overwritten-{n}"
+    return folder
+
+
+def _keep_changed(folder: Path, state: StateDir, rel: str, data: bytes) -> Path:
+    aside = folder / rel
     try:
         state.put(aside, data)
     except OSError as exc:

@@ -1,0 +1,353 @@
+"""``sm120patch revert`` (commands/revert.py) on the miniature release: every way a revert
+ends, read as the whole ``Outcome`` a user sees, with the bytes it leaves on disk."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sm120patch import __version__
+from sm120patch.commands.revert import revert
+from sm120patch.errors import EnvironmentProblem, ExitCode, NotAsAsked
+from sm120patch.locate.tree import from_directory
+from sm120patch.plan.registry import all_patches
+from sm120patch.report.outcome import Command, FileStatus, Recorded, StateSummary
+from sm120patch.transaction import fsutil
+from sm120patch.transaction.fsutil import sha256
+from tests.support.cli import apply_all, tree_hashes
+from tests.support.mini_sglang import COMM, FILES, FUSION, SERVER_ARGS, write_mini_sglang
+
+TARGETS = sorted((COMM, FUSION, SERVER_ARGS))  # the files apply patches, in the order revert reports them
+ORIGINAL = {rel: FILES[rel].encode() for rel in TARGETS}
+PIP = "pip install --force-reinstall --no-deps sglang=="
+
+
+class Killed(BaseException):
+    """Stands in for SIGKILL at a step of the write path: nothing after it runs."""
+
+
+def applied(package: Path) -> dict[str, bytes]:
+    """Apply every patch to the miniature release; the patched bytes of each target."""
+    outcome = apply_all(package)
+    assert outcome.exit_code == ExitCode.OK, outcome.headline
+    return {rel: (package / rel).read_bytes() for rel in TARGETS}
+
+
+def contents(package: Path) -> dict[str, bytes]:
+    return {rel: (package / rel).read_bytes() for rel in TARGETS}
+
+
+def state_files(package: Path) -> dict[str, bytes]:
+    """Every file of the saved state but the lock (its content is the last holder's pid)."""
+    root = package / ".sm120patch"
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file() and p.name != "lock"}
+
+
+def edit(package: Path, rel: str, line: str) -> bytes:
+    """A hand edit of ``rel``: ``line`` appended; the edited bytes."""
+    data = (package / rel).read_bytes() + line.encode()
+    (package / rel).write_bytes(data)
+    return data
+
+
+def no_state(package: Path) -> StateSummary:
+    """What the report says of the state once there is none (or never was)."""
+    return StateSummary(str(package / ".sm120patch"), False, None, None, False, [], False)
+
+
+def saved_state(package: Path, version: str | None = "0.5.11", stale: bool = False) -> StateSummary:
+    """What the report says of the state ``applied`` saved (``stale``: for another release)."""
+    return StateSummary(str(package / ".sm120patch"), True, version, __version__, stale, TARGETS, False)
+
+
+def upgrade(package: Path, version: str) -> None:
+    """``pip install sglang==VERSION`` over the miniature release: new pristine files and
+    dist-info, the saved state of the old release left in place."""
+    site = package.parent
+    for dist in site.glob("sglang-*.dist-info"):
+        shutil.rmtree(dist)
+    write_mini_sglang(site, version=version)
+
+
+# -- no saved state ---------------------------------------------------------------------------
+
+
+def test_without_state_on_a_pristine_tree_there_is_nothing_to_revert_and_nothing_is_written(mini: Path) -> None:
+    before = tree_hashes(mini.parent)
+    outcome = revert(from_directory(mini))
+    assert (outcome.command, outcome.exit_code) == (Command.REVERT, ExitCode.OK)
+    assert outcome.headline == "nothing to revert: no saved state, files as released"
+    assert (outcome.notes, outcome.written, outcome.changes) == ([], [], [])
+    assert outcome.files == [FileStatus(rel, sha256(ORIGINAL[rel]), sha256(ORIGINAL[rel]), None) for rel in TARGETS]
+    assert outcome.state == no_state(mini)
+    # The plan says what each patch finds, as checked, without changing anything in memory.
+    assert outcome.plan is not None
+    assert [(f.rel, f.updated) for f in outcome.plan.files] == [(rel, None) for rel in TARGETS]
+    assert sorted(r.id for r in outcome.plan.reports) == sorted(p.id for p in all_patches())
+    assert all(r.state_after is r.state for r in outcome.plan.reports)
+    assert tree_hashes(mini.parent) == before
+    assert not (mini / ".sm120patch").exists()
+
+
+def test_without_state_on_hand_edited_files_names_them_and_the_pip_command(mini: Path) -> None:
+    edited = {rel: edit(mini, rel, "# edited by hand\n") for rel in (COMM, SERVER_ARGS)}
+    before = tree_hashes(mini.parent)
+    outcome = revert(from_directory(mini), force=True)
+    assert outcome.exit_code == ExitCode.NOT_AS_ASKED
+    assert outcome.headline == (
+        f"no saved state in {mini / '.sm120patch'}, but {COMM}, {SERVER_ARGS} differ from the release (RECORD); "
+        f"sm120patch did not write them. Restore with `{PIP}0.5.11`"
+    )
+    assert (outcome.notes, outcome.written) == ([], [])
+    assert [(f.rel, f.pristine) for f in outcome.files] == [(COMM, False), (FUSION, True), (SERVER_ARGS, False)]
+    assert outcome.state == no_state(mini)
+    assert tree_hashes(mini.parent) == before
+    assert {rel: (mini / rel).read_bytes() for rel in edited} == edited
+
+
+# -- a saved state of this release ------------------------------------------------------------
+
+
+def test_revert_restores_every_patched_file_byte_for_byte_and_removes_the_state(mini: Path) -> None:
+    patched = applied(mini)
+    outcome = revert(from_directory(mini))
+    assert outcome.exit_code == ExitCode.OK
+    assert outcome.headline == "restored 3 file(s) byte for byte; state removed"
+    assert (outcome.notes, outcome.written) == ([], TARGETS)
+    assert outcome.changes == [(rel, patched[rel], ORIGINAL[rel]) for rel in TARGETS]
+    assert contents(mini) == ORIGINAL
+    assert outcome.files == [FileStatus(rel, sha256(ORIGINAL[rel]), sha256(ORIGINAL[rel]), None) for rel in TARGETS]
+    assert outcome.state == no_state(mini)
+    assert state_files(mini) == {".gitignore": (mini / ".sm120patch" / ".gitignore").read_bytes()}
+
+
+def test_a_file_changed_since_apply_is_refused_by_default_naming_every_changed_file(mini: Path) -> None:
+    patched = applied(mini)
+    edited = {rel: edit(mini, rel, "# tuned by hand\n") for rel in (COMM, SERVER_ARGS)}
+    state_before = state_files(mini)
+    outcome = revert(from_directory(mini))  # no --force: the default refuses
+    assert outcome.exit_code == ExitCode.NOT_AS_ASKED
+    assert outcome.headline == (
+        f"refusing to revert: changed since apply (hash differs from the patched one): {COMM}, {SERVER_ARGS}. "
+        "Nothing was written. --force restores the originals anyway (the changed files are kept aside)."
+    )
+    assert (outcome.notes, outcome.written, outcome.changes) == ([], [], [])
+    recorded = [(f.rel, f.recorded) for f in outcome.files]
+    assert recorded == [(COMM, None), (FUSION, Recorded.PATCHED), (SERVER_ARGS, None)]
+    assert outcome.state == saved_state(mini)
+    assert contents(mini) == {**patched, **edited}
+    assert state_files(mini) == state_before
+
+
+def test_force_keeps_the_changed_file_aside_names_where_and_restores_every_original(mini: Path) -> None:
+    applied(mini)
+    edited = edit(mini, COMM, "# tuned by hand\n")
+    outcome = revert(from_directory(mini), force=True)
+    kept = mini / ".sm120patch" / "stale-overwritten" / COMM
+    assert outcome.exit_code == ExitCode.OK
+    assert outcome.headline == "restored 3 file(s) byte for byte; state removed"
+    assert outcome.notes == [f"kept the changed {COMM} as {kept}"]
+    assert outcome.written == TARGETS
+    assert contents(mini) == ORIGINAL
+    assert outcome.state == no_state(mini)
+    assert {k: v for k, v in state_files(mini).items() if k != ".gitignore"} == {f"stale-overwritten/{COMM}": edited}
+
+
+def test_a_second_forced_revert_keeps_its_copy_beside_the_first_never_over_it(mini: Path) -> None:
+    applied(mini)
+    first = edit(mini, COMM, "# first hand edit\n")
+    assert revert(from_directory(mini), force=True).exit_code == ExitCode.OK
+    applied(mini)
+    second = edit(mini, COMM, "# second hand edit\n")
+    third = edit(mini, SERVER_ARGS, "# and another\n")
+    outcome = revert(from_directory(mini), force=True)
+    root = mini / ".sm120patch"
+    assert outcome.exit_code == ExitCode.OK
+    assert outcome.notes == [
+        f"kept the changed {COMM} as {root / 'stale-overwritten-2' / COMM}",
+        f"kept the changed {SERVER_ARGS} as {root / 'stale-overwritten-2' / SERVER_ARGS}",
+    ]
+    assert {k: v for k, v in state_files(mini).items() if k != ".gitignore"} == {
+        f"stale-overwritten/{COMM}": first,
+        f"stale-overwritten-2/{COMM}": second,
+        f"stale-overwritten-2/{SERVER_ARGS}": third,
+    }
+    assert contents(mini) == ORIGINAL
+
+
+def test_a_changed_file_that_cannot_be_kept_aside_stops_the_revert_before_any_file(
+    mini: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    patched = applied(mini)
+    edited = edit(mini, COMM, "# tuned by hand\n")
+
+    def full_disk(step: str) -> None:
+        """Stands in for a full disk: the first write of the revert (the kept copy) fails."""
+        if step == "write":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(fsutil, "STEP_HOOK", full_disk)
+    with pytest.raises(EnvironmentProblem) as raised:
+        revert(from_directory(mini), force=True)
+    assert str(raised.value) == f"cannot keep the changed {COMM} aside (No space left on device); nothing was written"
+    assert contents(mini) == {**patched, COMM: edited}
+    assert (mini / ".sm120patch" / "manifest.json").is_file()
+
+
+def test_files_deleted_since_apply_are_refused_with_or_without_force_naming_each_and_nothing_is_written(
+    mini: Path,
+) -> None:
+    """--force cannot help here, so the refusal without it does not offer --force."""
+    patched = applied(mini)
+    for rel in (COMM, SERVER_ARGS):
+        (mini / rel).unlink()
+    state_before = state_files(mini)
+    for force, dry_run in ((True, False), (True, True), (False, False)):
+        with pytest.raises(NotAsAsked) as raised:
+            revert(from_directory(mini), force=force, dry_run=dry_run)
+        assert str(raised.value) == (
+            f"cannot restore {COMM}, {SERVER_ARGS}: deleted since apply, and revert only replaces files in place; "
+            f"nothing was written. Reinstall sglang to get the originals back: {PIP}0.5.11"
+        )
+    assert not (mini / COMM).exists() and not (mini / SERVER_ARGS).exists()
+    assert (mini / FUSION).read_bytes() == patched[FUSION]
+    assert state_files(mini) == state_before
+
+
+@pytest.mark.parametrize("damage", ["missing", "damaged"])
+def test_a_missing_or_damaged_backup_names_it_and_the_pip_command_and_nothing_is_written(
+    mini: Path, damage: str
+) -> None:
+    patched = applied(mini)
+    backup = mini / ".sm120patch" / "backups" / SERVER_ARGS
+    if damage == "missing":
+        backup.unlink()
+    else:
+        backup.write_bytes(backup.read_bytes() + b"#")
+    with pytest.raises(EnvironmentProblem) as raised:
+        revert(from_directory(mini))
+    assert str(raised.value) == (
+        f"backup {backup} is missing or damaged; nothing was written. Reinstall sglang to restore: {PIP}0.5.11"
+    )
+    assert contents(mini) == patched
+
+
+def test_dry_run_says_how_many_files_it_would_restore_and_writes_nothing(mini: Path) -> None:
+    patched = applied(mini)
+    edited = edit(mini, COMM, "# tuned by hand\n")
+    before = tree_hashes(mini.parent)
+    outcome = revert(from_directory(mini), force=True, dry_run=True)
+    assert outcome.exit_code == ExitCode.OK
+    assert outcome.headline == "dry run: would restore 3 file(s); nothing written"
+    assert (outcome.notes, outcome.written) == ([], [])  # the changed file is not kept aside either
+    assert outcome.changes == [(COMM, edited, ORIGINAL[COMM])] + [
+        (rel, patched[rel], ORIGINAL[rel]) for rel in (FUSION, SERVER_ARGS)
+    ]
+    assert outcome.state == saved_state(mini)
+    assert {k: v for k, v in tree_hashes(mini.parent).items() if not k.endswith("/lock")} == {
+        k: v for k, v in before.items() if not k.endswith("/lock")
+    }
+
+
+def test_a_file_already_back_to_its_original_is_skipped_and_not_counted(mini: Path) -> None:
+    patched = applied(mini)
+    (mini / COMM).write_bytes(ORIGINAL[COMM])  # the first file in order, so the rest must still be reached
+    outcome = revert(from_directory(mini))
+    assert outcome.exit_code == ExitCode.OK
+    assert outcome.headline == "restored 2 file(s) byte for byte; state removed"
+    assert (outcome.notes, outcome.written) == ([], [FUSION, SERVER_ARGS])
+    assert outcome.changes == [(rel, patched[rel], ORIGINAL[rel]) for rel in (FUSION, SERVER_ARGS)]
+    assert contents(mini) == ORIGINAL
+
+
+def test_a_journal_left_by_an_interrupted_apply_is_finished_first_and_its_note_comes_first(
+    mini: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    replaced: list[str] = []
+
+    def kill_at_second_replace(step: str) -> None:
+        """Stands in for SIGKILL as apply replaces its second file."""
+        replaced.extend([step] if step == "replace" else [])
+        if replaced.count("replace") == 2:
+            raise Killed
+
+    monkeypatch.setattr(fsutil, "STEP_HOOK", kill_at_second_replace)
+    with pytest.raises(Killed):
+        apply_all(mini)
+    monkeypatch.setattr(fsutil, "STEP_HOOK", None)
+    journal = json.loads((mini / ".sm120patch" / "journal.json").read_bytes())
+    finished = [e["rel"] for e in journal["entries"][1:]]
+    outcome = revert(from_directory(mini))
+    assert outcome.exit_code == ExitCode.OK
+    assert outcome.notes == [
+        f"recovered an interrupted apply (pid {journal['pid']}, started {journal['started']}): "
+        f"finished it ({', '.join(finished)})"
+    ]
+    assert outcome.headline == "restored 3 file(s) byte for byte; state removed"
+    assert contents(mini) == ORIGINAL
+    assert not (mini / ".sm120patch" / "journal.json").exists()
+
+
+# -- a saved state of another release (sglang upgraded since apply) ---------------------------
+
+
+@pytest.mark.parametrize("version", ["0.5.11", None])
+def test_state_from_an_older_release_over_pristine_files_is_set_aside_whole(mini: Path, version: str | None) -> None:
+    applied(mini)
+    manifest_path = mini / ".sm120patch" / "manifest.json"
+    if version is None:  # a state written for an sglang without a version (a checkout)
+        manifest_path.write_text(json.dumps({**json.loads(manifest_path.read_text()), "sglang_version": None}))
+    old_state = state_files(mini)
+    upgrade(mini, "0.5.12")
+    outcome = revert(from_directory(mini), force=True)
+    root = mini / ".sm120patch"
+    [kept] = [d for d in root.iterdir() if d.is_dir()]
+    assert kept.name.startswith(f"stale-{version or 'unknown'}-")
+    assert outcome.exit_code == ExitCode.OK
+    assert outcome.headline == (
+        f"nothing to revert: the saved state is from sglang {version} and the installed 0.5.12 files are "
+        "pristine (RECORD)"
+    )
+    assert outcome.notes == [f"old state kept in {kept}"]
+    assert outcome.written == []
+    assert outcome.state == saved_state(mini, version, stale=True)
+    assert contents(mini) == ORIGINAL
+    assert state_files(mini) == {
+        ".gitignore": old_state[".gitignore"],
+        **{f"{kept.name}/{name}": data for name, data in old_state.items() if name != ".gitignore"},
+    }
+
+
+def test_dry_run_leaves_the_state_of_an_older_release_in_place(mini: Path) -> None:
+    applied(mini)
+    old_state = state_files(mini)
+    upgrade(mini, "0.5.12")
+    outcome = revert(from_directory(mini), dry_run=True)
+    assert outcome.exit_code == ExitCode.OK
+    assert outcome.headline == (
+        "nothing to revert: the saved state is from sglang 0.5.11 and the installed 0.5.12 files are pristine (RECORD)"
+    )
+    assert (outcome.notes, outcome.written) == ([], [])
+    assert state_files(mini) == old_state
+
+
+def test_state_from_an_older_release_over_changed_files_is_refused_naming_both_releases(mini: Path) -> None:
+    applied(mini)
+    old_state = state_files(mini)
+    upgrade(mini, "0.5.12")
+    edited = edit(mini, SERVER_ARGS, "# edited after the upgrade\n")
+    outcome = revert(from_directory(mini), force=True)
+    assert outcome.exit_code == ExitCode.NOT_AS_ASKED
+    assert outcome.headline == (
+        "the saved state is from sglang 0.5.11 but 0.5.12 is installed and its files are not pristine; "
+        f"restore them with `{PIP}0.5.12`"
+    )
+    assert (outcome.notes, outcome.written) == ([], [])
+    assert outcome.state == saved_state(mini, stale=True)
+    assert contents(mini) == {**ORIGINAL, SERVER_ARGS: edited}
+    assert state_files(mini) == old_state
