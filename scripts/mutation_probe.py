@@ -1,6 +1,12 @@
 #!/usr/bin/env python3
-"""Do the fast tests catch real mistakes?  Apply hand-made mutants, one at a time, to a copy
-of the repository and run the fast tier on each; a mutant the tests still pass "survived".
+"""Do the fast tests catch structural slips?  Apply hand-made mutants, one at a time, to a
+copy of the repository and run the fast tier on each; a mutant the tests still pass "survived".
+
+mutmut (scripts/mutation_report.py) changes one token at a time: an operator, a constant,
+an argument, a ``not``.  The ten mutants here are slips its operators never make: a libcst
+wrapper dropped (the parentheses around a widened term, the ``not`` of a new guard), a
+condition replaced by a constant, a comprehension's filter dropped, ``!= 1`` loosened to
+``< 1``.  Each stands for a bug that once existed or nearly did.
 
     python3 scripts/mutation_probe.py        # prints a table; exit 1 if any mutant survived
 """

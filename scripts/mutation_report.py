@@ -2,21 +2,28 @@
 """Mutation testing with mutmut against the fast tier, module by module -> docs/mutation.md.
 
     pip install mutmut
-    python3 scripts/mutation_report.py                      # every module in MODULES
+    python3 scripts/mutation_report.py                        # every module in MODULES
     python3 scripts/mutation_report.py sm120patch.plan.trust  # some modules (dotted names)
+    python3 scripts/mutation_report.py --open                 # only what is not killed yet
+    python3 scripts/mutation_report.py --render               # only rewrite the report
 
 mutmut (configured in pyproject.toml, ``[tool.mutmut]``) copies the tree into ``mutants/``,
-makes every mutant of the chosen functions and runs the fast tests that cover each one.
-This script runs it per module (a CI-sized step each), reads each mutant's status from
-``mutmut results --all true`` and writes the score per module and every survivor, for a
-person to mark "equivalent" (with why) or to answer with a test.  It is not part of
-``.ci/run``: a full run takes longer than CI allows on two cores; the report is checked in.
+makes every mutant of the chosen module and runs the fast tests that cover each one.
+Each module's statuses are kept in ``docs/mutation/results.json``, so modules can be run
+one at a time (a CI-sized step each) and the report still covers all of them.
+
+Every mutant not killed (a survivor, or one no fast test reaches) must be answered: with a
+test (then it is killed on the next run), or in ``docs/mutation/triage.toml`` as equivalent,
+with why.  The score leaves the equivalent ones out: killed / (killed + not killed -
+equivalent).  It is not part of ``.ci/run``: a full run takes longer than CI allows on two
+cores; the report is checked in.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import re
 import subprocess
 import sys
@@ -24,7 +31,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import tomllib
+
 REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "docs" / "mutation" / "results.json"
+TRIAGE = REPO / "docs" / "mutation" / "triage.toml"
 
 #: Where a slip costs a user most (the issue "tests that catch the bugs that matter").
 MODULES = [
@@ -35,77 +46,160 @@ MODULES = [
     "sm120patch.commands.revert",
     "sm120patch.patchkit.decide",
     "sm120patch.patchkit.sm_terms",
+    "sm120patch.patches.communicator_import",
+    "sm120patch.patches.communicator_flag",
+    "sm120patch.patches.communicator_fusion_gate",
+    "sm120patch.patches.server_args_auto_enable",
+    "sm120patch.patches.fusion_backend_resolver",
+    "sm120patch.patches.workspace_preflight",
     "sm120patch.doctor.checks",
     "sm120patch.doctor.gpus",
     "sm120patch.locate.flashinfer",
     "sm120patch.locate.tree",
     "sm120patch.plan.releases",
 ]
-LINE = re.compile(r"^\s*(?P<name>[\w.]+__mutmut_\d+): (?P<status>.+)$")
+#: Not killed: a survivor, or a mutant in code that no fast test runs.
+MISSED = ("survived", "no tests")
+LINE = re.compile(r"^\s*(?P<name>[\w.ǁ]+__mutmut_\d+): (?P<status>.+)$")
 
 
-def run_module(module: str, budget_s: float) -> dict[str, str]:
-    """Each mutant of ``module`` and its status (killed, survived, timeout, ...)."""
-    # On timeout, what finished is in mutmut's own records; the rest reads "not checked".
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        subprocess.run(
-            ["mutmut", "run", "--max-children", "2", f"{module}.*"],
-            cwd=REPO,
-            timeout=budget_s,
-            capture_output=True,
-            text=True,
-        )
+def statuses_now() -> dict[str, str]:
+    """mutmut's own record of every mutant it has made (kept in ``mutants/`` between runs)."""
     results = subprocess.run(["mutmut", "results", "--all", "true"], cwd=REPO, capture_output=True, text=True)
-    statuses = {}
+    found = {}
     for line in results.stdout.splitlines():
         match = LINE.match(line)
-        if match and match.group("name").startswith(module + "."):
-            statuses[match.group("name")] = match.group("status").strip()
-    return statuses
+        if match:
+            found[match.group("name")] = match.group("status").strip()
+    return found
 
 
-def table(found: dict[str, dict[str, str]], seconds: dict[str, float]) -> str:
+def run_module(module: str, budget_s: float, open_only: bool) -> dict[str, str]:
+    """Each mutant of ``module`` and its status (killed, survived, timeout, ...)."""
+    targets = [f"{module}.*"]
+    if open_only:
+        # A mutant killed once stays killed while the tests only grow; mutmut makes new
+        # mutants (status "not checked") for each function whose code changed.
+        targets = [
+            name for name, status in statuses_now().items() if name.startswith(module + ".") and status != "killed"
+        ]
+    if targets:
+        # On timeout, what finished is in mutmut's own records; the rest reads "not checked".
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            subprocess.run(
+                ["mutmut", "run", "--max-children", "2", *targets],
+                cwd=REPO,
+                timeout=budget_s,
+                capture_output=True,
+                text=True,
+            )
+    return {name: status for name, status in statuses_now().items() if name.startswith(module + ".")}
+
+
+def changed_line(name: str) -> str:
+    """The mutant's changed line, as ``mutmut show`` gives it ('' when mutants/ is gone)."""
+    shown = subprocess.run(["mutmut", "show", name], cwd=REPO, capture_output=True, text=True).stdout
+    added = [line[1:].strip() for line in shown.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    return added[0] if added else ""
+
+
+def load_triage() -> dict[str, str]:
+    """``"<function>: <mutated line>"`` -> why that mutant is equivalent."""
+    if not TRIAGE.exists():
+        return {}
+    data = tomllib.loads(TRIAGE.read_text())
+    return {key: entry["why"] for entry in data.get("equivalent", []) for key in entry["mutants"]}
+
+
+def triage_key(name: str, line: str) -> str:
+    """How triage.toml names a mutant: mutmut's numbers shift when a function changes."""
+    return f"{name.rsplit('__mutmut_', 1)[0]}: {line}"
+
+
+def table(results: dict[str, dict], equivalent: dict[str, str]) -> str:
     lines = [
-        "| module | mutants | killed | survived | other (timeout, not checked, …) | killed / checked | time |",
-        "|---|---|---|---|---|---|---|",
+        "| module | mutants | killed | survived | no test reaches it | equivalent | not answered | other | score "
+        "| time |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for module, statuses in found.items():
+    for module, entry in sorted(results.items()):
+        statuses: dict[str, str] = entry["statuses"]
         counts = Counter(statuses.values())
-        killed, survived = counts.get("killed", 0), counts.get("survived", 0)
-        checked = killed + survived
-        other = len(statuses) - checked
-        score = f"{100 * killed / checked:.0f} %" if checked else "—"
+        killed = counts.get("killed", 0)
+        missed = [name for name, status in statuses.items() if status in MISSED]
+        same = sum(1 for name in missed if name in equivalent)
+        other = len(statuses) - killed - len(missed)
+        judged = killed + len(missed) - same
+        score = f"{100 * killed / judged:.0f} %" if judged else "—"
         lines.append(
-            f"| `{module}` | {len(statuses)} | {killed} | {survived} | {other} | {score} | {seconds[module]:.0f} s |"
+            f"| `{module}` | {len(statuses)} | {killed} | {counts.get('survived', 0)} | {counts.get('no tests', 0)} "
+            f"| {same} | {len(missed) - same} | {other} | {score} | {entry['seconds']:.0f} s |"
         )
     return "\n".join(lines)
+
+
+def render(results: dict[str, dict], output: Path) -> list[str]:
+    """Write the report; returns the survivors nobody has answered yet."""
+    triage = load_triage()
+    missed = sorted(
+        name for entry in results.values() for name, status in entry["statuses"].items() if status in MISSED
+    )
+    lines = {name: changed_line(name) for name in missed}
+    equivalent = {
+        name: triage[triage_key(name, lines[name])] for name in missed if triage_key(name, lines[name]) in triage
+    }
+    open_ = [name for name in missed if name not in equivalent]
+    stale = sorted(set(triage) - {triage_key(name, lines[name]) for name in missed})
+    reasons: dict[str, list[str]] = {}
+    for name, why in equivalent.items():
+        reasons.setdefault(why, []).append(name)
+    text = [
+        "# Mutation testing against the fast tier\n",
+        "Generated by `python3 scripts/mutation_report.py` with mutmut, configured in `pyproject.toml` "
+        "(`[tool.mutmut]`: the fast tier, `-x`; the probes are not mutated, they run in other interpreters "
+        "without mutmut's trampolines). Raw statuses: `docs/mutation/results.json`; the equivalent mutants "
+        "and why: `docs/mutation/triage.toml`.\n",
+        "Score = killed / (killed + survived + no test reaches it − equivalent). *Other* is timeouts and "
+        "mutants mutmut could not check.\n",
+        table(results, equivalent) + "\n",
+        "## Survivors not yet answered\n",
+        "Show one with `mutmut show NAME`.\n",
+        "\n".join(f"- `{name}`: `{lines[name]}`" for name in open_) or "None.",
+        "\n## Equivalent survivors, and why\n",
+    ]
+    for why, names in reasons.items():
+        text.append(f"- {why}\n" + "\n".join(f"  - `{name}`: `{lines[name]}`" for name in names))
+    if not reasons:
+        text.append("None.")
+    output.write_text("\n".join(text) + "\n")
+    if stale:
+        print(f"triage names no mutant that is not killed: {'; '.join(stale)}", file=sys.stderr)
+    return open_
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("modules", nargs="*", help="dotted module names (default: MODULES)")
     parser.add_argument("--budget", type=float, default=900, help="seconds per module")
+    parser.add_argument("--open", action="store_true", help="run only the mutants mutmut has not recorded as killed")
+    parser.add_argument("--render", action="store_true", help="only rewrite the report from the kept results")
     parser.add_argument("--output", type=Path, default=REPO / "docs" / "mutation.md")
     args = parser.parse_args()
-    found: dict[str, dict[str, str]] = {}
-    seconds: dict[str, float] = {}
-    for module in args.modules or MODULES:
-        start = time.monotonic()
-        found[module] = run_module(module, args.budget)
-        seconds[module] = time.monotonic() - start
-        print(f"{module}: {Counter(found[module].values())}", file=sys.stderr, flush=True)
-    survivors = sorted(name for statuses in found.values() for name, s in statuses.items() if s == "survived")
-    args.output.write_text(
-        "# Mutation testing against the fast tier\n\n"
-        f"Generated by `python3 scripts/mutation_report.py` ({time.strftime('%Y-%m-%d')}) with mutmut, "
-        "configured in `pyproject.toml` (`[tool.mutmut]`: the fast tier, `-x`; the probes are not mutated, "
-        "they run in other interpreters without mutmut's trampolines).\n\n"
-        + table(found, seconds)
-        + "\n\n## Surviving mutants\n\nShow one with `mutmut show NAME`.\n\n"
-        + ("\n".join(f"- `{name}`" for name in survivors) or "None.")
-        + "\n"
-    )
-    print(f"wrote {args.output}", file=sys.stderr)
+    results: dict[str, dict] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    if not args.render:
+        for module in args.modules or MODULES:
+            start = time.monotonic()
+            statuses = run_module(module, args.budget, args.open)
+            results[module] = {
+                "statuses": statuses,
+                "seconds": round(time.monotonic() - start),
+                "date": time.strftime("%Y-%m-%d"),
+            }
+            print(f"{module}: {dict(Counter(statuses.values()))}", file=sys.stderr, flush=True)
+            RESULTS.parent.mkdir(parents=True, exist_ok=True)
+            RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    open_ = render(results, args.output)
+    print(f"wrote {args.output}: {len(open_)} survivors not answered", file=sys.stderr)
     return 0
 
 
