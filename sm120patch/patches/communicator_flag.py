@@ -53,6 +53,10 @@ class CommunicatorFlag(Patch):
             _is_sm120_supported = _is_cuda and is_sm120_supported()
             _use_aiter = False
             """,
+            detail=(
+                "will add `_is_sm120_supported = _is_cuda and is_sm120_supported()`"
+                " after `_is_sm100_supported = _is_cuda and is_sm100_supported()`"
+            ),
             evidence=(1, 2, 3),
         ),
         Example(
@@ -64,6 +68,22 @@ class CommunicatorFlag(Patch):
             """,
         ),
         Example(
+            "comments stay with the SM100 flag, not copied to the new line",
+            """
+            _is_sm90_supported = _is_cuda and is_sm90_supported()
+
+            # Blackwell (B200/GB200) fuses allreduce with the residual RMSNorm
+            _is_sm100_supported = _is_cuda and is_sm100_supported()  # cached at import
+            """,
+            after="""
+            _is_sm90_supported = _is_cuda and is_sm90_supported()
+
+            # Blackwell (B200/GB200) fuses allreduce with the residual RMSNorm
+            _is_sm100_supported = _is_cuda and is_sm100_supported()  # cached at import
+            _is_sm120_supported = _is_cuda and is_sm120_supported()
+            """,
+        ),
+        Example(
             "the sed of the original fix, run twice",
             """
             _is_sm100_supported = _is_cuda and is_sm100_supported()
@@ -71,7 +91,7 @@ class CommunicatorFlag(Patch):
             _is_sm120_supported = _is_cuda and is_sm120_supported()
             """,
             state=State.APPLIED,
-            detail="2 times",
+            detail="_is_sm120_supported is assigned 2 times (a hand edit run twice?); harmless, left as is",
             evidence=(1, 2, 3),
         ),
         Example(
@@ -90,13 +110,37 @@ class CommunicatorFlag(Patch):
             detail="found 2",
         ),
         Example(
+            "a hand edit that put another flag on the SM100 line",
+            "_is_sm90_supported = _is_cuda and is_sm90_supported(); _is_sm100_supported = _is_cuda and is_sm100_supported()\n",
+            state=State.DRIFT,
+            detail=(
+                "`_is_sm90_supported = _is_cuda and is_sm90_supported(); "
+                "_is_sm100_supported = _is_cuda and is_sm100_supported()` is not a plain single assignment"
+            ),
+        ),
+        Example(
+            "an annotated SM100 flag",
+            "_is_sm100_supported: bool = _is_cuda and is_sm100_supported()\n",
+            state=State.DRIFT,
+            detail="`_is_sm100_supported: bool = _is_cuda and is_sm100_supported()` is not a plain single assignment",
+        ),
+        Example(
+            "an SM100 flag read from the compute capability",
+            "_is_sm100_supported = _is_cuda and torch.cuda.get_device_capability()[0] == 10\n",
+            state=State.DRIFT,
+            detail=(
+                "`_is_sm100_supported = _is_cuda and torch.cuda.get_device_capability()[0] == 10`:"
+                " expected exactly one SM100 term on the right-hand side"
+            ),
+        ),
+        Example(
             "a gate that tests get_platform() inline caches no flags",
             """
             def flashinfer_ar_fusion_applies(batch_size):
                 return (get_platform().is_sm90 or get_platform().is_sm100) and batch_size > 0
             """,
             state=State.NOT_NEEDED,
-            detail="inline",
+            detail="no cached _is_smXX_supported flags here: the gate tests its terms inline",
         ),
     )
 

@@ -62,6 +62,10 @@ class CommunicatorFusionGate(Patch):
                     and batch_size > 0
                 )
             """,
+            detail=(
+                "apply_flashinfer_allreduce_fusion: will widen (_is_sm90_supported or _is_sm100_supported)"
+                " with _is_sm120_supported"
+            ),
             evidence=(4,),
         ),
         Example(
@@ -114,6 +118,7 @@ class CommunicatorFusionGate(Patch):
                 return _is_flashinfer_available and (_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)
             """,
             state=State.APPLIED,
+            detail="flashinfer_ar_fusion_applies: (_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)",
             evidence=(2,),
         ),
         Example(
@@ -142,6 +147,59 @@ class CommunicatorFusionGate(Patch):
             """,
             state=State.DRIFT,
             detail="found 0",
+        ),
+        Example(
+            "the method calls the gate function, which lost its SM clause (0.5.8 - 0.5.20 shape)",
+            """
+            def apply_flashinfer_allreduce_fusion(batch_size: int):
+                return _is_flashinfer_available and batch_size > 0
+
+
+            class CommunicateWithAllReduceAndLayerNormFn:
+                def _gather_hidden_states_and_residual(self, hidden_states):
+                    if apply_flashinfer_allreduce_fusion(hidden_states.shape[0]):
+                        pass
+            """,
+            state=State.DRIFT,
+            detail=(
+                "found 0 SM clauses like (_is_sm90_supported or _is_sm100_supported) in apply_flashinfer_allreduce_fusion,"
+                " CommunicateWithAllReduceAndLayerNormFn._gather_hidden_states_and_residual: the fusion gate was renamed"
+                " or rewritten"
+            ),
+        ),
+        Example(
+            "a backport that left the old SM clause in the method too",
+            """
+            def apply_flashinfer_allreduce_fusion(batch_size: int):
+                return (_is_sm90_supported or _is_sm100_supported) and batch_size > 0
+
+
+            class CommunicateWithAllReduceAndLayerNormFn:
+                def _gather_hidden_states_and_residual(self, hidden_states):
+                    if (_is_sm100_supported or _is_sm90_supported) and apply_flashinfer_allreduce_fusion(
+                        hidden_states.shape[0]
+                    ):
+                        pass
+            """,
+            state=State.DRIFT,
+            detail=(
+                "2 candidate fusion gates (apply_flashinfer_allreduce_fusion,"
+                " CommunicateWithAllReduceAndLayerNormFn._gather_hidden_states_and_residual); expected exactly one"
+            ),
+        ),
+        Example(
+            "the gate split into one test per generation",
+            """
+            def apply_flashinfer_allreduce_fusion(batch_size: int):
+                if _is_sm100_supported:
+                    return batch_size <= 2048
+                return _is_sm90_supported and batch_size <= 128
+            """,
+            state=State.DRIFT,
+            detail=(
+                "expected exactly one SM clause like (_is_sm90_supported or _is_sm100_supported) in"
+                " apply_flashinfer_allreduce_fusion, found 2: _is_sm100_supported; _is_sm90_supported"
+            ),
         ),
     )
 

@@ -69,6 +69,10 @@ class FusionBackendResolver(Patch):
                 if backend == 'auto':
                     return 'mnnvl' if is_sm100_supported() else 'trtllm'
             """,
+            detail=(
+                "_resolve_backend: will widen (is_sm90_supported() or is_sm100_supported()) with"
+                " is_sm120_supported() and import is_sm120_supported from sglang.srt.utils"
+            ),
             evidence=(7,),
         ),
         Example(
@@ -97,7 +101,33 @@ class FusionBackendResolver(Patch):
                 return []
             """,
             state=State.NOT_NEEDED,
-            detail="no SM check",
+            detail="no backend resolver and no SM check in this file",
+        ),
+        Example(
+            "the resolver renamed; its SM check is still in the file",
+            """
+            def _pick_allreduce_fusion_backend(backend: str, is_multi_node: bool = False) -> str:
+                if not (get_platform().is_sm90 or get_platform().is_sm100):
+                    raise ValueError('requires SM90 or SM10X')
+                return backend
+            """,
+            state=State.DRIFT,
+            detail="no function _resolve_backend (seen in 0.5.14 - now): the backend resolver moved",
+        ),
+        Example(
+            "a resolver defined twice, with and without FlashInfer",
+            """
+            if _is_flashinfer_available:
+                def _resolve_backend(backend: str, is_multi_node: bool = False) -> str:
+                    if not (get_platform().is_sm90 or get_platform().is_sm100):
+                        raise ValueError('requires SM90 or SM10X')
+                    return backend
+            else:
+                def _resolve_backend(backend: str, is_multi_node: bool = False) -> str:
+                    raise ImportError('FlashInfer is not installed')
+            """,
+            state=State.DRIFT,
+            detail="2 functions named _resolve_backend",
         ),
         Example(
             "widened by hand without importing the helper: NameError at warm-up",
@@ -118,7 +148,7 @@ class FusionBackendResolver(Patch):
                 return 'mnnvl' if get_platform().is_sm100 else backend
             """,
             state=State.DRIFT,
-            detail="raise",
+            detail="expected one guard `if not (<SM90> or <SM100>): raise ...` in _resolve_backend, found 0",
         ),
     )
 

@@ -156,6 +156,11 @@ class ServerArgsAutoEnable(Patch):
                     if is_sm100_supported():
                         self.attention_backend = 'trtllm_mha'
             """,
+            detail=(
+                "ServerArgs._handle_model_specific_adjustments: will widen (is_sm90_supported() or"
+                " is_sm100_supported()) with is_sm120_supported() and import is_sm120_supported from"
+                " sglang.srt.utils.common"
+            ),
             evidence=(6,),
         ),
         Example(
@@ -218,6 +223,88 @@ class ServerArgsAutoEnable(Patch):
             """,
         ),
         Example(
+            "two model blocks, each widened",
+            """
+            from sglang.srt.utils import is_sm90_supported, is_sm100_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if model_arch in ["Glm4MoeForCausalLM"] and (is_sm90_supported() or is_sm100_supported()):
+                        self.enable_flashinfer_allreduce_fusion = True
+                    if model_arch in ["Qwen3MoeForCausalLM"] and (is_sm90_supported() or is_sm100_supported()):
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+            after="""
+            from sglang.srt.utils import is_sm90_supported, is_sm100_supported, is_sm120_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if model_arch in ["Glm4MoeForCausalLM"] and (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()):
+                        self.enable_flashinfer_allreduce_fusion = True
+                    if model_arch in ["Qwen3MoeForCausalLM"] and (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()):
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+        ),
+        Example(
+            "the auto-enable in an `else`; the SM check that turns fusion off stays",
+            """
+            from sglang.srt.utils import is_sm90_supported, is_sm100_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if self.enable_dp_attention and is_sm100_supported():
+                        self.enable_flashinfer_allreduce_fusion = False
+                    else:
+                        if (is_sm90_supported() or is_sm100_supported()) and self.nnodes == 1:
+                            self.enable_flashinfer_allreduce_fusion = True
+            """,
+            after="""
+            from sglang.srt.utils import is_sm90_supported, is_sm100_supported, is_sm120_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if self.enable_dp_attention and is_sm100_supported():
+                        self.enable_flashinfer_allreduce_fusion = False
+                    else:
+                        if (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()) and self.nnodes == 1:
+                            self.enable_flashinfer_allreduce_fusion = True
+            """,
+        ),
+        Example(
+            "the backend set to 'auto' is widened; the one reset to None stays",
+            """
+            from sglang.srt.utils import is_sm90_supported, is_sm100_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if (is_sm90_supported() or is_sm100_supported()) and self.flashinfer_allreduce_fusion_backend is None:
+                        self.flashinfer_allreduce_fusion_backend = "auto"
+                    if is_sm100_supported() and self.nnodes > 1 and not self.enable_mnnvl:
+                        self.flashinfer_allreduce_fusion_backend = None
+            """,
+            after="""
+            from sglang.srt.utils import is_sm90_supported, is_sm100_supported, is_sm120_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()) and self.flashinfer_allreduce_fusion_backend is None:
+                        self.flashinfer_allreduce_fusion_backend = "auto"
+                    if is_sm100_supported() and self.nnodes > 1 and not self.enable_mnnvl:
+                        self.flashinfer_allreduce_fusion_backend = None
+            """,
+        ),
+        Example(
+            "overrides.py returns a backend chosen earlier (0.5.15+)",
+            """
+            def _flashinfer_allreduce_fusion_auto_enable(view):
+                backend = "trtllm" if view.nnodes == 1 else "mnnvl"
+                if get_platform().is_sm90 or get_platform().is_sm100:
+                    return {"flashinfer_allreduce_fusion_backend": backend}
+                return {}
+            """,
+            after="""
+            def _flashinfer_allreduce_fusion_auto_enable(view):
+                backend = "trtllm" if view.nnodes == 1 else "mnnvl"
+                if get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120:
+                    return {"flashinfer_allreduce_fusion_backend": backend}
+                return {}
+            """,
+        ),
+        Example(
             "upstream already admits SM12x; the DeepSeek block is left alone (0.5.4.post2 - 0.5.6)",
             """
             class ServerArgs:
@@ -231,6 +318,35 @@ class ServerArgsAutoEnable(Patch):
             """,
             state=State.NOT_NEEDED,
             detail="already admits SM12x",
+        ),
+        Example(
+            "overrides that also pick other backends are left alone",
+            """
+            def _flashinfer_allreduce_fusion_auto_enable(view):
+                if get_platform().is_sm100 and view.model_arch == "DeepseekV3ForCausalLM":
+                    return {"flashinfer_allreduce_fusion_backend": "auto", "attention_backend": "trtllm_mla"}
+                if get_platform().is_sm90 and view.model_arch == "Qwen3MoeForCausalLM":
+                    return {**QWEN3_MOE_OVERRIDES, "flashinfer_allreduce_fusion_backend": "auto"}
+                return {}
+            """,
+            state=State.NOT_NEEDED,
+            detail=(
+                "_flashinfer_allreduce_fusion_auto_enable: fusion is only auto-enabled inside blocks that also"
+                " choose SM100-only kernels (get_platform().is_sm100; get_platform().is_sm90); left alone,"
+                " pass the fusion flag instead"
+            ),
+        ),
+        Example(
+            "a block that also resizes the CUDA graphs is left alone",
+            """
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if model_arch in ["DeepseekV3ForCausalLM"] and is_sm100_supported():
+                        self.cuda_graph_max_bs *= 2
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+            state=State.NOT_NEEDED,
+            detail="(is_sm100_supported()); left alone",
         ),
         Example(
             "sglang.srt.utils lacks is_sm120_supported",
@@ -254,7 +370,47 @@ class ServerArgsAutoEnable(Patch):
                         pass
             """,
             state=State.DRIFT,
-            detail="turns fusion on",
+            detail=(
+                "no `if` in ServerArgs._handle_model_specific_adjustments that turns fusion on under an SM"
+                " check like (is_sm90_supported() or is_sm100_supported())"
+            ),
+        ),
+        Example(
+            "fusion is on for every GPU; the SM check only turns it off",
+            """
+            def _flashinfer_allreduce_fusion_auto_enable(view):
+                if get_platform().is_sm100 and view.enable_dp_attention:
+                    return {"flashinfer_allreduce_fusion_backend": None}
+                return {"flashinfer_allreduce_fusion_backend": "auto"}
+            """,
+            state=State.DRIFT,
+            detail=(
+                "no `if` in _flashinfer_allreduce_fusion_auto_enable that turns fusion on under an SM check"
+                " like (is_sm90_supported() or is_sm100_supported())"
+            ),
+        ),
+        Example(
+            "a hand edit that added the SM120 check as a second conjunct",
+            """
+            from sglang.srt.utils import is_sm90_supported, is_sm100_supported, is_sm120_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if (is_sm90_supported() or is_sm100_supported()) and is_sm120_supported():
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+            state=State.DRIFT,
+            detail="ServerArgs._handle_model_specific_adjustments: an auto-enable test has 2 SM clauses; expected one",
+        ),
+        Example(
+            "the adjustments method renamed",
+            """
+            class ServerArgs:
+                def _apply_model_defaults(self):
+                    if is_sm100_supported():
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+            state=State.DRIFT,
+            detail="the auto-enable moved: found none of function _flashinfer_allreduce_fusion_auto_enable",
         ),
     )
 

@@ -38,10 +38,10 @@ QUERY = "cuMulticastGetGranularity"
 SINCE = "0.5.11"
 
 
-def _is_multicast_api(node: cst.CSTNode) -> bool:
+def _is_multicast_api(node: cst.Attribute | cst.Name) -> bool:
     """``driver.cuMulticastGetGranularity``, ``driver.CUmulticastObjectProp`` and kin."""
-    name = node.attr.value if isinstance(node, cst.Attribute) else getattr(node, "value", None)
-    return isinstance(name, str) and name.lower().startswith("cumulticast")
+    name = node.attr.value if isinstance(node, cst.Attribute) else node.value
+    return name.lower().startswith("cumulticast")
 
 
 def _uses_multicast(node: cst.CSTNode) -> bool:
@@ -175,6 +175,10 @@ class WorkspacePreflight(Patch):
                     out.append(allocation_size)
                 return out
             """,
+            detail=(
+                "will put the 5 multicast statements of _flashinfer_trtllm_workspace_allocation_sizes under"
+                " `if not is_sm120_supported():` and import is_sm120_supported from sglang.srt.utils"
+            ),
             evidence=(13,),
         ),
         Example(
@@ -212,7 +216,213 @@ class WorkspacePreflight(Patch):
                 return [size]
             """,
             state=State.APPLIED,
+            detail=(
+                "_flashinfer_trtllm_workspace_allocation_sizes: `if not get_platform().is_sm120:` guards the"
+                " multicast query"
+            ),
             evidence=(3,),
+        ),
+        Example(
+            "a cached SM120 flag in the file spells the guard",
+            """
+            _is_sm120_supported = is_cuda() and is_sm120_supported()
+            def _flashinfer_trtllm_workspace_allocation_sizes(d, n):
+                size = n
+                mc_prop = d.CUmulticastObjectProp()
+                err, mc_gran = d.cuMulticastGetGranularity(mc_prop, 0)
+                size = size + mc_gran
+                return [size]
+            """,
+            after="""
+            _is_sm120_supported = is_cuda() and is_sm120_supported()
+            def _flashinfer_trtllm_workspace_allocation_sizes(d, n):
+                size = n
+                if not _is_sm120_supported:
+                    mc_prop = d.CUmulticastObjectProp()
+                    err, mc_gran = d.cuMulticastGetGranularity(mc_prop, 0)
+                    size = size + mc_gran
+                return [size]
+            """,
+            detail=(
+                "will put the 3 multicast statements of _flashinfer_trtllm_workspace_allocation_sizes under"
+                " `if not _is_sm120_supported:`"
+            ),
+        ),
+        Example(
+            "is_sm120_supported already imported (0.5.14 - 0.5.18, by the resolver patch)",
+            """
+            from sglang.srt.utils import ceil_align, is_sm90_supported, is_sm100_supported, is_sm120_supported
+            def _resolve_backend(backend):
+                if not (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()):
+                    raise ValueError('requires SM90 or SM10X')
+                return backend
+            def _flashinfer_trtllm_workspace_allocation_sizes(d, n):
+                size = n
+                mc_prop = d.CUmulticastObjectProp()
+                err, mc_gran = d.cuMulticastGetGranularity(mc_prop, 0)
+                size = ceil_align(size, mc_gran)
+                return [size]
+            """,
+            after="""
+            from sglang.srt.utils import ceil_align, is_sm90_supported, is_sm100_supported, is_sm120_supported
+            def _resolve_backend(backend):
+                if not (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()):
+                    raise ValueError('requires SM90 or SM10X')
+                return backend
+            def _flashinfer_trtllm_workspace_allocation_sizes(d, n):
+                size = n
+                if not is_sm120_supported():
+                    mc_prop = d.CUmulticastObjectProp()
+                    err, mc_gran = d.cuMulticastGetGranularity(mc_prop, 0)
+                    size = ceil_align(size, mc_gran)
+                return [size]
+            """,
+            detail=(
+                "will put the 3 multicast statements of _flashinfer_trtllm_workspace_allocation_sizes under"
+                " `if not is_sm120_supported():`"
+            ),
+        ),
+        Example(
+            "the resolver left unpatched (0.5.14 - 0.5.18): the helper is imported next to is_sm100_supported",
+            """
+            from sglang.srt.utils import (
+                is_sm90_supported,
+                is_sm100_supported,
+                get_cuda_driver_bindings,
+            )
+            def _resolve_backend(backend):
+                if not (is_sm90_supported() or is_sm100_supported()):
+                    raise ValueError('requires SM90 or SM10X')
+                return backend
+            def _flashinfer_trtllm_workspace_allocation_sizes(d, n):
+                size = n
+                mc_prop = d.CUmulticastObjectProp()
+                err, mc_gran = d.cuMulticastGetGranularity(mc_prop, 0)
+                size = size + mc_gran
+                return [size]
+            """,
+            after="""
+            from sglang.srt.utils import (
+                is_sm90_supported,
+                is_sm100_supported,
+                is_sm120_supported,
+                get_cuda_driver_bindings,
+            )
+            def _resolve_backend(backend):
+                if not (is_sm90_supported() or is_sm100_supported()):
+                    raise ValueError('requires SM90 or SM10X')
+                return backend
+            def _flashinfer_trtllm_workspace_allocation_sizes(d, n):
+                size = n
+                if not is_sm120_supported():
+                    mc_prop = d.CUmulticastObjectProp()
+                    err, mc_gran = d.cuMulticastGetGranularity(mc_prop, 0)
+                    size = size + mc_gran
+                return [size]
+            """,
+        ),
+        Example(
+            "the multicast property class imported by name",
+            """
+            from cuda.bindings.driver import CUmulticastObjectProp
+            from sglang.srt.utils import ceil_align
+            def _flashinfer_trtllm_workspace_allocation_sizes(d, n):
+                size = n
+                mc_prop = CUmulticastObjectProp()
+                mc_prop.size = size
+                err, mc_gran = d.cuMulticastGetGranularity(mc_prop, 0)
+                size = ceil_align(size, mc_gran)
+                return [size]
+            """,
+            after="""
+            from cuda.bindings.driver import CUmulticastObjectProp
+            from sglang.srt.utils import ceil_align, is_sm120_supported
+            def _flashinfer_trtllm_workspace_allocation_sizes(d, n):
+                size = n
+                if not is_sm120_supported():
+                    mc_prop = CUmulticastObjectProp()
+                    mc_prop.size = size
+                    err, mc_gran = d.cuMulticastGetGranularity(mc_prop, 0)
+                    size = ceil_align(size, mc_gran)
+                return [size]
+            """,
+        ),
+        Example(
+            "a Blackwell guard already skips the query on SM12x",
+            """
+            def _flashinfer_trtllm_workspace_allocation_sizes(d, n):
+                size = n
+                if not get_platform().is_blackwell:
+                    err, mc_gran = d.cuMulticastGetGranularity(None, 0)
+                    size = size + mc_gran
+                return [size]
+            """,
+            state=State.NOT_NEEDED,
+            detail=(
+                "_flashinfer_trtllm_workspace_allocation_sizes already skips the multicast query on SM12x:"
+                " `if not get_platform().is_blackwell:`"
+            ),
+            evidence=(3,),
+        ),
+        Example(
+            "guarded by hand without importing the helper: NameError at warm-up",
+            """
+            from sglang.srt.utils import ceil_align
+            def _flashinfer_trtllm_workspace_allocation_sizes(d, n):
+                size = n
+                if not is_sm120_supported():
+                    err, mc_gran = d.cuMulticastGetGranularity(None, 0)
+                    size = ceil_align(size, mc_gran)
+                return [size]
+            """,
+            state=State.DRIFT,
+            detail=(
+                "_flashinfer_trtllm_workspace_allocation_sizes uses is_sm120_supported but the module never binds"
+                " it (a hand edit?)"
+            ),
+            evidence=(4,),
+        ),
+        Example(
+            "no sglang.srt.utils import to add the helper to",
+            """
+            def _flashinfer_trtllm_workspace_allocation_sizes(d, n):
+                size = n
+                mc_prop = d.CUmulticastObjectProp()
+                err, mc_gran = d.cuMulticastGetGranularity(mc_prop, 0)
+                size = size + mc_gran
+                return [size]
+            """,
+            state=State.DRIFT,
+            detail=(
+                "_flashinfer_trtllm_workspace_allocation_sizes: no module-level `from sglang.srt.utils import ...`"
+                " to add is_sm120_supported to"
+            ),
+        ),
+        Example(
+            "two multicast queries",
+            """
+            def _flashinfer_trtllm_workspace_allocation_sizes(d, n):
+                mc_prop = d.CUmulticastObjectProp()
+                err, mc_gran = d.cuMulticastGetGranularity(mc_prop, 0)
+                err, mc_min = d.cuMulticastGetGranularity(mc_prop, 1)
+                return [n + mc_gran + mc_min]
+            """,
+            state=State.DRIFT,
+            detail="expected one cuMulticastGetGranularity call in _flashinfer_trtllm_workspace_allocation_sizes, found 2",
+        ),
+        Example(
+            "the size helper defined twice",
+            """
+            if _is_cuda:
+                def _flashinfer_trtllm_workspace_allocation_sizes(d, n):
+                    err, mc_gran = d.cuMulticastGetGranularity(None, 0)
+                    return [n + mc_gran]
+            else:
+                def _flashinfer_trtllm_workspace_allocation_sizes(d, n):
+                    return [n]
+            """,
+            state=State.DRIFT,
+            detail="2 functions named _flashinfer_trtllm_workspace_allocation_sizes",
         ),
         Example(
             "a negated SM100 test around the query is no SM12x guard: the guard goes inside it",
@@ -244,7 +454,7 @@ class WorkspacePreflight(Patch):
                 return [n + gran]
             """,
             state=State.NOT_NEEDED,
-            detail="makes no multicast query",
+            detail="_flashinfer_trtllm_workspace_allocation_sizes makes no multicast query (as sglang#32330 proposed)",
         ),
         Example(
             "no workspace preflight (before 0.5.11)",
@@ -253,7 +463,7 @@ class WorkspacePreflight(Patch):
                 return backend
             """,
             state=State.NOT_NEEDED,
-            detail="no workspace preflight",
+            detail="no workspace preflight here (sglang adds it in 0.5.11)",
         ),
         Example(
             "the query moved to another function",
@@ -263,7 +473,10 @@ class WorkspacePreflight(Patch):
                 return [n + mc_gran]
             """,
             state=State.DRIFT,
-            detail=FUNCTION,
+            detail=(
+                "the module queries multicast but has no function _flashinfer_trtllm_workspace_allocation_sizes"
+                " (seen in 0.5.11 - now): the workspace preflight was renamed or moved"
+            ),
         ),
         Example(
             "a `continue` among the multicast statements",
@@ -278,7 +491,44 @@ class WorkspacePreflight(Patch):
                 return [size]
             """,
             state=State.DRIFT,
-            detail="continue",
+            detail=(
+                "_flashinfer_trtllm_workspace_allocation_sizes: a `continue` among the multicast statements;"
+                " skipping them would change more than the multicast rounding"
+            ),
+        ),
+        Example(
+            "the multicast granularity logged after the loop",
+            """
+            def _flashinfer_trtllm_workspace_allocation_sizes(d, sizes):
+                out = []
+                for size in sizes:
+                    mc_prop = d.CUmulticastObjectProp()
+                    err, mc_gran = d.cuMulticastGetGranularity(mc_prop, 0)
+                    out.append(size + mc_gran)
+                logger.info("multicast granularity %d (%s)", mc_gran, mc_prop)
+                return out
+            """,
+            state=State.DRIFT,
+            detail=(
+                "_flashinfer_trtllm_workspace_allocation_sizes: the multicast statements are not self-contained"
+                " (mc_gran, mc_prop used outside them)"
+            ),
+        ),
+        Example(
+            "the rounded size kept in a name of its own",
+            """
+            from sglang.srt.utils import ceil_align
+            def _flashinfer_trtllm_workspace_allocation_sizes(d, n):
+                mc_prop = d.CUmulticastObjectProp()
+                err, mc_gran = d.cuMulticastGetGranularity(mc_prop, 0)
+                aligned = ceil_align(n, mc_gran)
+                return [aligned]
+            """,
+            state=State.DRIFT,
+            detail=(
+                "_flashinfer_trtllm_workspace_allocation_sizes: the multicast statements are not self-contained"
+                " (aligned used outside them)"
+            ),
         ),
         Example(
             "an unrelated statement among the multicast statements",
@@ -292,7 +542,10 @@ class WorkspacePreflight(Patch):
                 return [size]
             """,
             state=State.DRIFT,
-            detail="is not part of the query",
+            detail=(
+                '_flashinfer_trtllm_workspace_allocation_sizes: `logger.info("probing")` sits among the multicast'
+                " statements but is not part of the query; expected the property, the query, its check and the rounding"
+            ),
         ),
     )
 

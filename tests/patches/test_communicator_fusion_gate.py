@@ -61,6 +61,13 @@ def test_real_release_shows_its_anchor_row(release_cycle, version: str) -> None:
     check_release_row(PATCH, release_cycle(version), version)
 
 
+def test_a_gate_with_two_sm_clauses_is_reported_at_the_gate() -> None:
+    """The drift names the gate function as where it is, which ``list`` and the JSON report show."""
+    (example,) = [e for e in PATCH.examples if e.name == "the gate split into one test per generation"]
+    finding = PATCH.check(cst.parse_module(example.before), example.context())
+    assert (finding.state, finding.where) == (State.DRIFT, "apply_flashinfer_allreduce_fusion")
+
+
 # --- generated variants of the gate -------------------------------------------------------
 
 OTHER_TERMS = [

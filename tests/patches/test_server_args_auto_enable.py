@@ -58,6 +58,45 @@ def test_real_release_shows_its_anchor_row(release_cycle, version: str) -> None:
     check_release_row(PATCH, release_cycle(version), version)
 
 
+@pytest.mark.parametrize(
+    ("name", "where"),
+    [
+        (
+            "a hand edit that added the SM120 check as a second conjunct",
+            "ServerArgs._handle_model_specific_adjustments",
+        ),
+        ("nothing turns fusion on under an SM check", "ServerArgs._handle_model_specific_adjustments"),
+        ("overrides that also pick other backends are left alone", "_flashinfer_allreduce_fusion_auto_enable"),
+    ],
+)
+def test_findings_that_change_nothing_name_the_function_they_read(name: str, where: str) -> None:
+    (example,) = [e for e in PATCH.examples if e.name == name]
+    finding = PATCH.check(cst.parse_module(example.before), example.context())
+    assert (finding.state, finding.where) == (example.state, where)
+
+
+def test_every_anchored_function_in_the_file_is_widened_and_named() -> None:
+    """A file holding both the method (up to 0.5.14) and the override function (0.5.15+), as a
+    backport could: both auto-enables are widened, and ``where`` names both, once each."""
+    source = (
+        "def _flashinfer_allreduce_fusion_auto_enable(view):\n"
+        "    if get_platform().is_sm90 or get_platform().is_sm100:\n"
+        "        return {'flashinfer_allreduce_fusion_backend': 'auto'}\n"
+        "    return {}\n"
+        "class ServerArgs:\n"
+        "    def _handle_model_specific_adjustments(self):\n"
+        "        if get_platform().is_sm90 or get_platform().is_sm100:\n"
+        "            self.enable_flashinfer_allreduce_fusion = True\n"
+    )
+    module = cst.parse_module(source)
+    finding = PATCH.check(module, bare_context(PATCH))
+    assert finding.where == "_flashinfer_allreduce_fusion_auto_enable, ServerArgs._handle_model_specific_adjustments"
+    assert finding.apply is not None
+    assert finding.apply(module).code == source.replace(
+        "get_platform().is_sm100:", "get_platform().is_sm100 or get_platform().is_sm120:"
+    )
+
+
 # --- generated variants of the auto-enable block -----------------------------------------
 
 

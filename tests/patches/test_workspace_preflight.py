@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import libcst as cst
 import pytest
 from packaging.version import Version
 
 from sm120patch.patchkit.layout import COMM_FUSION
-from sm120patch.patchkit.model import Example
+from sm120patch.patchkit.model import Example, Finding, State
+from sm120patch.plan.evidence import generate
 from sm120patch.plan.registry import by_id
 from sm120patch.plan.releases import ALL_RELEASES
 from tests.support.patch_checks import (
@@ -122,3 +124,49 @@ def test_release_without_the_preflight_is_left_alone(release) -> None:
     result = run_cycle(package)
     assert result["states"]["workspace-preflight"] == "not-needed"
     assert COMM_FUSION not in result["written"]
+
+
+def _finding_of(name: str) -> Finding:
+    (example,) = [e for e in PATCH.examples if e.name == name]
+    return PATCH.check(cst.parse_module(example.before), example.context())
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "the query removed, as sglang#32330 proposed",
+        "the size helper defined twice",
+        "two multicast queries",
+        "a Blackwell guard already skips the query on SM12x",
+        "no sglang.srt.utils import to add the helper to",
+        "a `continue` among the multicast statements",
+        "the multicast granularity logged after the loop",
+        "an unrelated statement among the multicast statements",
+        "already guarded",
+        "the rounded size kept in a name of its own",
+        "no SM term in the file: the helper is imported (0.5.11 - 0.5.13)",
+    ],
+)
+def test_findings_inside_the_size_helper_name_it(name: str) -> None:
+    assert _finding_of(name).where == "_flashinfer_trtllm_workspace_allocation_sizes"
+
+
+def test_a_guard_without_import_says_nothing_about_importing() -> None:
+    finding = _finding_of("a cached SM120 flag in the file spells the guard")
+    assert finding.detail == (
+        "will put the 3 multicast statements of _flashinfer_trtllm_workspace_allocation_sizes under"
+        " `if not _is_sm120_supported:`"
+    )
+
+
+def test_the_pending_finding_shows_the_multicast_query_it_guards() -> None:
+    """Before the edit, the evidence is the query's line (14 of the first example), which is
+    what ``apply --dry-run`` shows next to the change."""
+    example = PATCH.examples[0]
+    module = cst.parse_module(example.before)
+    finding = PATCH.check(module, example.context())
+    assert finding.state is State.PENDING
+    _, (lines,) = generate(module, [finding.evidence])
+    assert [(e.line, e.text.strip()) for e in lines] == [
+        (14, "err, mc_granularity = cuda_driver.cuMulticastGetGranularity(mc_prop, 0)")
+    ]
