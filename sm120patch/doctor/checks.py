@@ -75,10 +75,9 @@ def cuda_visible_devices(host: Host) -> list[HostFinding]:
     mine, theirs = host.env.get(VARIABLE), host.serving_env.get(VARIABLE)
     if mine is None and theirs is None:
         return []
-    env = host.serving_env
-    shown = theirs if host.facts.environ is not None else mine
+    env = host.serving_env  # doctor's own where the serving interpreter did not tell its own
     listed = host.gpus.gpus
-    detail = select(shown, listed, env.get("CUDA_DEVICE_ORDER")).why if listed else ""
+    detail = select(theirs, listed, env.get("CUDA_DEVICE_ORDER")).why if listed else ""
     source = f"{VARIABLE} in doctor's environment (the server inherits it)"
     if host.facts.environ is not None:
         source += f" and in os.environ of {host.python}"
@@ -86,7 +85,7 @@ def cuda_visible_devices(host: Host) -> list[HostFinding]:
             there = assignment(theirs) if theirs is not None else f"{VARIABLE} unset"
             here = assignment(mine) if mine is not None else f"{VARIABLE} unset"
             detail = "; ".join(p for p in (f"doctor has {here}, the serving interpreter {there}", detail) if p)
-    summary = assignment(shown) if shown is not None else f"{VARIABLE} unset in the serving interpreter"
+    summary = assignment(theirs) if theirs is not None else f"{VARIABLE} unset in the serving interpreter"
     return [HostFinding("cuda-visible-devices", Severity.INFO, summary, detail, source)]
 
 
@@ -311,10 +310,10 @@ def alloc_conf(host: Host, blocking: Severity) -> list[HostFinding]:
         told = "which spelling this torch reads could not be told"
         told += f" ({torch.alloc_evidence})" if torch.alloc_evidence else ""
         told += ": both are checked"
-    elif reads:
-        told = f"torch {torch.version or ''} in {host.python} reads {' and '.join(reads)}".replace("  ", " ")
     else:
-        told = f"torch {torch.version or ''} in {host.python} reads neither spelling".replace("  ", " ")
+        which = " and ".join(reads) if reads else "neither spelling"
+        who = f"torch {torch.version}" if torch.version else "torch"
+        told = f"{who} in {host.python} reads {which}"
     source = f"{' / '.join(ALLOC_CONF_NAMES)} in doctor's environment and in {host.python}"
     if torch.alloc_evidence and reads is not None:
         source += f"; the names found in {torch.alloc_evidence}"
@@ -367,4 +366,8 @@ def tp_gpus(host: Host, tp: int | None, blocking: Severity) -> list[HostFinding]
     detail = f"sglang needs one GPU per rank; {who} shows {_plural(visible, 'GPU')}"
     if host.gpus.answered and listed > visible:
         detail += f" of the {listed} nvidia-smi lists" + (" (see torch-gpus)" if host.facts.torch_answered else "")
-    return [HostFinding("tp-gpus", blocking, f"TP {tp} needs {tp} GPUs, {visible} visible", detail + note, source)]
+    return [
+        HostFinding(
+            "tp-gpus", blocking, f"TP {tp} needs {_plural(tp, 'GPU')}, {visible} visible", detail + note, source
+        )
+    ]
