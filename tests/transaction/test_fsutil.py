@@ -206,3 +206,41 @@ def test_drop_pycache_removes_the_bytecode_of_that_module_only(tmp_path: Path) -
     drop_pycache(link)  # a link is followed to the real module's cache
     assert [path.exists() for path in dropped] == [False, False]
     assert [path.exists() for path in kept] == [True, True]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give the target another owner to keep")
+def test_an_owner_that_cannot_be_kept_leaves_the_file_written_as_ours(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "server_args.py"
+    target.write_bytes(b"old\n")
+    os.chown(target, 12345, 23456)
+
+    def chown_refused(path: object, uid: int, gid: int) -> None:
+        """Stands in for chown as a user who may not give files away."""
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(fsutil.os, "chown", chown_refused)
+    atomic_write(target, b"new\n")
+    assert target.read_bytes() == b"new\n"
+    assert target.stat().st_uid == os.getuid()
+
+
+def test_a_failure_after_the_rename_raises_itself_not_a_cleanup_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The temp file is already renamed away: its cleanup finds nothing, and says nothing."""
+    target = tmp_path / "communicator.py"
+    target.write_bytes(b"old\n")
+
+    class AfterRename(Exception):
+        pass
+
+    def hook(op: Op) -> None:
+        if op.kind == "rename":
+            raise AfterRename
+
+    monkeypatch.setattr(fsutil, "OP_HOOK", hook)
+    with pytest.raises(AfterRename):
+        atomic_write(target, b"new\n")
+    assert target.read_bytes() == b"new\n" and temps_in(tmp_path) == []

@@ -381,3 +381,18 @@ def test_a_file_edited_by_hand_since_apply_gets_a_new_backup_and_the_old_is_kept
     assert re.fullmatch(r"stale-superseded-srt_layers_communicator\.py-\d{8}T\d{6}", aside.name), aside.name
     assert [p.name for p in aside.iterdir()] == ["communicator.py"]
     assert (aside / "communicator.py").read_bytes() == ORIGINAL[A]
+
+
+def test_a_full_disk_while_staging_removes_what_was_staged_and_says_no_sglang_file_changed(
+    package: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Writes: A's backup, A's staged copy, B's backup, B's staged copy: the disk fills at the last.
+    fail_at(monkeypatch, "write", OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), nth=4)
+    state = StateDir(package)
+    with pytest.raises(EnvironmentProblem) as raised:
+        stage_apply(package)
+    assert str(raised.value) == (
+        f"cannot write backups into {state.root} ({os.strerror(errno.ENOSPC)}); no sglang file was changed"
+    )
+    assert not (state.root / "staged").exists()
+    assert contents(package) == ORIGINAL
