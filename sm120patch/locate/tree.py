@@ -43,12 +43,13 @@ class Record:
         start = self.text.find(f"\n{self.prefix}{rel},")  # ``text`` starts with a newline
         if start < 0:
             return None
-        row = self.text[start + 1 :].split("\n", 1)[0]
+        row = self.text[start + 1 :].partition("\n")[0]
         _, digest, *_ = next(csv.reader([row]))
         if not digest.startswith("sha256="):
             return None
-        digest = digest.removeprefix("sha256=")
-        return base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4)).hex()
+        # Unpadded urlsafe base64: "==" is the most any digest lacks, and the decoder drops
+        # padding it does not need.
+        return base64.urlsafe_b64decode(digest.removeprefix("sha256=") + "==").hex()
 
 
 @dataclass(frozen=True)
