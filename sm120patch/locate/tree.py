@@ -47,9 +47,14 @@ class Record:
         _, digest, *_ = next(csv.reader([row]))
         if not digest.startswith("sha256="):
             return None
-        # Unpadded urlsafe base64: "==" is the most any digest lacks, and the decoder drops
-        # padding it does not need.
-        return base64.urlsafe_b64decode(digest.removeprefix("sha256=") + "==").hex()
+        # Unpadded urlsafe base64 of 32 bytes; anything else (a RECORD edited by hand or cut
+        # short) says nothing about the file.
+        text = digest.removeprefix("sha256=")
+        try:
+            raw = base64.b64decode(text + "=" * (-len(text) % 4), altchars="-_", validate=True)
+        except ValueError:  # binascii.Error is a ValueError
+            return None
+        return raw.hex() if len(raw) == 32 else None
 
 
 @dataclass(frozen=True)
@@ -215,7 +220,7 @@ def _sibling_dist_info(package_dir: Path) -> Path | None:
     matches = []
     for candidate in package_dir.parent.glob("sglang-*.dist-info"):
         name = _metadata_field(candidate / "METADATA", "name")
-        if name and re.sub(r"[-_.]+", "-", name).lower() == "sglang":
+        if name and name.lower() == "sglang":  # "sglang" has no separator to normalize
             matches.append(candidate)
     return max(matches, key=lambda p: p.stat().st_mtime) if matches else None
 
