@@ -161,3 +161,22 @@ def test_generated_auto_enable_blocks_are_widened_unless_they_also_pick_sm100_ke
         "(self.nnodes == 1 or is_sm100_supported())"
     )
     assert PATCH.check(cst.parse_module(patched), ctx).state is State.APPLIED
+
+
+def test_an_else_branch_that_turns_fusion_on_is_gated_by_the_ifs_around_it() -> None:
+    """The ``else`` of an inner ``if`` runs under the outer SM test, so that test is widened."""
+    source = (
+        "def _flashinfer_allreduce_fusion_auto_enable(view):\n"
+        "    if get_platform().is_sm90 or get_platform().is_sm100:\n"
+        "        if view.nnodes > 1:\n"
+        "            return {}\n"
+        "        else:\n"
+        "            return {'flashinfer_allreduce_fusion_backend': 'auto'}\n"
+        "    return {}\n"
+    )
+    module = cst.parse_module(source)
+    finding = PATCH.check(module, bare_context(PATCH))
+    assert finding.state is State.PENDING and finding.apply is not None
+    assert finding.apply(module).code == source.replace(
+        "get_platform().is_sm100:", "get_platform().is_sm100 or get_platform().is_sm120:"
+    )
