@@ -71,7 +71,15 @@ def test_install_kind_reads_pep_610(dist_info: Path | None, direct_url: object, 
     assert install_kind(dist_info, direct_url) is kind
 
 
-@pytest.mark.parametrize("damaged", ["sha256=!!!not-base64", "sha256=abcde", "sha256=" + "A" * 40])
+@pytest.mark.parametrize(
+    "damaged",
+    [
+        "sha256=!!!not-base64",
+        "sha256=abcde",
+        "sha256=" + "A" * 40,
+        COMM[:17] + "!!!!" + COMM[17:],  # a lenient decoder would skip the "!"s and read a digest
+    ],
+)
 def test_a_digest_that_is_no_base64_gives_nothing_rather_than_an_error(damaged: str) -> None:
     """A RECORD edited by hand or cut short: the file's pristine state is unknown, not a crash."""
     assert Record(f"\nsglang/a.py,{damaged},12\n", "sglang/").sha256("a.py") is None
