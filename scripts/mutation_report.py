@@ -160,7 +160,8 @@ def render(results: dict[str, dict], output: Path) -> list[str]:
         "without mutmut's trampolines). Raw statuses: `docs/mutation/results.json`; the equivalent mutants "
         "and why: `docs/mutation/triage.toml`.\n",
         "Score = killed / (killed + survived + no test reaches it − equivalent). *Other* is timeouts and "
-        "mutants mutmut could not check.\n",
+        "mutants mutmut could not check. *Time* is the module's last run; a run with `--open` checks only "
+        "the mutants not killed before, so it is shorter than a first run.\n",
         table(results, equivalent) + "\n",
         "## Survivors not yet answered\n",
         "Show one with `mutmut show NAME`.\n",
