@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from sm120patch.commands.common import file_statuses, plan_tree, state_summary
@@ -109,8 +108,7 @@ def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: boo
         current = path.read_bytes()
         diffs.append((status.rel, current, data))
         if status.recorded is None and not dry_run:
-            folder = folder or _new_keep_folder(state)
-            kept = _keep_changed(folder, state, status.rel, current)
+            folder, kept = _keep_changed(state, folder, status.rel, current)
             outcome.notes.append(f"kept the changed {status.rel} as {kept}")
         entries.append(Entry(status.rel, str(path), sha256(current), record.sha256_before, record.backup))
     outcome.changes = diffs
@@ -126,20 +124,14 @@ def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: boo
     return outcome
 
 
-def _new_keep_folder(state: StateDir) -> Path:
-    """``stale-overwritten/``, or ``stale-overwritten-2/``, ``-3/``, … when an earlier
-    ``revert --force`` kept files there: a kept copy of someone's edits is never overwritten."""
-    folder, n = state.root / "stale-overwritten", 1
-    while os.path.lexists(folder):
-        n += 1
-        folder = state.root / f"stale-overwritten-{n}"
-    return folder
-
-
-def _keep_changed(folder: Path, state: StateDir, rel: str, data: bytes) -> Path:
-    aside = folder / rel
+def _keep_changed(state: StateDir, folder: Path | None, rel: str, data: bytes) -> tuple[Path, Path]:
+    """Keep the changed ``rel`` as ``<folder>/<rel>`` and return (folder, that path).  The first
+    file a revert keeps takes a new ``stale-overwritten[-N]/`` folder: an earlier
+    ``revert --force``'s copies of someone's edits are never overwritten."""
     try:
+        folder = folder or state.new_folder("stale-overwritten")
+        aside = folder / rel
         state.put(aside, data)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot keep the changed {rel} aside ({exc.strerror}); nothing was written") from exc
-    return aside
+    return folder, aside

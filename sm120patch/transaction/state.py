@@ -163,10 +163,9 @@ class StateDir:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, data)
 
-    def _new_stale_dir(self, label: str) -> Path:
-        """Create and return ``stale-<label>-<time>/``, or ``…-2/``, ``…-3/`` when a set-aside
-        in the same second took that name: what is kept aside never lands on what was."""
-        name = f"stale-{label}-{time.strftime('%Y%m%dT%H%M%S')}"
+    def new_folder(self, name: str) -> Path:
+        """Create and return ``<name>/``, or ``<name>-2/``, ``<name>-3/``, … when that name is
+        taken: what is kept aside never lands on what was kept before."""
         target, n = self.root / name, 1
         while True:
             try:
@@ -175,6 +174,10 @@ class StateDir:
             except FileExistsError:
                 n += 1
                 target = self.root / f"{name}-{n}"
+
+    def _new_stale_dir(self, label: str) -> Path:
+        """``stale-<label>-<time>/`` (``-2``, ``-3``, … when a set-aside in the same second took it)."""
+        return self.new_folder(f"stale-{label}-{time.strftime('%Y%m%dT%H%M%S')}")
 
     def set_aside(self, label: str) -> Path:
         """Move the current state under ``stale-<label>-<time>/``, never deleting it."""
