@@ -328,8 +328,8 @@ def _tokens(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int
     return tuple(tokens)
 
 
-def _hidden(ctx: click.Context, param: click.Parameter, value: int) -> int:
-    if value < 8 or value % 8:
+def _hidden(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    if value is not None and (value < 8 or value % 8):
         raise click.BadParameter(f"{value}: the hidden size must be a positive multiple of 8 (16-byte rows)")
     return value
 
@@ -344,7 +344,31 @@ def _hidden(ctx: click.Context, param: click.Parameter, value: int) -> int:
     callback=_tokens,
     help="Comma-separated token counts (batch sizes) to measure.",
 )
-@click.option("--hidden", type=int, default=7168, show_default=True, callback=_hidden, help="The model's hidden size.")
+@click.option(
+    "--hidden", type=int, callback=_hidden, help="The model's hidden size.  [default: --model-config's, else 7168]"
+)
+@click.option(
+    "--model-config",
+    type=click.Path(path_type=Path, exists=True),
+    help="A Hugging Face config.json (or its folder): measure at its hidden size and estimate a step of it.",
+)
+@click.option(
+    "--layers", type=click.IntRange(min=1), help="Estimate a step of a model with this many layers (with --hidden)."
+)
+@click.option(
+    "--baseline",
+    type=click.Choice(["auto", "sglang", "stand-in"]),
+    default="auto",
+    show_default=True,
+    help="What fusion is compared with: sglang's own allreduce and RMSNorm (sglang: or fail), named "
+    "stand-ins (stand-in), or sglang's where it imports (auto).",
+)
+@click.option(
+    "--disable-custom-all-reduce",
+    "no_custom_allreduce",
+    is_flag=True,
+    help="Measure sglang as launched with --disable-custom-all-reduce (NCCL for every allreduce).",
+)
 @click.option("--dtype", type=click.Choice(["bf16", "fp16"]), default="bf16", show_default=True)
 @click.option(
     "--replays", type=click.IntRange(min=30), default=40, show_default=True, help="Timed CUDA-graph replays per size."
@@ -368,7 +392,11 @@ def bench(
     as_json: bool,
     tp: int | None,
     tokens: tuple[int, ...],
-    hidden: int,
+    hidden: int | None,
+    model_config: Path | None,
+    layers: int | None,
+    baseline: str,
+    no_custom_allreduce: bool,
     dtype: str,
     replays: int,
     timeout: float,
@@ -376,13 +404,30 @@ def bench(
 ) -> None:
     """Measure fused vs unfused allreduce + RMSNorm on this host's GPUs, check the fused
     results, and say whether fusion pays.  Runs in the interpreter that serves sglang,
-    one rank per GPU; never creates a multicast object.  Exit 1 when a fused result is
-    wrong, 2 when the host cannot run it (no torch, GPU, FlashInfer kernel or P2P)."""
+    one rank per GPU, with sglang's own parallel state, allreduce, RMSNorm and fused call
+    where sglang imports; never creates a multicast object.  Exit 1 when a fused result is
+    wrong or sglang declines to fuse, 2 when the host cannot run it (no torch, GPU,
+    FlashInfer kernel or P2P)."""
     from sm120patch.commands import bench as command
 
     _guarded(
         as_json,
-        lambda: command.bench(python, sglang_path, as_json, tp, tokens, hidden, dtype, replays, timeout, plot),
+        lambda: command.bench(
+            python,
+            sglang_path,
+            as_json,
+            tp,
+            tokens,
+            hidden,
+            dtype,
+            replays,
+            timeout,
+            plot,
+            model_config=model_config,
+            layers=layers,
+            baseline=baseline,
+            custom_allreduce=not no_custom_allreduce,
+        ),
     )
 
 

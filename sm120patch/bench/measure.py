@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from sm120patch.bench import launch
+from sm120patch.bench.estimate import Model
 from sm120patch.bench.mirror import SglangCall
 from sm120patch.bench.verdict import Point, Verdict, judge
-from sm120patch.errors import EnvironmentProblem, ExitCode
+from sm120patch.errors import EnvironmentProblem, ExitCode, NotAsAsked
 from sm120patch.locate import flashinfer as flashinfer_kernel
 from sm120patch.probes import ProbeError, bench_rank, run_script
 
@@ -45,6 +46,8 @@ class Settings:
     replays: int = REPLAYS
     device: str = "cuda"  # "cpu-standin" only in sm120patch's own tests (bench_rank.py)
     fault: str | None = None
+    baseline: str = "auto"  # "sglang": its own code or nothing; "stand-in": never import sglang
+    custom_allreduce: bool = True  # sglang's default; False as --disable-custom-all-reduce
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,8 @@ class Row:
     max_abs_error: dict[str, float]
     tolerance: dict[str, float]
     ok: bool
+    allreduce_name: str = ""  # what the unfused path's allreduce was at this size
+    allreduce_why: str = ""  # why it was not sglang's custom allreduce, where sglang says
 
     @property
     def point(self) -> Point:
@@ -73,6 +78,24 @@ class Row:
         return (self.fused.median_us - self.allreduce.median_us) / self.allreduce.median_us * 100.0
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """What the unfused and fused paths ran: sglang's own code, or named stand-ins."""
+
+    source: str  # "sglang" or "stand-in"
+    allreduce: tuple[str, ...]  # the allreduces seen, smallest token count first
+    norm: str
+    fused: str
+    why: tuple[str, ...] = ()  # why stand-ins, and what they cannot show
+
+    @property
+    def indicative(self) -> bool:
+        return self.source != "sglang"
+
+    def describe(self) -> str:
+        return f"{' / '.join(self.allreduce) or 'allreduce'}, then {self.norm}"
+
+
 @dataclass
 class BenchResult:
     settings: Settings
@@ -80,10 +103,11 @@ class BenchResult:
     call: SglangCall
     probe: dict[str, Any]
     rows: list[Row]
-    baseline: str  # what "unfused" ran
+    baseline: Baseline
     versions: dict[str, Any]
     verdict: Verdict
     notes: list[str] = field(default_factory=list)
+    model: Model | None = None  # for the per-step estimate (--model-config, --layers)
 
     @property
     def exit_code(self) -> ExitCode:
@@ -195,6 +219,8 @@ def combine(logs: list[launch.RankLog]) -> list[Row]:
                 max_abs_error=errors,
                 tolerance=events[0]["tolerance"],
                 ok=all(e["ok"] for e in events),
+                allreduce_name=str(events[0].get("allreduce_name", "")),
+                allreduce_why=str(events[0].get("allreduce_why", "")),
             )
         )
     return rows
@@ -205,6 +231,8 @@ def run(
     call: SglangCall,
     keep_off: str,
     on_event: Callable[[int, dict[str, Any]], None] = lambda rank, event: None,
+    sglang_version: str | None = None,
+    model: Model | None = None,
 ) -> BenchResult:
     # The probe imports torch and FlashInfer: bounded by the phase limit, at most PROBE_TIMEOUT_S.
     probe = run_probe(settings.python, settings.tp or 0, min(settings.timeout, PROBE_TIMEOUT_S))
@@ -226,6 +254,9 @@ def run(
         "calls": settings.calls,
         "replays": settings.replays,
         "call": call.values,
+        "baseline": settings.baseline,
+        "custom_allreduce": settings.custom_allreduce,
+        "sglang_version": sglang_version,
     }
     env = rank_env()
     env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
@@ -238,22 +269,43 @@ def run(
             raise EnvironmentProblem(f"FlashInfer has no trtllm allreduce kernel for these GPUs ({exc})") from exc
         if exc.kind == "environment":
             raise EnvironmentProblem(str(exc)) from exc
+        if exc.kind == "declined":
+            raise NotAsAsked(
+                f"{exc.message}: a server with fusion on would run unfused on these GPUs (rank {exc.rank})"
+            ) from exc
         raise
     done = next(e for e in logs[0].events if e["event"] == "done")
     rows = combine(logs)
+    baseline = read_baseline(done, rows)
     notes = list(call.notes)
-    if not str(done["norm"]).startswith(SGLANG_NORM) and rows:
-        notes.append(floor_note(rows, str(done["norm"])))
+    if baseline.source != "sglang" and not baseline.norm.startswith(SGLANG_NORM) and rows:
+        notes.append(floor_note(rows, baseline.norm))
     return BenchResult(
         settings=settings,
         tp=world,
         call=call,
         probe=probe,
         rows=rows,
-        baseline=f"{done['allreduce']}, then {done['norm']}",
+        baseline=baseline,
         versions=done.get("versions") or {},
-        verdict=judge([r.point for r in rows], world, keep_off),
+        verdict=judge([r.point for r in rows], world, keep_off, indicative=baseline.why if baseline.indicative else ()),
         notes=notes,
+        model=model,
+    )
+
+
+def read_baseline(done: dict[str, Any], rows: list[Row]) -> Baseline:
+    """The ranks' account of what ran, with each distinct allreduce once, in token order."""
+    seen: list[str] = []
+    for row in rows:
+        if row.allreduce_name and row.allreduce_name not in seen:
+            seen.append(row.allreduce_name)
+    return Baseline(
+        source=str(done.get("source", "stand-in")),
+        allreduce=tuple(seen),
+        norm=str(done["norm"]),
+        fused=str(done.get("fused", "")),
+        why=tuple(str(n) for n in done.get("notes") or ()),
     )
 
 

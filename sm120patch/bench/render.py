@@ -6,14 +6,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sm120patch import __version__
-from sm120patch.bench.measure import SGLANG_NORM, BenchResult, Row, Timing
+from sm120patch.bench import estimate
+from sm120patch.bench.measure import BenchResult, Row, Timing
 from sm120patch.bench.verdict import Compare, Kind
 from sm120patch.errors import EnvironmentProblem
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-SCHEMA = "sm120patch-bench/1"
+SCHEMA = "sm120patch-bench/2"  # 2: baseline became an object (source, allreduce, norm, ...)
 _COMPARE_STYLE = {Compare.FASTER: "green", Compare.SLOWER: "red", Compare.EVEN: "dim"}
 _KIND_STYLE = {
     Kind.PAYS: "bold green",
@@ -34,6 +35,8 @@ def _row_json(row: Row) -> dict[str, Any]:
         "fused_vs_unfused_pct": round(point.delta_pct, 2),
         "fused_vs_allreduce_pct": round(row.vs_floor_pct, 2),
         "compare": point.compare.value,
+        "allreduce_name": row.allreduce_name,
+        "allreduce_why": row.allreduce_why,
         "max_abs_error": row.max_abs_error,
         "tolerance": row.tolerance,
         "ok": row.ok,
@@ -64,18 +67,71 @@ def to_json(result: BenchResult) -> dict[str, Any]:
             "backend": "trtllm",
             **result.call.values,
         },
-        "baseline": result.baseline,
-        "baseline_is_sglangs": SGLANG_NORM in result.baseline,
+        "baseline": {
+            "source": result.baseline.source,
+            "allreduce": list(result.baseline.allreduce),
+            "norm": result.baseline.norm,
+            "fused": result.baseline.fused,
+            "indicative": result.baseline.indicative,
+            "why": list(result.baseline.why),
+        },
         "gpus": (result.probe.get("gpus") or [])[: result.tp],
         "versions": result.versions,
         "rows": [_row_json(r) for r in result.rows],
         "verdict": {
             "kind": result.verdict.kind.value,
-            "advice": result.verdict.advice,
+            "advice": result.verdict.text,
+            "indicative": bool(result.verdict.indicative),
             "crossover_tokens": result.verdict.crossover,
         },
+        "estimate": _estimate_json(result),
         "notes": result.notes,
     }
+
+
+def _steps(result: BenchResult) -> list[estimate.Step]:
+    assert result.model is not None
+    return estimate.steps(result.model, [(r.tokens, r.fused.median_us, r.unfused.median_us) for r in result.rows])
+
+
+def _estimate_json(result: BenchResult) -> dict[str, Any] | None:
+    if result.model is None:
+        return None
+    model = result.model
+    found = _steps(result)
+    return {
+        "model": {"layers": model.layers, "hidden": model.hidden, "moe": model.moe, "source": model.source},
+        "sites_per_step": model.sites,
+        "fusion_max_tokens": estimate.FUSION_MAX_TOKENS,
+        "steps": [
+            {
+                "tokens": s.tokens,
+                "fused_applies": s.fused_applies,
+                "off_us": round(s.off_us, 1),
+                "on_us": round(s.on_us, 1),
+                "saved_us": round(s.saved_us, 1),
+                "saved_pct": round(s.saved_pct, 2),
+            }
+            for s in found
+        ],
+        "summary": estimate.summary(model, found),
+    }
+
+
+def allreduce_spans(rows: list[Row]) -> str:
+    """Which allreduce ran at which token counts, with sglang's reason where it gave one."""
+    spans: list[tuple[str, str, int, int]] = []
+    for row in rows:
+        if spans and spans[-1][0] == row.allreduce_name:
+            name, why, low, _ = spans[-1]
+            spans[-1] = (name, why, low, row.tokens)
+        else:
+            spans.append((row.allreduce_name, row.allreduce_why, row.tokens, row.tokens))
+    parts = []
+    for name, why, low, high in spans:
+        where = f"{low}" if low == high else f"{low}-{high}"
+        parts.append(f"{name or 'allreduce'} at {where} tokens" + (f" ({why})" if why else ""))
+    return "; ".join(parts)
 
 
 def _us(value: float) -> str:
@@ -113,17 +169,46 @@ def render(result: BenchResult, out: Console) -> None:
     gpus = result.probe.get("gpus") or []
     names = sorted({f"{g['name']} (cc {g['capability'][0]}.{g['capability'][1]})" for g in gpus[: result.tp]})
     versions = result.versions
+    baseline = result.baseline
+    whose = "sglang's own code" if baseline.source == "sglang" else "stand-ins (sglang's code did not run here)"
     facts = [
         f"GPUs: {result.tp}× {', '.join(names)}",
-        f"fused: FlashInfer {versions.get('flashinfer')} trtllm, called as {result.call.source}",
-        f"unfused: {result.baseline}",
+        f"fused: {baseline.fused or 'FlashInfer allreduce_fusion'}; FlashInfer {versions.get('flashinfer')} "
+        f"trtllm, arguments of {result.call.source}",
+        f"unfused ({whose}): {allreduce_spans(result.rows)}; then {baseline.norm}",
         f"torch {versions.get('torch')} (CUDA {versions.get('torch_cuda')}), NCCL {versions.get('nccl')}, "
         f"driver {versions.get('driver')}",
         *result.notes,
     ]
     for fact in facts:
         out.print(Text(fact, style="dim"))
-    out.print(Text(result.verdict.advice, style=_KIND_STYLE[result.verdict.kind]))
+    if result.model is not None:
+        _render_estimate(result, out)
+    out.print(Text(result.verdict.text, style=_KIND_STYLE[result.verdict.kind]))
+
+
+def _render_estimate(result: BenchResult, out: Console) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    assert result.model is not None
+    found = _steps(result)
+    table = Table(
+        title=f"per step, {result.model.sites} sites: allreduce + norm µs, fusion off / on", title_justify="left"
+    )
+    for header in ("tokens", "off", "on", "saved", ""):
+        table.add_column(header, justify="right", no_wrap=True)
+    for step in found:
+        style = "green" if step.saved_pct >= 3 else "red" if step.saved_pct <= -3 else "dim"
+        table.add_row(
+            str(step.tokens),
+            _us(step.off_us),
+            _us(step.on_us),
+            Text(f"{step.saved_us:+,.0f} µs", style=style),
+            Text(f"{step.saved_pct:+.0f} %", style=style),
+        )
+    out.print(table)
+    out.print(Text(estimate.summary(result.model, found), style="dim"))
 
 
 def check_plot_target(path: Path) -> None:
@@ -147,7 +232,7 @@ def plot(result: BenchResult, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, label in (
         ("fused", "fused (FlashInfer trtllm)"),
-        ("unfused", f"unfused ({result.baseline})"),
+        ("unfused", f"unfused ({result.baseline.describe()})"),
         ("allreduce", "allreduce alone"),
     ):
         ax.plot(tokens, [getattr(r, name).median_us for r in result.rows], marker="o", label=label)
@@ -160,7 +245,7 @@ def plot(result: BenchResult, path: Path) -> None:
     ax.set_title(f"TP {result.tp}, hidden {result.settings.hidden}, {result.settings.dtype}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
-    fig.text(0.01, 0.01, result.verdict.advice, fontsize=6, wrap=True)
+    fig.text(0.01, 0.01, result.verdict.text, fontsize=6, wrap=True)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(path)
     plt.close(fig)

@@ -8,7 +8,7 @@ A token count is "faster" or "slower" when fused and unfused differ by more than
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 NOISE_PCT = 3.0
@@ -57,6 +57,14 @@ class Verdict:
     kind: Kind
     advice: str
     crossover: int | None  # the token count from which fusion stops paying (or starts)
+    indicative: tuple[str, ...] = ()  # why the baseline was not sglang's own code
+
+    @property
+    def text(self) -> str:
+        """The advice, prefixed with why it is only indicative where it is."""
+        if not self.indicative:
+            return self.advice
+        return f"indicative only ({'; '.join(self.indicative)}): {self.advice}"
 
 
 def _span(points: Sequence[Point]) -> str:
@@ -86,10 +94,16 @@ def _crossover(points: Sequence[Point]) -> tuple[int, Compare] | None:
     return None
 
 
-def judge(points: Sequence[Point], tp: int, keep_off: str = KEEP_OFF_DEFAULT) -> Verdict:
+def judge(
+    points: Sequence[Point], tp: int, keep_off: str = KEEP_OFF_DEFAULT, indicative: Sequence[str] = ()
+) -> Verdict:
     """The verdict over ``points`` (any order) at ``tp``; ``keep_off`` names how this release
-    turns fusion off."""
-    points = sorted(points, key=lambda p: p.tokens)
+    turns fusion off; ``indicative`` says why the unfused side was not sglang's own code."""
+    verdict = _judge(sorted(points, key=lambda p: p.tokens), tp, keep_off)
+    return replace(verdict, indicative=tuple(indicative)) if indicative else verdict
+
+
+def _judge(points: Sequence[Point], tp: int, keep_off: str) -> Verdict:
     wrong = [p for p in points if not p.ok]
     if wrong:
         sizes = ", ".join(str(p.tokens) for p in wrong)

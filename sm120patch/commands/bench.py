@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from sm120patch.bench import launch
+from sm120patch.bench.estimate import Model, read_config
 from sm120patch.bench.measure import Settings, run
 from sm120patch.bench.mirror import read_call
 from sm120patch.bench.verdict import KEEP_OFF_DEFAULT
 from sm120patch.errors import EnvironmentProblem, NotAsAsked, ToolError
 
 HATCH = "--enforce-disable-flashinfer-allreduce-fusion"
+DEFAULT_HIDDEN = 7168  # DeepSeek-V3's, the model family this tool was first written for
 
 
 def keep_off(options: set[str] | None) -> str:
@@ -24,17 +27,33 @@ def keep_off(options: set[str] | None) -> str:
     return "launch without `--enable-flashinfer-allreduce-fusion` / `sm120patch apply --skip server-args-auto-enable`"
 
 
+def model_for(config: Path | None, layers: int | None, hidden: int | None) -> Model | None:
+    """The model the per-step estimate is for: a config.json, or --layers (with --hidden)."""
+    if config is not None:
+        model = read_config(config)
+        if hidden is not None and hidden != model.hidden:
+            raise EnvironmentProblem(f"--hidden {hidden} contradicts --model-config (hidden size {model.hidden})")
+        return replace(model, layers=layers) if layers else model
+    if layers is not None:
+        return Model(layers, hidden or DEFAULT_HIDDEN, None, "--layers/--hidden")
+    return None
+
+
 def bench(
     python: str | None,
     sglang_path: Path | None,
     as_json: bool,
     tp: int | None,
     tokens: tuple[int, ...],
-    hidden: int,
+    hidden: int | None,
     dtype: str,
     replays: int,
     timeout: float,
     plot: Path | None,
+    model_config: Path | None = None,
+    layers: int | None = None,
+    baseline: str = "auto",
+    custom_allreduce: bool = True,
 ) -> int:
     from sm120patch.bench import render
     from sm120patch.doctor import launch as doctor
@@ -42,19 +61,31 @@ def bench(
 
     if plot is not None:
         render.check_plot_target(plot)
+    model = model_for(model_config, layers, hidden)
+    width = model.hidden if model else hidden or DEFAULT_HIDDEN
     tree = None
     try:
         tree = locate(python=python, sglang_path=sglang_path)
     except ToolError:  # bench measures FlashInfer; without sglang it mirrors the newest call read
         if sglang_path is not None:
             raise
-    settings = Settings(doctor.default_python(tree, python), tp, tokens, hidden, dtype, timeout, replays=replays)
+    settings = Settings(
+        doctor.default_python(tree, python),
+        tp,
+        tokens,
+        width,
+        dtype,
+        timeout,
+        replays=replays,
+        baseline=baseline,
+        custom_allreduce=custom_allreduce,
+    )
     call = read_call(tree.package_dir if tree else None, tree.version if tree else None)
     hatch = keep_off(doctor.release_options(tree) if tree else None)
     progress = _Progress(enabled=not as_json and sys.stderr.isatty())
     try:
         with progress:
-            result = run(settings, call, hatch, progress.on_event)
+            result = run(settings, call, hatch, progress.on_event, tree.version if tree else None, model)
     except launch.RankFailure as exc:
         if exc.kind == "timeout":
             raise EnvironmentProblem(f"bench stopped: {exc}") from exc

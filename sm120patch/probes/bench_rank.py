@@ -40,6 +40,7 @@ no import from sm120patch.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -47,7 +48,7 @@ import statistics
 import sys
 import time
 import traceback
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 MULTICAST_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 NO_KERNEL_TEXT = "No supported CUDA architectures found"
@@ -238,8 +239,11 @@ def percentile(values: List[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (k - low)
 
 
-def time_cuda_graph(torch: Any, dist: Any, fn: Callable[[], None], calls: int, replays: int) -> List[float]:
-    """µs per call for each replay of a CUDA graph holding ``calls`` calls of ``fn``."""
+def time_cuda_graph(
+    torch: Any, dist: Any, fn: Callable[[], None], calls: int, replays: int, capture: Callable[[], Any]
+) -> List[float]:
+    """µs per call for each replay of a CUDA graph holding ``calls`` calls of ``fn``, captured
+    inside ``capture()`` (sglang's ``graph_capture``, where its allreduce needs it)."""
     for _ in range(3):  # eager warm-up: JIT, NCCL communicators, lazy workspaces
         fn()
     torch.cuda.synchronize()
@@ -249,7 +253,7 @@ def time_cuda_graph(torch: Any, dist: Any, fn: Callable[[], None], calls: int, r
         fn()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with capture() as context, torch.cuda.graph(graph, stream=getattr(context, "stream", None)):
         for _ in range(calls):
             fn()
     for _ in range(3):
@@ -289,6 +293,105 @@ def tolerance(dtype_name: str) -> Tuple[float, float]:
     return (2.0**-5, 2.0**-5) if dtype_name == "bf16" else (2.0**-8, 2.0**-8)
 
 
+def _sibling(name: str) -> Any:
+    """A probe beside this one, loaded by path: probes run with a scratch ``sys.path[0]``."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
+    spec = importlib.util.spec_from_file_location("sm120patch_probe_" + name, path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+class Paths(NamedTuple):
+    """The three operations as this rank runs them, and what each one is."""
+
+    source: str  # "sglang" or "stand-in"
+    allreduce: Callable[[Any], Any]  # x -> the reduced tensor (in place or new)
+    norm_factory: Callable[[Any], Callable[[Any, Any], Any]]  # gamma -> (x, residual) -> (normed, residual)
+    norm_name: str
+    fused: Callable[..., Tuple[Any, Any]]  # (x, residual, gamma, eps) -> outputs, (None, None) if declined
+    fused_name: str
+    capture: Callable[[], Any]  # the context a CUDA graph is captured in
+    name: Callable[[Any], Tuple[str, str]]  # tensor -> (allreduce, why not custom allreduce)
+    declined: Callable[[], str]  # why sglang returned no fused result
+    close: Callable[[], None]
+    notes: List[str]
+
+
+def _sglang_paths(torch: Any, sg: Any, native: Any, config: Dict[str, Any], rank: int, world: int, dev: Any) -> Paths:
+    call = config["call"]
+    keywords = {k: call[k] for k in ("use_oneshot", "trigger_completion_at_end", "fp32_acc") if k in call}
+    fused_native = native.fused(int(call["max_token_num"]), keywords)
+    return Paths(
+        source="sglang",
+        allreduce=native.allreduce,
+        norm_factory=lambda gamma: native.norm(int(config["hidden"]), float(config["eps"]), gamma),
+        norm_name="sglang %s RMSNorm.forward (srt/layers/layernorm.py)" % (native.version or ""),
+        fused=fused_native,
+        fused_name="sglang's flashinfer_allreduce_residual_rmsnorm (srt/layers/flashinfer_comm_fusion.py)",
+        capture=native.capture,
+        name=native.allreduce_name,
+        declined=native.declined,
+        close=lambda: None,
+        notes=[],
+    )
+
+
+def _standin_paths(
+    torch: Any, dist: Any, sg: Any, config: Dict[str, Any], rank: int, world: int, dtype: Any, dev: Any, why: str
+) -> Tuple[Paths, Any]:
+    device = config.get("device", "cuda")
+    fused_call, workspace = _fused(torch, dist, config, rank, world, dtype, dev)
+    eps = float(config["eps"])
+    norm_name, norm = choose_norm(torch, dev.type, eps)
+
+    def norm_factory(gamma: Any) -> Callable[[Any, Any], Tuple[Any, Any]]:
+        def run_norm(x: Any, residual: Any) -> Tuple[Any, Any]:
+            norm(x, residual, gamma)
+            return x, residual
+
+        return run_norm
+
+    if device == "cuda":
+        allreduce = sg.StandInAllreduce(torch, dist, rank, world, sg.full_nvlink(world))
+        name, close = allreduce.name, allreduce.close
+    else:
+
+        def allreduce(x: Any) -> Any:
+            dist.all_reduce(x)
+            return x
+
+        def name(tensor: Any) -> Tuple[str, str]:
+            return "torch.distributed all_reduce (%s)" % dist.get_backend(), ""
+
+        close = lambda: None  # noqa: E731
+
+    def fused(x: Any, residual: Any, gamma: Any, eps: float) -> Tuple[Any, Any]:
+        norm_out, residual_out = torch.empty_like(x), torch.empty_like(x)  # as sglang allocates them
+        fused_call(x, residual, gamma, norm_out, residual_out, eps)
+        return norm_out, residual_out
+
+    notes = [why] if why else []
+    if device == "cuda" and getattr(allreduce, "note", ""):
+        notes.append(allreduce.note)
+    paths = Paths(
+        source="stand-in",
+        allreduce=allreduce,
+        norm_factory=norm_factory,
+        norm_name=norm_name,
+        fused=fused,
+        fused_name="FlashInfer allreduce_fusion, called as sglang calls it (mirrored from its code)",
+        capture=contextlib.nullcontext,
+        name=name,
+        declined=lambda: "",
+        close=close,
+        notes=notes,
+    )
+    return paths, workspace
+
+
 def run(config: Dict[str, Any]) -> None:
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
@@ -298,55 +401,75 @@ def run(config: Dict[str, Any]) -> None:
     import torch
     import torch.distributed as dist
 
+    sg = _sibling("bench_sglang")
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[config["dtype"]]
     hidden, eps = int(config["hidden"]), float(config["eps"])
     calls, replays = int(config["calls"]), int(config["replays"])
+    baseline = config.get("baseline", "auto")
+    native, why = None, ""
+    if baseline != "stand-in":
+        try:
+            native = sg.Native(torch, config.get("sglang_version"))
+        except sg.SglangUnavailable as exc:
+            if baseline == "sglang":
+                raise BenchError("environment", str(exc)) from exc
+            why = str(exc)
+    else:
+        why = "--baseline stand-in"
+
     emit("phase", rank=rank, phase="process-group")
+    backend = "nccl" if device == "cuda" else "gloo"
     if device == "cuda":
         torch.cuda.set_device(rank)
         dev = torch.device("cuda", rank)
-        dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev)
     else:
         dev = torch.device("cpu")
+    if native is not None:
+        native.init(world, rank, backend, bool(config.get("custom_allreduce", True)))
+    elif device == "cuda":
+        dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev)
+    else:
         dist.init_process_group("gloo", rank=rank, world_size=world)
     warm = torch.ones(1, device=dev)
     dist.all_reduce(warm)  # the communicator exists before any graph is captured
 
     emit("phase", rank=rank, phase="workspace")
-    fused_call, workspace = _fused(torch, dist, config, rank, world, dtype, dev)
-    norm_name, norm = choose_norm(torch, dev.type, eps)
+    workspace = None
+    if native is not None:
+        paths = _sglang_paths(torch, sg, native, config, rank, world, dev)
+    else:
+        paths, workspace = _standin_paths(torch, dist, sg, config, rank, world, dtype, dev, why)
     versions = _versions(torch, device)
     versions["multicast_guarded"] = guarded
 
-    ops = Ops(torch, dist, dev, dtype, world, eps, fused_call, norm)
+    ops = Ops(torch, dist, dev, dtype, world, eps, paths)
     for index, tokens in enumerate(config["tokens"]):
         emit("phase", rank=rank, phase="tokens %d" % tokens, index=index, total=len(config["tokens"]))
         row = ops.measure(rank, tokens, hidden, config["dtype"], calls, replays)
         emit("row", rank=rank, tokens=tokens, **row)
+    paths.close()
     if workspace is not None:
         workspace.destroy()
-    backend = dist.get_backend()
     dist.barrier()
     dist.destroy_process_group()
-    emit("done", rank=rank, norm=norm_name, allreduce="torch.distributed all_reduce (%s)" % backend, versions=versions)
+    emit(
+        "done",
+        rank=rank,
+        source=paths.source,
+        norm=ops.norm_name,
+        fused=paths.fused_name,
+        notes=paths.notes,
+        versions=versions,
+    )
 
 
 class Ops:
     """The three operations on one token count's tensors, checked and timed."""
 
-    def __init__(
-        self,
-        torch: Any,
-        dist: Any,
-        dev: Any,
-        dtype: Any,
-        world: int,
-        eps: float,
-        fused_call: Callable[..., None],
-        norm: Callable[[Any, Any, Any], None],
-    ) -> None:
+    def __init__(self, torch: Any, dist: Any, dev: Any, dtype: Any, world: int, eps: float, paths: Paths) -> None:
         self.torch, self.dist, self.dev, self.dtype, self.world, self.eps = torch, dist, dev, dtype, world, eps
-        self.fused_call, self.norm = fused_call, norm
+        self.paths = paths
+        self.norm_name = paths.norm_name
 
     def inputs(self, rank: int, tokens: int, hidden: int) -> Tuple[Any, Any, Any]:
         """This rank's input, and the residual and RMSNorm weight every rank shares."""
@@ -366,15 +489,14 @@ class Ops:
         return rmsnorm_fp32(self.torch, ref_residual, gamma.float(), self.eps), ref_residual
 
     def measure(self, rank: int, tokens: int, hidden: int, dtype_name: str, calls: int, replays: int) -> Dict[str, Any]:
-        torch, dist = self.torch, self.dist
+        torch, paths = self.torch, self.paths
         x, residual, gamma = self.inputs(rank, tokens, hidden)
-        norm_out, residual_out = torch.empty_like(x), torch.empty_like(x)
         ref_norm, ref_residual = self.reference(x, residual, gamma)
+        norm = paths.norm_factory(gamma)
 
-        def fused() -> None:
-            self.fused_call(x, residual, gamma, norm_out, residual_out, self.eps)
-
-        fused()
+        norm_out, residual_out = paths.fused(x, residual, gamma, self.eps)
+        if norm_out is None:
+            raise BenchError("declined", "sglang did not fuse %d tokens: %s" % (tokens, paths.declined()))
         on_gpu = self.dev.type == "cuda"
         if on_gpu:
             torch.cuda.synchronize()
@@ -385,20 +507,24 @@ class Ops:
         # The unfused path works in place (as sglang's does); on copies, so the fused inputs stay.
         x_work, residual_work, ar_work = x.clone(), residual.clone(), x.clone()
 
+        def fused() -> None:
+            paths.fused(x, residual, gamma, self.eps)
+
         def unfused() -> None:
-            dist.all_reduce(x_work)
-            self.norm(x_work, residual_work, gamma)
+            norm(paths.allreduce(x_work), residual_work)
 
         def allreduce() -> None:
-            dist.all_reduce(ar_work)
+            paths.allreduce(ar_work)
 
         row: Dict[str, Any] = {"ok": ok, "max_abs_error": errors, "tolerance": {"atol": atol, "rtol": rtol}}
         for name, fn in (("fused", fused), ("unfused", unfused), ("allreduce", allreduce)):
             if on_gpu:
-                times = time_cuda_graph(torch, dist, fn, calls, replays)
+                times = time_cuda_graph(torch, self.dist, fn, calls, replays, paths.capture)
             else:
-                times = time_wall_clock(dist, fn, calls, replays)
+                times = time_wall_clock(self.dist, fn, calls, replays)
             row[name] = {"median_us": statistics.median(times), "p90_us": percentile(times, 0.9)}
+            if name == "allreduce":
+                row["allreduce_name"], row["allreduce_why"] = paths.name(ar_work)
         return row
 
 

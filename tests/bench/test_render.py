@@ -10,17 +10,49 @@ from pathlib import Path
 from rich.console import Console
 
 from sm120patch.bench import measure, render
-from sm120patch.bench.measure import BenchResult, Row, Settings, Timing
+from sm120patch.bench.estimate import Model
+from sm120patch.bench.measure import Baseline, BenchResult, Row, Settings, Timing
 from sm120patch.bench.mirror import read_call
 from sm120patch.bench.verdict import judge
 
+CA = "sglang custom allreduce (CustomAllreduce)"
+NCCL = "NCCL (PyNccl under CUDA graphs, torch.distributed eager)"
+TORCH_NORM = "torch (add + RMSNorm as separate ops)"
+STANDIN = Baseline(
+    "stand-in", ("torch.distributed all_reduce (nccl)",), TORCH_NORM, "FlashInfer allreduce_fusion", ("no sglang",)
+)
+SGLANG = Baseline(
+    "sglang", (CA, NCCL), "sglang 0.5.13 RMSNorm.forward", "sglang's flashinfer_allreduce_residual_rmsnorm"
+)
 
-def result(ok: bool = True) -> BenchResult:
+
+def result(ok: bool = True, baseline: Baseline = STANDIN, model: Model | None = None) -> BenchResult:
     settings = Settings(sys.executable, 2, (1, 128, 2048), 7168, "bf16", 300.0)
+    names = [(baseline.allreduce[0], ""), (baseline.allreduce[0], ""), (baseline.allreduce[-1], "")]
+    if baseline is SGLANG:
+        names[-1] = (NCCL, "29360128 bytes is over custom allreduce's limit of 8388608")
     # The 2x H200 figures of the first run (research notes), as rows.
     rows = [
-        Row(1, Timing(5.2, 5.6), Timing(24.9, 26.0), Timing(8.2, 8.9), {"norm": 0.01, "residual": 0.0}, {}, True),
-        Row(128, Timing(10.4, 11.0), Timing(64.9, 66.0), Timing(27.4, 28.0), {"norm": 0.016, "residual": 0.0}, {}, ok),
+        Row(
+            1,
+            Timing(5.2, 5.6),
+            Timing(24.9, 26.0),
+            Timing(8.2, 8.9),
+            {"norm": 0.01, "residual": 0.0},
+            {},
+            True,
+            *names[0],
+        ),
+        Row(
+            128,
+            Timing(10.4, 11.0),
+            Timing(64.9, 66.0),
+            Timing(27.4, 28.0),
+            {"norm": 0.016, "residual": 0.0},
+            {},
+            ok,
+            *names[1],
+        ),
         Row(
             2048,
             Timing(137.1, 140.0),
@@ -29,6 +61,7 @@ def result(ok: bool = True) -> BenchResult:
             {"norm": 0.0, "residual": 0.0},
             {},
             True,
+            *names[2],
         ),
     ]
     probe = {"gpus": [{"index": i, "name": "NVIDIA H200", "capability": [9, 0]} for i in range(4)]}
@@ -38,9 +71,10 @@ def result(ok: bool = True) -> BenchResult:
         read_call(None, None),
         probe,
         rows,
-        "torch.distributed all_reduce (nccl), then torch (add + RMSNorm as separate ops)",
+        baseline,
         {"torch": "2.11.0+cu130", "flashinfer": "0.6.18", "nccl": "2.27.7", "driver": "13.0", "torch_cuda": "13.0"},
-        judge([r.point for r in rows], 2),
+        judge([r.point for r in rows], 2, indicative=baseline.why if baseline.indicative else ()),
+        model=model,
     )
 
 
@@ -54,9 +88,50 @@ def test_json_holds_rows_baseline_gpus_versions_and_verdict() -> None:
     assert first["compare"] == "faster"
     assert len(data["gpus"]) == 2  # the GPUs measured, not every GPU seen
     assert data["call"]["backend"] == "trtllm" and data["call"]["launch_with_pdl"] is True
-    assert data["baseline"].startswith("torch.distributed all_reduce (nccl)")
+    assert data["baseline"] == {
+        "source": "stand-in",
+        "allreduce": ["torch.distributed all_reduce (nccl)"],
+        "norm": TORCH_NORM,
+        "fused": "FlashInfer allreduce_fusion",
+        "indicative": True,
+        "why": ["no sglang"],
+    }
     assert data["versions"]["flashinfer"] == "0.6.18"
     assert data["verdict"]["kind"] == "pays" and data["verdict"]["crossover_tokens"] is None
+    assert data["verdict"]["indicative"] is True
+    assert data["verdict"]["advice"].startswith("indicative only (no sglang): fusion pays here at TP 2")
+    assert data["estimate"] is None
+
+
+def test_sglangs_own_baseline_is_named_per_size_and_not_indicative() -> None:
+    data = render.to_json(result(baseline=SGLANG))
+    assert data["baseline"]["source"] == "sglang" and data["baseline"]["indicative"] is False
+    assert [(r["allreduce_name"], r["allreduce_why"]) for r in data["rows"]] == [
+        (CA, ""),
+        (CA, ""),
+        (NCCL, "29360128 bytes is over custom allreduce's limit of 8388608"),
+    ]
+    assert data["verdict"]["advice"].startswith("fusion pays here")
+    assert render.allreduce_spans(result(baseline=SGLANG).rows) == (
+        f"{CA} at 1-128 tokens; {NCCL} at 2048 tokens (29360128 bytes is over custom allreduce's limit of 8388608)"
+    )
+
+
+def test_the_estimate_multiplies_by_two_sites_a_layer() -> None:
+    model = Model(61, 7168, True, "config.json (DeepseekV3ForCausalLM)")
+    data = render.to_json(result(baseline=SGLANG, model=model))
+    estimate = data["estimate"]
+    assert estimate["sites_per_step"] == 122
+    first = estimate["steps"][0]
+    assert first == {
+        "tokens": 1,
+        "fused_applies": True,
+        "off_us": round(122 * 24.9, 1),
+        "on_us": round(122 * 5.2, 1),
+        "saved_us": round(122 * (24.9 - 5.2), 1),
+        "saved_pct": round((24.9 - 5.2) / 24.9 * 100, 2),
+    }
+    assert estimate["summary"].endswith("saves up to 28,341 µs a step (63 %, 2048 tokens)")
 
 
 def test_a_wrong_row_makes_exit_1_and_the_verdict_wrong() -> None:
@@ -82,7 +157,19 @@ def test_the_table_fits_80_columns() -> None:
         "0.016",
     ]
     assert "…" not in buffer.getvalue()
-    assert " ".join(lines).endswith("fusion pays here at TP 2: 63 % to 84 % faster at 1 to 2048 tokens: leave it on")
+    assert " ".join(buffer.getvalue().split()).endswith(
+        "indicative only (no sglang): fusion pays here at TP 2: 63 % to 84 % faster at 1 to 2048 tokens: leave it on"
+    )
+
+
+def test_the_estimate_table_fits_80_columns_and_says_the_sites() -> None:
+    buffer = io.StringIO()
+    model = Model(78, 7168, True, "config.json")
+    render.render(result(baseline=SGLANG, model=model), Console(file=buffer, width=80, no_color=True))
+    text = buffer.getvalue()
+    assert all(len(line.rstrip()) <= 80 for line in text.splitlines())
+    assert "per step, 156 sites" in text
+    assert f"unfused (sglang's own code): {CA} at 1-128 tokens" in " ".join(text.split())
 
 
 def test_the_plot_is_a_png(tmp_path: Path) -> None:
@@ -117,7 +204,7 @@ def test_combine_takes_the_slowest_rank_and_the_largest_error() -> None:
 
 def test_a_baseline_that_is_not_sglangs_kernel_is_said_and_judged_against_the_floor() -> None:
     data = render.to_json(result())
-    assert data["baseline_is_sglangs"] is False
+    assert data["baseline"]["source"] == "stand-in"
     assert data["rows"][0]["fused_vs_allreduce_pct"] == round((5.2 - 8.2) / 8.2 * 100, 2)
     note = measure.floor_note(result().rows, "torch (add + RMSNorm as separate ops)")
     assert note == (
