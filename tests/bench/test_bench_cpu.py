@@ -61,7 +61,9 @@ def test_two_real_ranks_measure_check_and_judge(cpu_torch_python: Path, dtype: s
     assert result.baseline.allreduce == ("torch.distributed all_reduce (gloo)",)
     assert result.baseline.norm == "torch (add + RMSNorm as separate ops)"
     # sglang is not installed in this interpreter: the rank says so, and the verdict carries it
-    assert result.baseline.why == ("sglang's modules do not import here: ModuleNotFoundError: No module named 'sglang'",)
+    assert result.baseline.why == (
+        "sglang's modules do not import here: ModuleNotFoundError: No module named 'sglang'",
+    )
     assert result.verdict.text.startswith("indicative only (sglang's modules do not import here")
     assert result.versions["torch"] == "2.13.0+cpu"
     assert result.verdict.kind in (Kind.PAYS, Kind.COSTS, Kind.EVEN, Kind.MIXED)
