@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sm120patch.doctor import checks, launch
+from sm120patch.doctor import allreduce, checks, launch
 from sm120patch.doctor.findings import DoctorReport, Severity
 from sm120patch.doctor.host import Host
 from sm120patch.locate.tree import SglangTree
@@ -56,6 +56,7 @@ def diagnose(
         report.findings += checks.patches(tree, states, blocking)
     report.findings += checks.skipped(host)
     report.findings += checks.p2p(host, blocking, tp)
+    report.findings += allreduce.allreduce(tree, host, tp)
     report.findings += checks.multicast(host, states, blocking)
     report.findings += checks.gdr(host, blocking)
     report.findings += checks.alloc_conf(host, blocking)

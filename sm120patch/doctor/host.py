@@ -76,6 +76,7 @@ class HostFacts:
     devices: tuple[DeviceFacts, ...] = ()
     error: str | None = None  # why the probe gave no answer at all
     environ: Mapping[str, str] | None = None  # the variables set there; None: not told
+    nvlink: tuple[PeerAccess, ...] | None = None  # NVML's NVLink per GPU pair; None: not told
 
     @property
     def torch_answered(self) -> bool:
@@ -210,7 +211,12 @@ def parse_host_facts(data: Mapping[str, object]) -> HostFacts:
         devices = ()
         if driver.ok:
             driver = replace(driver, ok=False, error=f"odd host_facts answer: {exc}")
-    return HostFacts(torch, gpus, p2p, driver, devices, environ=_environ(data.get("environ")))
+    try:
+        links = data.get("nvlink")
+        nvlink = None if links is None else tuple(_peer(e, f"nvlink[{i}]") for i, e in enumerate(_list(data, "nvlink")))
+    except _Odd:
+        nvlink = None  # an odd answer is no answer: the allreduce check says NVLink is unknown
+    return HostFacts(torch, gpus, p2p, driver, devices, environ=_environ(data.get("environ")), nvlink=nvlink)
 
 
 def shown(value: object, limit: int = 80) -> str:

@@ -71,6 +71,37 @@ def allocator_names(torch_dir: str) -> dict[str, Any]:
     return {"reads": [n for n in ALLOC_CONF_NAMES if n in reads], "evidence": ", ".join(files)}
 
 
+def nvlink(count: int) -> Any:
+    """NVLink between each pair of the first ``count`` GPUs, asked of NVML as sglang asks it
+    (``is_full_nvlink``: ``nvmlDeviceGetP2PStatus`` with the NVLink capability); None when
+    NVML does not answer.  NVML numbers GPUs as the driver does, so this holds when
+    CUDA_VISIBLE_DEVICES is unset (the host says which it is)."""
+    try:
+        import pynvml
+    except Exception:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        pairs = []
+        for i in range(count):
+            for j in range(count):
+                if i != j:
+                    status = pynvml.nvmlDeviceGetP2PStatus(handles[i], handles[j], pynvml.NVML_P2P_CAPS_INDEX_NVLINK)
+                    pairs.append([i, j, status == pynvml.NVML_P2P_STATUS_OK])
+        return pairs
+    except Exception:
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
 def read() -> dict[str, Any]:
     result: dict[str, Any] = {
         "python": sys.executable,
@@ -109,6 +140,8 @@ def read() -> dict[str, Any]:
             for j in range(count):
                 if i != j:
                     result["p2p"].append([i, j, bool(torch.cuda.can_device_access_peer(i, j))])
+        if count > 1 and "CUDA_VISIBLE_DEVICES" not in os.environ:
+            result["nvlink"] = nvlink(count)
     except Exception as exc:
         result["torch"]["error"] = _last_line(exc)
     try:
