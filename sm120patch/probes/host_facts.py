@@ -11,6 +11,7 @@ creates no multicast object.  Any Python >= 3.8; torch and cuda-bindings are opt
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -96,10 +97,8 @@ def nvlink(count: int) -> Any:
     except Exception:
         return None
     finally:
-        try:
+        with contextlib.suppress(Exception):
             pynvml.nvmlShutdown()
-        except Exception:
-            pass
 
 
 def read() -> dict[str, Any]:
