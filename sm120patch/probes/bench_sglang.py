@@ -279,7 +279,7 @@ def full_nvlink(world: int) -> bool:
     """Whether every pair of the first ``world`` GPUs is linked by NVLink, as sglang asks
     NVML (``is_full_nvlink``); False when NVML cannot say."""
     try:
-        import pynvml  # type: ignore[import-not-found]
+        import pynvml
 
         pynvml.nvmlInit()
         try:
