@@ -320,23 +320,54 @@ class Paths(NamedTuple):
     notes: List[str]
 
 
-def _sglang_paths(torch: Any, sg: Any, native: Any, config: Dict[str, Any], rank: int, world: int, dev: Any) -> Paths:
+def _sglang_paths(
+    torch: Any, dist: Any, native: Any, config: Dict[str, Any], rank: int, world: int, dtype: Any, dev: Any
+) -> Tuple[Paths, Any]:
+    """sglang's own allreduce, norm and fused call.  Where the fused call cannot run outside
+    sglang's server (0.5.18+ read a runtime config only the launcher publishes), FlashInfer's
+    call is mirrored from sglang's code instead, and the note says so."""
     call = config["call"]
     keywords = {k: call[k] for k in ("use_oneshot", "trigger_completion_at_end", "fp32_acc") if k in call}
-    fused_native = native.fused(int(call["max_token_num"]), keywords)
-    return Paths(
+    fused = native.fused(int(call["max_token_num"]), keywords)
+    fused_name = "sglang's flashinfer_allreduce_residual_rmsnorm (srt/layers/flashinfer_comm_fusion.py)"
+    notes: List[str] = []
+    workspace = None
+    trial = torch.zeros(1, int(config["hidden"]), device=dev, dtype=dtype)
+    try:
+        fused(trial, trial.clone(), torch.ones(int(config["hidden"]), device=dev, dtype=dtype), 1e-6)
+    except Exception as exc:  # not a CUDA fault: sglang's entry wants state only its server sets up
+        mirror, workspace = _fused(torch, dist, config, rank, world, dtype, dev)
+        fused = _allocating(torch, mirror)
+        fused_name = "FlashInfer allreduce_fusion, called as sglang calls it (mirrored from its code)"
+        notes.append(
+            "sglang %s's fused call does not run outside its server (%s): its FlashInfer call is mirrored"
+            % (native.version or "", last_line(exc))
+        )
+    paths = Paths(
         source="sglang",
         allreduce=native.allreduce,
         norm_factory=lambda gamma: native.norm(int(config["hidden"]), float(config["eps"]), gamma),
         norm_name="sglang %s RMSNorm.forward (srt/layers/layernorm.py)" % (native.version or ""),
-        fused=fused_native,
-        fused_name="sglang's flashinfer_allreduce_residual_rmsnorm (srt/layers/flashinfer_comm_fusion.py)",
+        fused=fused,
+        fused_name=fused_name,
         capture=native.capture,
         name=native.allreduce_name,
         declined=native.declined,
         close=lambda: None,
-        notes=[],
+        notes=notes,
     )
+    return paths, workspace
+
+
+def _allocating(torch: Any, call: Callable[..., None]) -> Callable[..., Tuple[Any, Any]]:
+    """The mirrored kernel call with its outputs allocated per call, as sglang allocates them."""
+
+    def fused(x: Any, residual: Any, gamma: Any, eps: float) -> Tuple[Any, Any]:
+        norm_out, residual_out = torch.empty_like(x), torch.empty_like(x)
+        call(x, residual, gamma, norm_out, residual_out, eps)
+        return norm_out, residual_out
+
+    return fused
 
 
 def _standin_paths(
@@ -368,11 +399,6 @@ def _standin_paths(
 
         close = lambda: None  # noqa: E731
 
-    def fused(x: Any, residual: Any, gamma: Any, eps: float) -> Tuple[Any, Any]:
-        norm_out, residual_out = torch.empty_like(x), torch.empty_like(x)  # as sglang allocates them
-        fused_call(x, residual, gamma, norm_out, residual_out, eps)
-        return norm_out, residual_out
-
     notes = [why] if why else []
     if device == "cuda" and getattr(allreduce, "note", ""):
         notes.append(allreduce.note)
@@ -381,7 +407,7 @@ def _standin_paths(
         allreduce=allreduce,
         norm_factory=norm_factory,
         norm_name=norm_name,
-        fused=fused,
+        fused=_allocating(torch, fused_call),
         fused_name="FlashInfer allreduce_fusion, called as sglang calls it (mirrored from its code)",
         capture=contextlib.nullcontext,
         name=name,
@@ -434,9 +460,8 @@ def run(config: Dict[str, Any]) -> None:
     dist.all_reduce(warm)  # the communicator exists before any graph is captured
 
     emit("phase", rank=rank, phase="workspace")
-    workspace = None
     if native is not None:
-        paths = _sglang_paths(torch, sg, native, config, rank, world, dev)
+        paths, workspace = _sglang_paths(torch, dist, native, config, rank, world, dtype, dev)
     else:
         paths, workspace = _standin_paths(torch, dist, sg, config, rank, world, dtype, dev, why)
     versions = _versions(torch, device)
