@@ -8,10 +8,11 @@ Prints one JSON object:
   (with ``FLASHINFER_DISABLE_JIT=1`` nothing may compile);
 * ``multicast_guard``: bench_rank's guard replaces ``cuMulticastCreate`` in the real driver
   bindings, and calling it raises;
-* ``rank_on_one_gpu``: bench_rank's own ``Ops`` and ``time_cuda_graph`` at world size 1 on
-  NCCL -- the CUDA-graph capture of the allreduce, the add + RMSNorm chosen, the fp32
-  reference -- with the fused call taken from FlashInfer where a world-1 workspace exists,
-  else bench_rank's CPU stand-in run on the GPU (named in the output);
+* ``rank_on_one_gpu``: bench_rank's own rank code at world size 1 on NCCL -- sglang's
+  parallel state, allreduce (named from sglang's dispatch) and ``RMSNorm`` where sglang
+  imports, else the stand-ins; sglang's fused entry reached; the CUDA-graph capture inside
+  sglang's ``graph_capture()``; the fp32 reference -- with the fused column timed on
+  bench_rank's CPU stand-in run on the GPU (one rank cannot run FlashInfer's kernel);
 * ``bench_refusals``: ``sm120patch bench --tp 2`` and ``bench`` (no --tp) exit 2 with one
   sentence on this one-GPU machine.
 """
@@ -61,42 +62,56 @@ def multicast_guard() -> dict[str, Any]:
 
 
 def rank_on_one_gpu() -> dict[str, Any]:
+    """bench_rank's rank code at world size 1: sglang's own parallel state, allreduce and
+    RMSNorm where sglang imports (else the stand-ins), its fused entry reached (it declines
+    at one rank), and the CUDA-graph timing with sglang's graph_capture()."""
     import torch
     import torch.distributed as dist
 
     os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29533")
+    sg = bench_rank._sibling("bench_sglang")
     torch.cuda.set_device(0)
     dev = torch.device("cuda", 0)
-    dist.init_process_group("nccl", rank=0, world_size=1, device_id=dev)
-    dist.all_reduce(torch.ones(1, device=dev))
-    config = {
+    config: dict[str, Any] = {
         "hidden": 7168,
+        "eps": 1e-6,
         "call": dict(
             max_token_num=2048, launch_with_pdl=True, trigger_completion_at_end=False, fp32_acc=True, use_oneshot=True
         ),
     }
+    report: dict[str, Any] = {}
     try:
-        fused, workspace = bench_rank._fused(torch, dist, config, 0, 1, torch.bfloat16, dev)
+        import sglang
+
+        native = sg.Native(torch, getattr(sglang, "__version__", None))
+        native.init(1, 0, "nccl", True)
+        paths, workspace = bench_rank._sglang_paths(torch, dist, native, config, 0, 1, torch.bfloat16, dev)
         x = torch.randn(4, 7168, device=dev, dtype=torch.bfloat16)
-        fused(x, x.clone(), torch.ones(7168, device=dev, dtype=torch.bfloat16), x.clone(), x.clone(), 1e-6)
-        torch.cuda.synchronize()
-        fused_from = "flashinfer.comm.allreduce_fusion (trtllm, world 1)"
-    except Exception as exc:  # FlashInfer's kernel takes 2, 4, 8 or 16 ranks: one GPU times the rest
-        workspace = None
-        fused = bench_rank.CpuStandInFusedKernel(torch, dist, False)
-        fused_from = f"bench_rank.CpuStandInFusedKernel on the GPU (FlashInfer at world 1: {_last(exc)})"
-    norm_name, norm = bench_rank.choose_norm(torch, "cuda", 1e-6)
-    ops = bench_rank.Ops(torch, dist, dev, torch.bfloat16, 1, 1e-6, fused, norm)
+        out = paths.fused(x, x.clone(), torch.ones(7168, device=dev, dtype=torch.bfloat16), 1e-6)
+        report["sglang_fused_entry_at_world_1"] = "declined (None, None)" if out[0] is None else "fused"
+        report["sglang_version"] = native.version
+    except sg.SglangUnavailable as exc:
+        report["sglang"] = str(exc)
+        dist.init_process_group("nccl", rank=0, world_size=1, device_id=dev)
+        paths, workspace = bench_rank._standin_paths(torch, dist, sg, config, 0, 1, torch.bfloat16, dev, str(exc))
+    dist.all_reduce(torch.ones(1, device=dev))
+    # One rank cannot run FlashInfer's fused kernel (it takes 2, 4, 8 or 16): the fused column
+    # times bench_rank's stand-in on the GPU, named in the output; the rest is the real path.
+    standin = bench_rank.CpuStandInFusedKernel(torch, dist, False)
+    paths = paths._replace(fused=bench_rank._allocating(torch, standin), fused_name="CpuStandInFusedKernel on GPU")
+    ops = bench_rank.Ops(torch, dist, dev, torch.bfloat16, 1, 1e-6, paths)
     rows = {}
-    for tokens in (1, 128, 2048):
+    for tokens in (1, 128, 512, 2048):
         try:
-            rows[tokens] = ops.measure(0, tokens, 7168, "bf16", 10, 30)
+            rows[tokens] = ops.measure(0, tokens, 7168, "bf16", 10, 40)
         except Exception as exc:
             rows[tokens] = {"error": _last(exc), "trace": traceback.format_exc()[-1500:]}
+    paths.close()
     if workspace is not None:
         workspace.destroy()
     dist.destroy_process_group()
-    return {"fused_from": fused_from, "norm": norm_name, "rows": rows}
+    report.update(source=paths.source, norm=paths.norm_name, notes=paths.notes, rows=rows)
+    return report
 
 
 def bench_refusals() -> list[dict[str, Any]]:
