@@ -11,19 +11,31 @@ machine with nvcc, this script:
   (``flashinfer/jit/env.py`` ``_get_aot_dir`` -> ``<package>/data/aot``;
   ``flashinfer/jit/core.py`` ``JitSpecNvcc.aot_path`` -> ``<aot>/<name>/<name>.so``), under
   ``.fi_aot/``, so that with ``FLASHINFER_DISABLE_JIT=1`` nothing compiles on the device;
-* ``carry-cmd``: prints the shell prefix a device command uses to install both.
+* ``carry-cmd``: prints the shell prefix a device command uses to install both;
+* ``sglang``: downloads sglang 0.5.13 and what its distributed / fusion / norm modules need to
+  import (``SGLANG_CARRY``), with a slice of ``sglang-kernel`` (its 323 MB wheel, cut down to the
+  Python files and the sm_90 ops: ``SGL_KERNEL_KEEP``), into ``.carry/a/`` and ``.carry/b/``.
+  A device call carries at most 64 MiB, so the two folders travel in two consecutive calls
+  (``carry=[".carry/a"]``, then ``carry=[".carry/b"]``) and are installed into the same
+  ``/tmp/site``, which the machine keeps between warm calls;
+* ``sglang-cmd``: prints the two device command prefixes for that (also printed by ``sglang``).
 
-``.whl/`` and ``.fi_aot/`` are git-ignored: binaries built from FlashInfer are never committed.
+``.whl/``, ``.fi_aot/`` and ``.carry/`` are git-ignored: binaries are never committed. The full
+downloads for ``.carry/`` stay outside the repository, in ``SGLANG_DL``.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +53,69 @@ PLATFORMS = [
     "manylinux2014_x86_64",
     "manylinux1_x86_64",
 ]
+
+# sglang carry. The device has torch 2.11.0+cu130 and many of sglang's smaller dependencies (see
+# the research note unfused-path.md section 5); these are what it lacks for
+# ``sglang.srt.distributed.{parallel_state,communication_op,device_communicators.custom_all_reduce}``
+# and ``sglang.srt.layers.{layernorm,flashinfer_comm_fusion}``. Everything is pinned; installed
+# with --no-deps. Folder "a" holds the kernel packages, "b" sglang and the Python packages.
+SGLANG = "sglang==0.5.13"  # pins torch==2.11.0, the device's; its wheel is cp312 manylinux_2_34
+SGL_KERNEL = "sglang-kernel==0.4.3"  # sglang 0.5.13's pin; sliced, see SGL_KERNEL_KEEP
+SGLANG_CARRY = {
+    "a": [
+        FLASHINFER,  # sglang pins 0.6.12, whose flashinfer.comm needs cuda.tile; 0.6.18 imports without
+        TVM_FFI,
+        "torchcodec==0.11.1",  # sglang's pin
+    ],
+    "b": [
+        SGLANG,
+        "transformers==5.8.1",  # sglang's pin; the device's 5.17 clashes with sglang's config registrations
+        "tokenizers==0.22.2",  # transformers 5.8.1 wants <=0.23.0; the device has 0.23.2
+        "openai==2.6.1",  # sglang's pin
+        "distro==1.9.0",  # openai's
+        "jiter==0.19.0",  # openai's
+        "sniffio==1.3.1",  # openai's
+        "pydantic==2.14.4",
+        "pydantic-core==2.50.5",  # pydantic 2.14.4's exact pin
+        "annotated-types==0.8.0",  # pydantic's
+        "typing-inspection==0.4.5",  # pydantic's
+        "typing-extensions==4.16.0",  # pydantic(-core) 2.14 want >=4.16.0; the device's may be older
+        "orjson==3.13.0",
+        "pybase64==1.5.1",
+        "starlette==1.10.0",
+        "pyzmq==27.3.0",
+        "msgspec==0.23.0",  # not on the five modules' import path, but sglang's managers import it
+        "partial-json-parser==0.2.1.1.post7",  # layernorm -> server_args -> function_call parsers
+        "dill==0.4.1",  # layernorm -> sampling.custom_logit_processor
+        "compressed-tensors==0.20.1",  # layernorm -> layers.quantization
+        "loguru==0.7.3",  # compressed-tensors'
+        "gguf==0.19.0",  # layernorm -> layers.quantization.gguf
+        "ipython==9.18.1",  # sglang/utils.py: from IPython.display import ...
+        "ipython-pygments-lexers==1.1.1",  # ipython's, and below (only traitlets is loaded on import)
+        "jedi==0.20.1",
+        "parso==0.8.7",
+        "matplotlib-inline==0.2.2",
+        "traitlets==5.16.1",
+        "pexpect==4.9.0",
+        "ptyprocess==0.7.0",
+        "prompt-toolkit==3.0.53",
+        "wcwidth==0.9.4",
+        "stack-data==0.6.3",
+        "executing==2.3.0",
+        "asttokens==3.0.2",
+        "pure-eval==0.2.4",
+    ],
+}
+SGL_KERNEL_FOLDER = "a"
+# Of sglang-kernel's wheel: every sgl_kernel/**.py and these; flash_ops.abi3.so (1 GB) is imported
+# in a try, sm100/ is for other GPUs, triton_kernels/, _mscclpp, lib/ and include/ are not used.
+SGL_KERNEL_KEEP = ("sgl_kernel/sm90/common_ops.abi3.so", "sgl_kernel/spatial_ops.abi3.so")
+SGLANG_PLATFORMS = ["manylinux_2_34_x86_64", *PLATFORMS]  # pip also accepts the older manylinux_2_N
+CARRY = ROOT / ".carry"
+CARRY_LIMIT = 58 * 2**20  # per folder: a device call carries 64 MiB, the repository is ~3 MiB
+SGLANG_DL = Path("/root/sglang-carry-dl")  # full downloads, never carried
+SITE = "/tmp/site"
+DEVICE_ENV = "FLASHINFER_DISABLE_JIT=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1"
 
 # Build venv: the packages the device already has, plus FlashInfer without its dependencies, so a
 # successful ``import flashinfer.comm`` here also shows the device needs nothing more.
@@ -85,9 +160,8 @@ def sh(cmd: list[str], **kw: object) -> None:
     subprocess.run(cmd, check=True, **kw)  # type: ignore[call-overload]
 
 
-def cmd_wheels(_: argparse.Namespace) -> None:
-    WHL.mkdir(exist_ok=True)
-    plat = [a for p in PLATFORMS for a in ("--platform", p)]
+def pip_download(dest: Path, reqs: list[str], platforms: list[str] = PLATFORMS) -> None:
+    plat = [a for p in platforms for a in ("--platform", p)]
     sh(
         [
             sys.executable,
@@ -102,10 +176,15 @@ def cmd_wheels(_: argparse.Namespace) -> None:
             "cp",
             *plat,
             "-d",
-            str(WHL),
-            *DEVICE_WHEELS,
+            str(dest),
+            *reqs,
         ]
     )
+
+
+def cmd_wheels(_: argparse.Namespace) -> None:
+    WHL.mkdir(exist_ok=True)
+    pip_download(WHL, DEVICE_WHEELS)
     for old in WHL.glob("sm120patch-*.whl"):
         old.unlink()
     sh([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(WHL), str(ROOT)])
@@ -154,8 +233,95 @@ def carry_cmd() -> str:
     return (
         f"python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target {site} "
         f".whl/*.whl && export PYTHONPATH={site} && mkdir -p {dest} && cp .fi_aot/{AOT_REL} {dest}/ && "
-        "export FLASHINFER_DISABLE_JIT=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1"
+        f"export {DEVICE_ENV}"
     )
+
+
+def wheel_for(req: str, folder: Path) -> Path:
+    """The downloaded wheel of a pinned requirement (wheel file names normalise - and . to _)."""
+    name, version = req.split("==")
+    stem = f"{re.sub(r'[-_.]+', '_', name).lower()}-{version}-"
+    found = [w for w in folder.glob("*.whl") if w.name.lower().startswith(stem)]
+    if len(found) != 1:
+        sys.exit(f"{req}: expected one wheel in {folder}, found {[w.name for w in found]}")
+    return found[0]
+
+
+def record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def slice_sgl_kernel(src: Path, dest: Path) -> None:
+    """Re-pack sglang-kernel's wheel (same name, version and tags) with only what the device loads."""
+    with zipfile.ZipFile(src) as zin:
+        dist_info = next(n.split("/")[0] for n in zin.namelist() if n.split("/")[0].endswith(".dist-info"))
+        record_name = f"{dist_info}/RECORD"
+        keep = [
+            n
+            for n in zin.namelist()
+            if (n.startswith("sgl_kernel/") and n.endswith(".py"))
+            or n in SGL_KERNEL_KEEP
+            or (n.startswith(f"{dist_info}/") and n != record_name)
+        ]
+        missing = set(SGL_KERNEL_KEEP) - set(keep)
+        if missing:
+            sys.exit(f"{src.name} lacks {sorted(missing)}")
+        record = []
+        with zipfile.ZipFile(dest / src.name, "w") as zout:
+            for name in keep:
+                data = zin.read(name)
+                zout.writestr(zin.getinfo(name), data, compress_type=zipfile.ZIP_DEFLATED, compresslevel=9)
+                record.append(f"{name},{record_hash(data)},{len(data)}")
+            record.append(f"{record_name},,")
+            info = zipfile.ZipInfo(record_name, zin.getinfo(record_name).date_time)
+            info.external_attr = zin.getinfo(record_name).external_attr
+            zout.writestr(info, "\n".join(record) + "\n", compress_type=zipfile.ZIP_DEFLATED, compresslevel=9)
+
+
+def cmd_sglang(_: argparse.Namespace) -> None:
+    SGLANG_DL.mkdir(parents=True, exist_ok=True)
+    reqs = [r for folder in SGLANG_CARRY.values() for r in folder]
+    pip_download(SGLANG_DL, [*reqs, SGL_KERNEL], SGLANG_PLATFORMS)
+    for key, folder_reqs in SGLANG_CARRY.items():
+        folder = CARRY / key
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        for req in folder_reqs:
+            shutil.copy2(wheel_for(req, SGLANG_DL), folder)
+        if key == SGL_KERNEL_FOLDER:
+            slice_sgl_kernel(wheel_for(SGL_KERNEL, SGLANG_DL), folder)
+    over = []
+    for key in SGLANG_CARRY:
+        folder = CARRY / key
+        total = 0
+        print(f".carry/{key}/:")
+        for whl in sorted(folder.glob("*.whl")):
+            total += whl.stat().st_size
+            print(f"{whl.stat().st_size / 2**20:8.2f} MiB  {whl.name}")
+        print(f"{total / 2**20:8.2f} MiB  total (limit {CARRY_LIMIT / 2**20:.0f} MiB)")
+        if total > CARRY_LIMIT:
+            over.append(key)
+    if over:
+        sys.exit(f"over the per-call carry limit: .carry/{', .carry/'.join(over)}")
+    print_sglang_cmds()
+
+
+def sglang_cmds() -> tuple[str, str]:
+    pip = f"python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target {SITE}"
+    first = f"rm -rf {SITE} && {pip} .carry/a/*.whl"
+    second = (
+        f"test -d {SITE}/flashinfer || {{ echo '{SITE} lacks .carry/a (machine not warm?): run the first call again'; "
+        f"exit 1; }}; {pip} .carry/b/*.whl && export PYTHONPATH={SITE} {DEVICE_ENV}"
+    )
+    return first, second
+
+
+def print_sglang_cmds() -> None:
+    first, second = sglang_cmds()
+    print("device call 1, carry=['.carry/a']:")
+    print(f"  {first}")
+    print("device call 2, carry=['.carry/b'], then the command itself after ' && ':")
+    print(f"  {second}")
 
 
 def main() -> None:
@@ -166,11 +332,17 @@ def main() -> None:
     build.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="ninja jobs (MAX_JOBS)")
     build.add_argument("--cuda-home", default="/usr/local/cuda")
     sub.add_parser("carry-cmd", help="print the device command prefix that installs .whl/ and .fi_aot/")
+    sub.add_parser("sglang", help="download sglang 0.5.13 and its import needs into .carry/a and .carry/b")
+    sub.add_parser("sglang-cmd", help="print the two device command prefixes that install .carry/a, .carry/b")
     args = parser.parse_args()
     if args.cmd == "wheels":
         cmd_wheels(args)
     elif args.cmd == "build-module":
         cmd_build_module(args)
+    elif args.cmd == "sglang":
+        cmd_sglang(args)
+    elif args.cmd == "sglang-cmd":
+        print_sglang_cmds()
     else:
         print(carry_cmd())
 
