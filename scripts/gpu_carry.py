@@ -104,6 +104,7 @@ SGLANG_CARRY = {
         "executing==2.3.0",
         "asttokens==3.0.2",
         "pure-eval==0.2.4",
+        "libcst==1.9.0",  # sm120patch's own, to apply and verify there (pyyaml is on the device)
     ],
 }
 SGL_KERNEL_FOLDER = "a"
