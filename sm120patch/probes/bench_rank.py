@@ -332,7 +332,17 @@ def _sglang_paths(
     fused_name = "sglang's flashinfer_allreduce_residual_rmsnorm (srt/layers/flashinfer_comm_fusion.py)"
     notes: List[str] = []
     workspace = None
-    trial = torch.zeros(1, int(config["hidden"]), device=dev, dtype=dtype)
+    hidden = int(config["hidden"])
+    try:  # a norm that cannot run here would fail a server here too: say so, never substitute
+        norm = native.norm(hidden, float(config["eps"]), torch.ones(hidden, device=dev, dtype=dtype))
+        norm(torch.ones(2, hidden, device=dev, dtype=dtype), torch.ones(2, hidden, device=dev, dtype=dtype))
+    except Exception as exc:
+        raise BenchError(
+            "environment",
+            "sglang %s's RMSNorm does not run in this interpreter (%s): a server here would fail the same way"
+            % (native.version or "", last_line(exc)),
+        ) from exc
+    trial = torch.zeros(1, hidden, device=dev, dtype=dtype)
     try:
         fused(trial, trial.clone(), torch.ones(int(config["hidden"]), device=dev, dtype=dtype), 1e-6)
     except Exception as exc:  # not a CUDA fault: sglang's entry wants state only its server sets up
