@@ -64,7 +64,7 @@ def _location_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 TIMEOUT_HELP = (
     "Seconds each step in the serving interpreter may take (looking for sglang with --python, "
-    "doctor's host facts, verify --runtime's imports)."
+    "nvidia-smi, doctor's host facts, verify --runtime's imports)."
 )
 
 
@@ -225,7 +225,13 @@ def main() -> None:
     "then stop sglang <= 0.5.9 from starting, and change nothing in later releases).",
 )
 def apply(
-    tree: SglangTree, only: str | None, skip: str | None, dry_run: bool, strict: bool, allow_missing_kernel: bool
+    tree: SglangTree,
+    only: str | None,
+    skip: str | None,
+    dry_run: bool,
+    strict: bool,
+    allow_missing_kernel: bool,
+    timeout: float,
 ) -> Outcome:
     """Back up and patch the located sglang (a second run is a no-op).  Refuses while the
     FlashInfer beside it lacks the SM12x kernel (--allow-missing-kernel)."""
@@ -234,7 +240,13 @@ def apply(
 
     patches, notes = select(_ids(only), _ids(skip)) if only or skip else (None, [])
     return apply_tree(
-        tree, patches, dry_run=dry_run, notes=notes, strict=strict, allow_missing_kernel=allow_missing_kernel
+        tree,
+        patches,
+        dry_run=dry_run,
+        notes=notes,
+        strict=strict,
+        allow_missing_kernel=allow_missing_kernel,
+        timeout=timeout,
     )
 
 

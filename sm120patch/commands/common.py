@@ -106,11 +106,11 @@ def missing_kernel_refusal(tree: SglangTree) -> str | None:
     )
 
 
-def gpu_note() -> str | None:
+def gpu_note(timeout: float) -> str | None:
     """Whether this host has an SM12x GPU (an image build usually has no GPU at all)."""
     from sm120patch.doctor import gpus
 
-    seen = gpus.from_nvidia_smi()
+    seen = gpus.from_nvidia_smi(timeout)
     if not seen.answered:
         return f"no NVIDIA GPU seen ({seen.error}): fine for an image build; the patches act on SM12x hosts"
     if not seen.sm12x and not seen.unknown:
