@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -48,6 +49,15 @@ def _ids(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
+def _absolute(ctx: click.Context, param: click.Parameter, value: str | Path | None) -> Any:
+    """A path option (or its variable) as the user meant it, against their working directory:
+    the probes run in a scratch one.  Made absolute, not resolved (a venv's python is a link)."""
+    if value is None or value == "":
+        return None
+    absolute = os.path.abspath(value)
+    return Path(absolute) if isinstance(value, Path) else absolute
+
+
 def _location_options(func: Callable[..., Any]) -> Callable[..., Any]:
     func = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")(func)
     func = click.option(
@@ -55,10 +65,17 @@ def _location_options(func: Callable[..., Any]) -> Callable[..., Any]:
         type=click.Path(path_type=Path, file_okay=False),
         envvar="SM120PATCH_SGLANG_PATH",
         show_envvar=True,
+        callback=_absolute,
         help=PATH_HELP,
     )(func)
     return click.option(
-        "--python", "python", metavar="PATH", envvar="SM120PATCH_PYTHON", show_envvar=True, help=PYTHON_HELP
+        "--python",
+        "python",
+        metavar="PATH",
+        envvar="SM120PATCH_PYTHON",
+        show_envvar=True,
+        callback=_absolute,
+        help=PYTHON_HELP,
     )(func)
 
 

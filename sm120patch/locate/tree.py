@@ -136,10 +136,12 @@ def install_kind(dist_info: Path | None, direct_url: object) -> InstallKind:
 def _from_probe(data: dict[str, Any], how_found: str) -> SglangTree | None:
     if not data.get("package_dir"):
         return None
+    package_dir = Path(data["package_dir"])
     dist_info = Path(data["dist_info"]) if data.get("dist_info") else None
     return SglangTree(
-        package_dir=Path(data["package_dir"]),
-        version=data.get("version"),
+        package_dir=package_dir,
+        # No distribution (a .pth to a checkout): read as --sglang-path reads the same tree.
+        version=data.get("version") or (checkout_version(package_dir) if dist_info is None else None),
         install_kind=install_kind(dist_info, data.get("direct_url")),
         dist_info=dist_info,
         how_found=how_found,
@@ -149,14 +151,21 @@ def _from_probe(data: dict[str, Any], how_found: str) -> SglangTree | None:
     )
 
 
-def run_probe(python: str, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
-    """Run the stdlib probe in another interpreter and return what it found."""
-    exe = Path(python)
-    if exe.is_dir():  # a venv or conda env given by its root
+def interpreter(python: str) -> Path:
+    """The executable ``--python`` names, made absolute against the caller's working
+    directory (the probes run in a scratch one); a venv or conda env root stands for its
+    python.  Not resolved: a venv's python is a link whose target is not the venv."""
+    exe = Path(os.path.abspath(python))
+    if exe.is_dir():
         for candidate in (exe / "bin" / "python", exe / "Scripts" / "python.exe"):
             if candidate.exists():
-                exe = candidate
-                break
+                return candidate
+    return exe
+
+
+def run_probe(python: str, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+    """Run the stdlib probe in another interpreter and return what it found."""
+    exe = interpreter(python)
     if not exe.exists():
         raise EnvironmentProblem(f"--python {python}: no such interpreter")
     from sm120patch.probes import find_sglang
