@@ -1,6 +1,7 @@
 """The ``sm120patch`` command line (click): options in, an outcome rendered out.
 
-Exit codes (``errors.ExitCode``): 0 ok, 1 not as asked, 2 usage or environment, 70 a bug.
+Exit codes (``errors.ExitCode``): 0 ok, 1 not as asked, 2 usage or environment, 70 a bug,
+130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -107,14 +108,18 @@ def _fail(message: str, code: int, as_json: bool) -> None:
     as_text.error(message)
 
 
-def _guarded(as_json: bool, run: Callable[[], int]) -> None:
-    """Run a command body; turn the errors a user can act on into their exit codes, and a
-    bug into exit 70 with its traceback."""
+def _guarded(as_json: bool, run: Callable[[], int], interrupted: Callable[[], str] | None = None) -> None:
+    """Run a command body; turn the errors a user can act on into their exit codes, a bug
+    into exit 70 with its traceback, and Ctrl-C into exit 130 with ``interrupted()``: what
+    it left behind."""
     from sm120patch.plan.registry import SelectionError
 
     ctx = click.get_current_context()
     try:
         code = run()
+    except KeyboardInterrupt:
+        _fail(interrupted() if interrupted else INTERRUPTED, ExitCode.INTERRUPTED, as_json)
+        code = ExitCode.INTERRUPTED
     except ToolError as exc:
         _fail(str(exc), exc.exit_code, as_json)
         code = exc.exit_code
@@ -134,6 +139,10 @@ def _guarded(as_json: bool, run: Callable[[], int]) -> None:
     ctx.exit(int(code))
 
 
+#: What Ctrl-C leaves behind in a command that writes nothing (doctor, bench, demo's scratch).
+INTERRUPTED = "interrupted; nothing was written"
+
+
 def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
     """A command that locates sglang, runs ``func`` on it and renders the outcome."""
 
@@ -142,6 +151,7 @@ def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
     @functools.wraps(func)
     def wrapper(python: str | None, sglang_path: Path | None, as_json: bool, timeout: float, **kwargs: Any) -> None:
         _both_locators(python, sglang_path)
+        located: list[SglangTree] = []  # for what an interrupt says
 
         def run() -> int:
             from sm120patch.locate.tree import locate
@@ -149,6 +159,7 @@ def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
             from sm120patch.report import as_text
 
             tree = locate(python=python, sglang_path=sglang_path, timeout=timeout)
+            located.append(tree)
             if "timeout" in inspect.signature(func).parameters:
                 kwargs["timeout"] = timeout
             outcome = func(tree=tree, **kwargs)
@@ -160,7 +171,12 @@ def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
                     as_text.print_diff(outcome.diff)
             return outcome.exit_code
 
-        _guarded(as_json, run)
+        def interrupted() -> str:
+            from sm120patch.commands.common import interrupted_note
+
+            return interrupted_note(located[0] if located else None)
+
+        _guarded(as_json, run, interrupted)
 
     return wrapper
 
@@ -193,9 +209,13 @@ class _Cli(click.Group):
                 machine.print_json(machine.error_json(exc.format_message(), ExitCode.ENVIRONMENT))
             exc.show()
             sys.exit(ExitCode.ENVIRONMENT)
-        except click.Abort:
-            click.echo("Aborted!", err=True)
-            sys.exit(ExitCode.NOT_AS_ASKED)
+        except click.Abort:  # Ctrl-C outside a command's body (click turns it into Abort)
+            if "--json" in argv:
+                from sm120patch.report import as_json as machine
+
+                machine.print_json(machine.error_json(INTERRUPTED, ExitCode.INTERRUPTED))
+            click.echo(f"error: {INTERRUPTED}", err=True)
+            sys.exit(ExitCode.INTERRUPTED)
         sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -215,7 +235,8 @@ def main() -> None:
       sm120patch demo     the whole cycle on a downloaded release, in a temp dir
 
     Exit codes: 0 ok, 1 not as asked (drift, refused release, changed files),
-    2 usage or environment error (no sglang found, read-only tree), 70 a bug.
+    2 usage or environment error (no sglang found, read-only tree), 70 a bug,
+    130 interrupted (Ctrl-C).
     """
 
 

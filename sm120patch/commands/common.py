@@ -129,3 +129,20 @@ def why_not_written(plan: Plan) -> str | None:
             f"sglang/{r.file}: {r.id}: {r.detail}" for r in plan.drift
         )
     return None
+
+
+def interrupted_note(tree: SglangTree | None) -> str:
+    """What a Ctrl-C left behind, and what the next run does about it.  The journal
+    (``transaction/journal.py``) is written whole before the first sglang file is replaced
+    and removed after the last: with it, each file is either as before or fully replaced and
+    the next apply or revert finishes the job; without it, no file is half-way."""
+    if tree is None:
+        return "interrupted before sglang was found; nothing was written"
+    journal = StateDir(tree.package_dir).journal_path
+    if journal.exists():
+        return (
+            "interrupted while sglang's files were being replaced: each is either as before or fully "
+            "replaced, and the next `sm120patch apply` or `sm120patch revert` finishes what was started "
+            f"({journal})"
+        )
+    return "interrupted; no sglang file was left half-changed (`sm120patch verify` says where the patches stand)"
