@@ -46,8 +46,22 @@ def _complete_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -
     ]
 
 
-def _ids(value: str | None) -> list[str]:
-    return [v.strip() for v in (value or "").split(",") if v.strip()]
+def _ids(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:
+    """``--only`` / ``--skip`` as a list of ids, checked before sglang is looked for: an empty
+    list is a usage error (not "every patch"), and so is a selection ``select`` refuses."""
+    ids = None if value is None else [v.strip() for v in value.split(",") if v.strip()]
+    if ids == []:
+        raise click.BadParameter(f"{value!r} names no patch; give comma-separated ids (`sm120patch list` shows them)")
+    other = "skip" if param.name == "only" else "only"
+    if other in ctx.params and (ids or ctx.params[other]):  # the second of the two: check them together
+        from sm120patch.plan.registry import SelectionError, select
+
+        only, skip = (ids, ctx.params[other]) if param.name == "only" else (ctx.params[other], ids)
+        try:
+            select(only or [], skip or [])
+        except SelectionError as exc:
+            raise click.UsageError(str(exc)) from exc
+    return ids
 
 
 def _absolute(ctx: click.Context, param: click.Parameter, value: str | Path | None) -> Any:
@@ -245,10 +259,13 @@ def main() -> None:
 @click.option(
     "--only",
     metavar="IDS",
+    callback=_ids,
     shell_complete=_complete_ids,
     help="Comma-separated patch ids; their dependencies are pulled in.",
 )
-@click.option("--skip", metavar="IDS", shell_complete=_complete_ids, help="Comma-separated patch ids to leave out.")
+@click.option(
+    "--skip", metavar="IDS", callback=_ids, shell_complete=_complete_ids, help="Comma-separated patch ids to leave out."
+)
 @click.option("--dry-run", is_flag=True, help="Write nothing; print the unified diff.")
 @click.option(
     "--strict",
@@ -264,8 +281,8 @@ def main() -> None:
 )
 def apply(
     tree: SglangTree,
-    only: str | None,
-    skip: str | None,
+    only: list[str] | None,
+    skip: list[str] | None,
     dry_run: bool,
     strict: bool,
     allow_missing_kernel: bool,
@@ -276,7 +293,7 @@ def apply(
     from sm120patch.commands.apply import apply as apply_tree
     from sm120patch.plan.registry import select
 
-    patches, notes = select(_ids(only), _ids(skip)) if only or skip else (None, [])
+    patches, notes = select(only or [], skip or []) if only or skip else (None, [])
     return apply_tree(
         tree,
         patches,

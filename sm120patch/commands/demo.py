@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 
 from rich.markup import escape
@@ -66,21 +67,35 @@ def fetch_wheel(version: str) -> Path:
     return fetch("sglang", version)
 
 
-def install_wheel(wheel: Path, site: Path) -> Path:
-    """Unpack a wheel the way pip lays it out in site-packages (RECORD included)."""
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(site)
+def install_wheel(wheel: Path, site: Path, cached: bool = False) -> Path:
+    """Unpack a wheel the way pip lays it out in site-packages (RECORD included).  A file
+    that is not a readable sglang wheel is one sentence (exit 2); a ``cached`` one
+    (downloaded earlier) is named as corrupt, with the fix."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(site)
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:  # EOFError: a zip cut short
+        why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        if cached:
+            raise EnvironmentProblem(
+                f"the cached wheel {wheel} is corrupt ({why}); delete it (rm '{wheel}') and run "
+                "`sm120patch demo` again to download it afresh"
+            ) from exc
+        raise EnvironmentProblem(f"--wheel {wheel}: not a readable wheel ({why})") from exc
+    if not (site / "sglang" / "__init__.py").is_file():
+        raise EnvironmentProblem(f"--wheel {wheel}: not an sglang wheel (it has no sglang/__init__.py)")
     return site / "sglang"
 
 
 def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
     out = as_text.console()
     version = version or DEMO_VERSION
+    cached = wheel is None
     wheel = wheel or fetch_wheel(version)
     scratch = Path(tempfile.mkdtemp(prefix="sm120patch-demo-"))
     try:
+        tree = from_directory(install_wheel(wheel, scratch / "site-packages", cached))
         out.print(f"[bold]sm120patch demo[/]: {wheel.name} unpacked into {scratch}")
-        tree = from_directory(install_wheel(wheel, scratch / "site-packages"))
         steps = [
             ("apply", lambda: apply(tree, list(all_patches()))),
             ("verify", lambda: verify(tree)),
