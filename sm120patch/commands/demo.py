@@ -21,6 +21,7 @@ from sm120patch.errors import EnvironmentProblem
 from sm120patch.locate.tree import from_directory
 from sm120patch.plan.registry import all_patches
 from sm120patch.report import as_text
+from sm120patch.report.as_text import printable
 from sm120patch.transaction.fsutil import sha256_file
 
 DEMO_VERSION = "0.5.9"  # the release the original hand fix (sed + grep) was verified on
@@ -114,14 +115,14 @@ def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
                 out.print(Rule("then"))
             else:
                 mark = "[green]ok[/]" if outcome.exit_code == 0 else "[bold red]FAILED[/]"
-                out.print(f"{mark} sm120patch {title}: {outcome.headline}", highlight=False)
+                out.print(f"{mark} sm120patch {title}: {escape(printable(outcome.headline))}", highlight=False)
             if outcome.exit_code != 0:
                 failed.append(title)
         final = verify(tree).plan
         touched = sorted({r.file for r in final.reports}) if final and not failed else []
         mismatched = [rel for rel in touched if sha256_file(tree.path(rel)) != tree.record.sha256(rel)]
         for warning in dict.fromkeys(warnings):
-            out.print(f"[bold yellow]warning:[/] [yellow]{escape(warning)}[/]", highlight=False)
+            out.print(f"[bold yellow]warning:[/] [yellow]{escape(printable(warning))}[/]", highlight=False)
         out.print(Rule("result"))
         if failed or mismatched:
             what = [f"failed: {', '.join(failed)}"] if failed else []

@@ -172,11 +172,44 @@ def run_probe(python: str, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]
 
     try:
         answer = run_script(str(exe), find_sglang.__file__, step="look for sglang", timeout=timeout)
-        if answer.returncode != 0:
-            raise ProbeError(f"{exe} could not look for sglang: {answer.last_line()}")
-        return answer.json_object(str(exe), "look for sglang")
     except ProbeError as exc:
         raise EnvironmentProblem(f"--python {python}: {exc}") from exc
+    if answer.returncode != 0:
+        raise EnvironmentProblem(f"--python {python}: {exe} could not look for sglang: {answer.last_line()}")
+    data = _understood(answer.stdout)
+    if data is None:
+        lines = [line.strip() for line in answer.stdout.splitlines() if line.strip()]
+        first = lines[0][:200] if lines else "(nothing on stdout)"
+        raise EnvironmentProblem(
+            f"--python {python}: the answer of {exe} was not understood (not find_sglang's JSON); "
+            f"its first line: {first}"
+        )
+    return data
+
+
+#: find_sglang's answer: each key and the types its value may have (None: found nothing).
+_ANSWER = {
+    "python": (str, type(None)),
+    "sys_path": (list,),
+    "package_dir": (str, type(None)),
+    "version": (str, type(None)),
+    "dist_info": (str, type(None)),
+    "direct_url": (dict, type(None)),
+    "flashinfer": (str, type(None)),
+    "flashinfer_dir": (str, type(None)),
+}
+
+
+def _understood(stdout: str) -> dict[str, Any] | None:
+    """stdout as find_sglang's answer, or None when it is something else: an answer read
+    as "no sglang" would send the user looking in the wrong place."""
+    try:
+        data = json.loads(stdout)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or any(not isinstance(data.get(k), t) for k, t in _ANSWER.items()):
+        return None
+    return data if all(isinstance(p, str) for p in data["sys_path"]) else None
 
 
 _VERSION_ASSIGN = re.compile(r"""^(?:__version__|version)\s*=\s*(?:version\s*=\s*)?["']([^"']+)["']""", re.M)
