@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import run_process
+from tests.support.cli import one_json_object, run_process
 from tests.support.fakes import hanging_executable, kill_leftovers, pids_in, running
 from tests.support.faultsuite import REPO, cli
 
@@ -21,8 +21,7 @@ from tests.support.faultsuite import REPO, cli
 def interrupted(proc: subprocess.CompletedProcess[str]) -> str:
     """The error of an interrupted run: exit 130, one JSON object that says so."""
     assert proc.returncode == 130, proc.stderr
-    data = json.loads(proc.stdout)
-    assert (data["ok"], data["exit_code"]) == (False, 130)
+    data = one_json_object(130, proc.stdout)
     assert "Traceback" not in proc.stderr and "Aborted!" not in proc.stderr
     assert data["error"] in proc.stderr
     return data["error"]

@@ -5,6 +5,7 @@
   (enough for sglang's SM probes and sm120patch's runtime check, nothing else).
 * ``fake_flashinfer``: a FlashInfer install beside sglang: its dist-info and the one function
   of ``flashinfer/jit/comm.py`` that sm120patch reads.
+* ``interrupting_executable``: an interpreter that sends Ctrl-C's SIGINT to whoever runs it.
 * ``hanging_executable``: a hung program (a serving interpreter, nvidia-smi) whose child
   ignores SIGTERM; ``running`` says whether such a child is still there.
 """
@@ -79,6 +80,17 @@ def hanging_executable(path: Path, pids: Path) -> Path:
         "sh -c 'trap \"\" TERM; exec sleep 300' &\n"
         f"echo $! >> '{pids}'\n"
         "wait\n"
+    )
+    path.chmod(0o755)
+    return path
+
+
+def interrupting_executable(path: Path) -> Path:
+    """An executable at ``path`` that, whatever it is asked, sends SIGINT to the process that
+    ran it (as Ctrl-C does to sm120patch), then hangs."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "#!/bin/sh\n# Fake interpreter (sm120patch tests): Ctrl-C for its parent.\nkill -INT $PPID\nexec sleep 30\n"
     )
     path.chmod(0o755)
     return path
