@@ -126,8 +126,6 @@ def _guarded(as_json: bool, run: Callable[[], int], interrupted: Callable[[], st
     """Run a command body; turn the errors a user can act on into their exit codes, a bug
     into exit 70 with its traceback, and Ctrl-C into exit 130 with ``interrupted()``: what
     it left behind."""
-    from sm120patch.plan.registry import SelectionError
-
     ctx = click.get_current_context()
     try:
         code = run()
@@ -137,8 +135,6 @@ def _guarded(as_json: bool, run: Callable[[], int], interrupted: Callable[[], st
     except ToolError as exc:
         _fail(str(exc), exc.exit_code, as_json)
         code = exc.exit_code
-    except SelectionError as exc:
-        raise click.UsageError(str(exc)) from exc
     except OSError as exc:  # an unreadable file or directory met while reading
         _fail(f"{exc.filename or ''}: {exc.strerror or exc}", ExitCode.ENVIRONMENT, as_json)
         code = ExitCode.ENVIRONMENT
