@@ -33,6 +33,9 @@ RUNNER = (
 #: How long a probe's process group has to end after SIGTERM before SIGKILL.
 GRACE_S = 1.0
 
+#: The probes running now, in any thread (``end_all``).
+_RUNNING: set[subprocess.Popen[bytes]] = set()
+
 
 class ProbeError(Exception):
     """The serving interpreter gave no usable answer: it did not start, ran past its limit,
@@ -93,12 +96,22 @@ def run_isolated(
         env=None if env is None else dict(env),
         start_new_session=True,  # its own group: Ctrl-C reaches us, and we end the group
     ) as proc:
+        _RUNNING.add(proc)
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except BaseException:  # the timeout, and Ctrl-C too
             end_group(proc)
             raise
+        finally:
+            _RUNNING.discard(proc)
     return proc.returncode, stdout, stderr
+
+
+def end_all() -> None:
+    """End every probe still running, those of other threads too: Ctrl-C reaches only the
+    main thread, and a probe in its own session does not see the terminal's SIGINT."""
+    for proc in list(_RUNNING):
+        end_group(proc)
 
 
 def end_group(proc: subprocess.Popen[bytes]) -> None:

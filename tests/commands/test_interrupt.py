@@ -73,3 +73,24 @@ def test_ctrl_c_outside_a_command_body_is_130_too(tmp_path: Path) -> None:
     )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))
     assert interrupted(run_process("list", "--json", env=env, cwd=REPO)) == "interrupted; nothing was written"
+
+
+def test_ctrl_c_in_doctor_ends_a_hung_nvidia_smi_rather_than_wait_it_out(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    hanging_executable(tmp_path / "bin" / "nvidia-smi", pids)
+    python = tmp_path / "env" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(  # looks for sglang as this interpreter does, then Ctrl-C at the host facts
+        f'#!/bin/sh\ncase "$3" in *host_facts.py) kill -INT $PPID; exec sleep 30;; esac\nexec {sys.executable} "$@"\n'
+    )
+    python.chmod(0o755)
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:/usr/bin:/bin", PYTHONPATH=str(REPO))
+    try:
+        start = time.monotonic()
+        proc = run_process("doctor", "--python", python, "--timeout", "60", "--json", env=env, cwd=REPO)
+        assert time.monotonic() - start < 30
+        assert interrupted(proc) == "interrupted; nothing was written"
+        assert len(pids_in(pids)) == 1
+        assert [pid for pid in pids_in(pids) if running(pid)] == []
+    finally:
+        kill_leftovers(pids)
