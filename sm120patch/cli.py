@@ -1,12 +1,14 @@
 """The ``sm120patch`` command line (click): options in, an outcome rendered out.
 
-Exit codes (``errors.ExitCode``): 0 ok, 1 not as asked, 2 usage or environment, 70 a bug.
+Exit codes (``errors.ExitCode``): 0 ok, 1 not as asked, 2 usage or environment, 70 a bug,
+130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -44,8 +46,31 @@ def _complete_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -
     ]
 
 
-def _ids(value: str | None) -> list[str]:
-    return [v.strip() for v in (value or "").split(",") if v.strip()]
+def _ids(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:
+    """``--only`` / ``--skip`` as a list of ids, checked before sglang is looked for: an empty
+    list is a usage error (not "every patch"), and so is a selection ``select`` refuses."""
+    ids = None if value is None else [v.strip() for v in value.split(",") if v.strip()]
+    if ids == []:
+        raise click.BadParameter(f"{value!r} names no patch; give comma-separated ids (`sm120patch list` shows them)")
+    other = "skip" if param.name == "only" else "only"
+    if other in ctx.params and (ids or ctx.params[other]):  # the second of the two: check them together
+        from sm120patch.plan.registry import SelectionError, select
+
+        only, skip = (ids, ctx.params[other]) if param.name == "only" else (ctx.params[other], ids)
+        try:
+            select(only or [], skip or [])
+        except SelectionError as exc:
+            raise click.UsageError(str(exc)) from exc
+    return ids
+
+
+def _absolute(ctx: click.Context, param: click.Parameter, value: str | Path | None) -> Any:
+    """A path option (or its variable) as the user meant it, against their working directory:
+    the probes run in a scratch one.  Made absolute, not resolved (a venv's python is a link)."""
+    if value is None or value == "":
+        return None
+    absolute = os.path.abspath(value)
+    return Path(absolute) if isinstance(value, Path) else absolute
 
 
 def _location_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -55,16 +80,23 @@ def _location_options(func: Callable[..., Any]) -> Callable[..., Any]:
         type=click.Path(path_type=Path, file_okay=False),
         envvar="SM120PATCH_SGLANG_PATH",
         show_envvar=True,
+        callback=_absolute,
         help=PATH_HELP,
     )(func)
     return click.option(
-        "--python", "python", metavar="PATH", envvar="SM120PATCH_PYTHON", show_envvar=True, help=PYTHON_HELP
+        "--python",
+        "python",
+        metavar="PATH",
+        envvar="SM120PATCH_PYTHON",
+        show_envvar=True,
+        callback=_absolute,
+        help=PYTHON_HELP,
     )(func)
 
 
 TIMEOUT_HELP = (
     "Seconds each step in the serving interpreter may take (looking for sglang with --python, "
-    "doctor's host facts, verify --runtime's imports)."
+    "nvidia-smi, doctor's host facts, verify --runtime's imports)."
 )
 
 
@@ -90,19 +122,19 @@ def _fail(message: str, code: int, as_json: bool) -> None:
     as_text.error(message)
 
 
-def _guarded(as_json: bool, run: Callable[[], int]) -> None:
-    """Run a command body; turn the errors a user can act on into their exit codes, and a
-    bug into exit 70 with its traceback."""
-    from sm120patch.plan.registry import SelectionError
-
+def _guarded(as_json: bool, run: Callable[[], int], interrupted: Callable[[], str] | None = None) -> None:
+    """Run a command body; turn the errors a user can act on into their exit codes, a bug
+    into exit 70 with its traceback, and Ctrl-C into exit 130 with ``interrupted()``: what
+    it left behind."""
     ctx = click.get_current_context()
     try:
         code = run()
+    except KeyboardInterrupt:
+        _fail(interrupted() if interrupted else INTERRUPTED, ExitCode.INTERRUPTED, as_json)
+        code = ExitCode.INTERRUPTED
     except ToolError as exc:
         _fail(str(exc), exc.exit_code, as_json)
         code = exc.exit_code
-    except SelectionError as exc:
-        raise click.UsageError(str(exc)) from exc
     except OSError as exc:  # an unreadable file or directory met while reading
         _fail(f"{exc.filename or ''}: {exc.strerror or exc}", ExitCode.ENVIRONMENT, as_json)
         code = ExitCode.ENVIRONMENT
@@ -117,6 +149,10 @@ def _guarded(as_json: bool, run: Callable[[], int]) -> None:
     ctx.exit(int(code))
 
 
+#: What Ctrl-C leaves behind in a command that writes nothing (doctor, bench, demo's scratch).
+INTERRUPTED = "interrupted; nothing was written"
+
+
 def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
     """A command that locates sglang, runs ``func`` on it and renders the outcome."""
 
@@ -125,6 +161,7 @@ def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
     @functools.wraps(func)
     def wrapper(python: str | None, sglang_path: Path | None, as_json: bool, timeout: float, **kwargs: Any) -> None:
         _both_locators(python, sglang_path)
+        located: list[SglangTree] = []  # for what an interrupt says
 
         def run() -> int:
             from sm120patch.locate.tree import locate
@@ -132,6 +169,7 @@ def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
             from sm120patch.report import as_text
 
             tree = locate(python=python, sglang_path=sglang_path, timeout=timeout)
+            located.append(tree)
             if "timeout" in inspect.signature(func).parameters:
                 kwargs["timeout"] = timeout
             outcome = func(tree=tree, **kwargs)
@@ -143,7 +181,12 @@ def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
                     as_text.print_diff(outcome.diff)
             return outcome.exit_code
 
-        _guarded(as_json, run)
+        def interrupted() -> str:
+            from sm120patch.commands.common import interrupted_note
+
+            return interrupted_note(located[0] if located else None)
+
+        _guarded(as_json, run, interrupted)
 
     return wrapper
 
@@ -176,9 +219,13 @@ class _Cli(click.Group):
                 machine.print_json(machine.error_json(exc.format_message(), ExitCode.ENVIRONMENT))
             exc.show()
             sys.exit(ExitCode.ENVIRONMENT)
-        except click.Abort:
-            click.echo("Aborted!", err=True)
-            sys.exit(ExitCode.NOT_AS_ASKED)
+        except click.Abort:  # Ctrl-C outside a command's body (click turns it into Abort)
+            if "--json" in argv:
+                from sm120patch.report import as_json as machine
+
+                machine.print_json(machine.error_json(INTERRUPTED, ExitCode.INTERRUPTED))
+            click.echo(f"error: {INTERRUPTED}", err=True)
+            sys.exit(ExitCode.INTERRUPTED)
         sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -198,7 +245,8 @@ def main() -> None:
       sm120patch demo     the whole cycle on a downloaded release, in a temp dir
 
     Exit codes: 0 ok, 1 not as asked (drift, refused release, changed files),
-    2 usage or environment error (no sglang found, read-only tree), 70 a bug.
+    2 usage or environment error (no sglang found, read-only tree), 70 a bug,
+    130 interrupted (Ctrl-C).
     """
 
 
@@ -207,10 +255,13 @@ def main() -> None:
 @click.option(
     "--only",
     metavar="IDS",
+    callback=_ids,
     shell_complete=_complete_ids,
     help="Comma-separated patch ids; their dependencies are pulled in.",
 )
-@click.option("--skip", metavar="IDS", shell_complete=_complete_ids, help="Comma-separated patch ids to leave out.")
+@click.option(
+    "--skip", metavar="IDS", callback=_ids, shell_complete=_complete_ids, help="Comma-separated patch ids to leave out."
+)
 @click.option("--dry-run", is_flag=True, help="Write nothing; print the unified diff.")
 @click.option(
     "--strict",
@@ -225,16 +276,28 @@ def main() -> None:
     "then stop sglang <= 0.5.9 from starting, and change nothing in later releases).",
 )
 def apply(
-    tree: SglangTree, only: str | None, skip: str | None, dry_run: bool, strict: bool, allow_missing_kernel: bool
+    tree: SglangTree,
+    only: list[str] | None,
+    skip: list[str] | None,
+    dry_run: bool,
+    strict: bool,
+    allow_missing_kernel: bool,
+    timeout: float,
 ) -> Outcome:
     """Back up and patch the located sglang (a second run is a no-op).  Refuses while the
     FlashInfer beside it lacks the SM12x kernel (--allow-missing-kernel)."""
     from sm120patch.commands.apply import apply as apply_tree
     from sm120patch.plan.registry import select
 
-    patches, notes = select(_ids(only), _ids(skip)) if only or skip else (None, [])
+    patches, notes = select(only or [], skip or []) if only or skip else (None, [])
     return apply_tree(
-        tree, patches, dry_run=dry_run, notes=notes, strict=strict, allow_missing_kernel=allow_missing_kernel
+        tree,
+        patches,
+        dry_run=dry_run,
+        notes=notes,
+        strict=strict,
+        allow_missing_kernel=allow_missing_kernel,
+        timeout=timeout,
     )
 
 

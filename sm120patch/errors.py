@@ -11,6 +11,7 @@ class ExitCode(IntEnum):
     NOT_AS_ASKED = 1  # drift, a refused release, pending patches at verify, changed files
     ENVIRONMENT = 2  # usage or environment: bad option, no sglang, read-only tree, bad state
     INTERNAL = 70  # a bug in sm120patch (sysexits' EX_SOFTWARE): nothing was written
+    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
 
 
 class ToolError(Exception):

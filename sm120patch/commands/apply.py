@@ -20,6 +20,7 @@ from sm120patch.patchkit.model import Patch
 from sm120patch.plan.registry import all_patches
 from sm120patch.plan.trust import record, trusted_plan
 from sm120patch.plan.types import Plan
+from sm120patch.probes import DEFAULT_TIMEOUT_S
 from sm120patch.report.outcome import Command, Outcome
 from sm120patch.transaction.journal import Change, Op, check_writable, commit, recover, remove_temps, stage, unchanged
 from sm120patch.transaction.state import Manifest, StateDir
@@ -32,15 +33,17 @@ def apply(
     notes: list[str] | None = None,
     strict: bool = False,
     allow_missing_kernel: bool = False,
+    timeout: float = DEFAULT_TIMEOUT_S,
 ) -> Outcome:
     """Patch the tree with ``patches`` (default: all).  A FlashInfer beside sglang without
     the SM12x kernel refuses the change unless ``allow_missing_kernel``.  ``strict``: any
-    warning about the fused path refuses it too, for image builds."""
+    warning about the fused path refuses it too, for image builds.  ``timeout``: how long
+    nvidia-smi may take to say whether this host has an SM12x GPU."""
     state = StateDir(tree.package_dir)
     outcome = Outcome(Command.APPLY, tree, ExitCode.OK, "", notes=list(notes or []))
     outcome.warnings = fused_path_warnings(tree)
     refusal = None if allow_missing_kernel else missing_kernel_refusal(tree)
-    note = gpu_note()
+    note = gpu_note(timeout)
     if note:
         outcome.notes.append(note)
     trusted = trusted_plan(tree, state, state.load()) if patches is None and not dry_run else None

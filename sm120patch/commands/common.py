@@ -106,11 +106,11 @@ def missing_kernel_refusal(tree: SglangTree) -> str | None:
     )
 
 
-def gpu_note() -> str | None:
+def gpu_note(timeout: float) -> str | None:
     """Whether this host has an SM12x GPU (an image build usually has no GPU at all)."""
     from sm120patch.doctor import gpus
 
-    seen = gpus.from_nvidia_smi()
+    seen = gpus.from_nvidia_smi(timeout)
     if not seen.answered:
         return f"no NVIDIA GPU seen ({seen.error}): fine for an image build; the patches act on SM12x hosts"
     if not seen.sm12x and not seen.unknown:
@@ -129,3 +129,20 @@ def why_not_written(plan: Plan) -> str | None:
             f"sglang/{r.file}: {r.id}: {r.detail}" for r in plan.drift
         )
     return None
+
+
+def interrupted_note(tree: SglangTree | None) -> str:
+    """What a Ctrl-C left behind, and what the next run does about it.  The journal
+    (``transaction/journal.py``) is written whole before the first sglang file is replaced
+    and removed after the last: with it, each file is either as before or fully replaced and
+    the next apply or revert finishes the job; without it, no file is half-way."""
+    if tree is None:
+        return "interrupted before sglang was found; nothing was written"
+    journal = StateDir(tree.package_dir).journal_path
+    if journal.exists():
+        return (
+            "interrupted while sglang's files were being replaced: each is either as before or fully "
+            "replaced, and the next `sm120patch apply` or `sm120patch revert` finishes what was started "
+            f"({journal})"
+        )
+    return "interrupted; no sglang file was left half-changed (`sm120patch verify` says where the patches stand)"

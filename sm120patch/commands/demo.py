@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 
 from rich.markup import escape
@@ -20,6 +21,7 @@ from sm120patch.errors import EnvironmentProblem
 from sm120patch.locate.tree import from_directory
 from sm120patch.plan.registry import all_patches
 from sm120patch.report import as_text
+from sm120patch.report.as_text import printable
 from sm120patch.transaction.fsutil import sha256_file
 
 DEMO_VERSION = "0.5.9"  # the release the original hand fix (sed + grep) was verified on
@@ -66,21 +68,35 @@ def fetch_wheel(version: str) -> Path:
     return fetch("sglang", version)
 
 
-def install_wheel(wheel: Path, site: Path) -> Path:
-    """Unpack a wheel the way pip lays it out in site-packages (RECORD included)."""
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(site)
+def install_wheel(wheel: Path, site: Path, cached: bool = False) -> Path:
+    """Unpack a wheel the way pip lays it out in site-packages (RECORD included).  A file
+    that is not a readable sglang wheel is one sentence (exit 2); a ``cached`` one
+    (downloaded earlier) is named as corrupt, with the fix."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(site)
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:  # EOFError: a zip cut short
+        why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        if cached:
+            raise EnvironmentProblem(
+                f"the cached wheel {wheel} is corrupt ({why}); delete it (rm '{wheel}') and run "
+                "`sm120patch demo` again to download it afresh"
+            ) from exc
+        raise EnvironmentProblem(f"--wheel {wheel}: not a readable wheel ({why})") from exc
+    if not (site / "sglang" / "__init__.py").is_file():
+        raise EnvironmentProblem(f"--wheel {wheel}: not an sglang wheel (it has no sglang/__init__.py)")
     return site / "sglang"
 
 
 def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
     out = as_text.console()
     version = version or DEMO_VERSION
+    cached = wheel is None
     wheel = wheel or fetch_wheel(version)
     scratch = Path(tempfile.mkdtemp(prefix="sm120patch-demo-"))
     try:
+        tree = from_directory(install_wheel(wheel, scratch / "site-packages", cached))
         out.print(f"[bold]sm120patch demo[/]: {wheel.name} unpacked into {scratch}")
-        tree = from_directory(install_wheel(wheel, scratch / "site-packages"))
         steps = [
             ("apply", lambda: apply(tree, list(all_patches()))),
             ("verify", lambda: verify(tree)),
@@ -99,14 +115,14 @@ def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
                 out.print(Rule("then"))
             else:
                 mark = "[green]ok[/]" if outcome.exit_code == 0 else "[bold red]FAILED[/]"
-                out.print(f"{mark} sm120patch {title}: {outcome.headline}", highlight=False)
+                out.print(f"{mark} sm120patch {title}: {escape(printable(outcome.headline))}", highlight=False)
             if outcome.exit_code != 0:
                 failed.append(title)
         final = verify(tree).plan
         touched = sorted({r.file for r in final.reports}) if final and not failed else []
         mismatched = [rel for rel in touched if sha256_file(tree.path(rel)) != tree.record.sha256(rel)]
         for warning in dict.fromkeys(warnings):
-            out.print(f"[bold yellow]warning:[/] [yellow]{escape(warning)}[/]", highlight=False)
+            out.print(f"[bold yellow]warning:[/] [yellow]{escape(printable(warning))}[/]", highlight=False)
         out.print(Rule("result"))
         if failed or mismatched:
             what = [f"failed: {', '.join(failed)}"] if failed else []

@@ -15,7 +15,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from sm120patch.probes import DEFAULT_TIMEOUT_S
+from sm120patch.probes import DEFAULT_TIMEOUT_S, run_isolated
 
 QUERY = ["--query-gpu=index,name,compute_cap", "--format=csv,noheader"]
 #: Drivers older than the ``compute_cap`` field (R510) answer this one.
@@ -146,12 +146,12 @@ class Reply:
 
 def _run(exe: str, args: list[str], timeout: float) -> Reply:
     try:
-        proc = subprocess.run([exe, *args], capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        returncode, stdout, stderr = run_isolated([exe, *args], timeout=timeout)
     except subprocess.TimeoutExpired:
         return Reply(None, "", f"nvidia-smi did not answer within {timeout:g} s")
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
         return Reply(None, "", f"could not run nvidia-smi: {getattr(exc, 'strerror', None) or exc}")
-    return answer(proc.returncode, proc.stdout, proc.stderr)
+    return answer(returncode, stdout, stderr)
 
 
 def answer(returncode: int, stdout: bytes, stderr: bytes) -> Reply:

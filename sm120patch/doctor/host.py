@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from sm120patch.doctor.gpus import Gpu, GpuReport, from_nvidia_smi
-from sm120patch.probes import DEFAULT_TIMEOUT_S, Answer, ProbeError, host_facts, run_script
+from sm120patch.probes import DEFAULT_TIMEOUT_S, Answer, ProbeError, end_all, host_facts, run_script
 
 STEP = "read the host facts (torch, the CUDA driver)"
 
@@ -165,8 +165,12 @@ def read_host(python: str, env: Mapping[str, str] | None = None, timeout: float 
     env = os.environ if env is None else env
     with ThreadPoolExecutor(max_workers=1) as pool:
         smi = pool.submit(from_nvidia_smi, timeout)
-        facts = run_host_facts(python, timeout)
-        gpus = smi.result()
+        try:
+            facts = run_host_facts(python, timeout)
+            gpus = smi.result()
+        except BaseException:  # Ctrl-C: end nvidia-smi too, rather than wait it out
+            end_all()
+            raise
     environ = {name: env[name] for name in host_facts.ENVIRON if name in env}
     return Host(gpus, facts, python, env.get("PYTORCH_CUDA_ALLOC_CONF"), environ)
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import ast
 import sys
-from pathlib import Path
 
 from sm120patch.doctor.findings import HostFinding, Severity
-from sm120patch.locate.tree import SglangTree
+from sm120patch.locate.tree import SglangTree, interpreter
 
 BACKEND = "--flashinfer-allreduce-fusion-backend"  # 0.5.14+
 ENABLE = "--enable-flashinfer-allreduce-fusion"
@@ -24,12 +23,7 @@ def default_python(tree: SglangTree | None, python: str | None) -> str:
     """The interpreter that serves sglang: --python (an env root stands for its python), the
     one the tree was found in, or ours."""
     if python:
-        exe = Path(python)
-        if exe.is_dir():
-            for candidate in (exe / "bin" / "python", exe / "Scripts" / "python.exe"):
-                if candidate.exists():
-                    return str(candidate)
-        return python
+        return str(interpreter(python))
     if tree is not None and tree.python:
         return tree.python
     return sys.executable

@@ -136,10 +136,12 @@ def install_kind(dist_info: Path | None, direct_url: object) -> InstallKind:
 def _from_probe(data: dict[str, Any], how_found: str) -> SglangTree | None:
     if not data.get("package_dir"):
         return None
+    package_dir = Path(data["package_dir"])
     dist_info = Path(data["dist_info"]) if data.get("dist_info") else None
     return SglangTree(
-        package_dir=Path(data["package_dir"]),
-        version=data.get("version"),
+        package_dir=package_dir,
+        # No distribution (a .pth to a checkout): read as --sglang-path reads the same tree.
+        version=data.get("version") or (checkout_version(package_dir) if dist_info is None else None),
         install_kind=install_kind(dist_info, data.get("direct_url")),
         dist_info=dist_info,
         how_found=how_found,
@@ -149,25 +151,65 @@ def _from_probe(data: dict[str, Any], how_found: str) -> SglangTree | None:
     )
 
 
-def run_probe(python: str, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
-    """Run the stdlib probe in another interpreter and return what it found."""
-    exe = Path(python)
-    if exe.is_dir():  # a venv or conda env given by its root
+def interpreter(python: str) -> Path:
+    """The executable ``--python`` names, made absolute against the caller's working
+    directory (the probes run in a scratch one); a venv or conda env root stands for its
+    python.  Not resolved: a venv's python is a link whose target is not the venv."""
+    exe = Path(os.path.abspath(python))
+    if exe.is_dir():
         for candidate in (exe / "bin" / "python", exe / "Scripts" / "python.exe"):
             if candidate.exists():
-                exe = candidate
-                break
+                return candidate
+    return exe
+
+
+def run_probe(python: str, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+    """Run the stdlib probe in another interpreter and return what it found."""
+    exe = interpreter(python)
     if not exe.exists():
         raise EnvironmentProblem(f"--python {python}: no such interpreter")
     from sm120patch.probes import find_sglang
 
     try:
         answer = run_script(str(exe), find_sglang.__file__, step="look for sglang", timeout=timeout)
-        if answer.returncode != 0:
-            raise ProbeError(f"{exe} could not look for sglang: {answer.last_line()}")
-        return answer.json_object(str(exe), "look for sglang")
     except ProbeError as exc:
         raise EnvironmentProblem(f"--python {python}: {exc}") from exc
+    if answer.returncode != 0:
+        raise EnvironmentProblem(f"--python {python}: {exe} could not look for sglang: {answer.last_line()}")
+    data = _understood(answer.stdout)
+    if data is None:
+        lines = [line.strip() for line in answer.stdout.splitlines() if line.strip()]
+        first = lines[0][:200] if lines else "(nothing on stdout)"
+        raise EnvironmentProblem(
+            f"--python {python}: the answer of {exe} was not understood (not find_sglang's JSON); "
+            f"its first line: {first}"
+        )
+    return data
+
+
+#: find_sglang's answer: each key and the types its value may have (None: found nothing).
+_ANSWER = {
+    "python": (str, type(None)),
+    "sys_path": (list,),
+    "package_dir": (str, type(None)),
+    "version": (str, type(None)),
+    "dist_info": (str, type(None)),
+    "direct_url": (dict, type(None)),
+    "flashinfer": (str, type(None)),
+    "flashinfer_dir": (str, type(None)),
+}
+
+
+def _understood(stdout: str) -> dict[str, Any] | None:
+    """stdout as find_sglang's answer, or None when it is something else: an answer read
+    as "no sglang" would send the user looking in the wrong place."""
+    try:
+        data = json.loads(stdout)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or any(not isinstance(data.get(k), t) for k, t in _ANSWER.items()):
+        return None
+    return data if all(isinstance(p, str) for p in data["sys_path"]) else None
 
 
 _VERSION_ASSIGN = re.compile(r"""^(?:__version__|version)\s*=\s*(?:version\s*=\s*)?["']([^"']+)["']""", re.M)

@@ -11,8 +11,11 @@ path starts with the (scratch) working directory instead.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +28,13 @@ DEFAULT_TIMEOUT_S = 20.0
 RUNNER = (
     "import runpy, sys; sys.argv[0] = sys.argv[1]; del sys.argv[1]; runpy.run_path(sys.argv[0], run_name='__main__')"
 )
+
+
+#: How long a probe's process group has to end after SIGTERM before SIGKILL.
+GRACE_S = 1.0
+
+#: The probes running now, in any thread (``end_all``).
+_RUNNING: set[subprocess.Popen[bytes]] = set()
 
 
 class ProbeError(Exception):
@@ -66,6 +76,66 @@ class Answer:
         return data
 
 
+def run_isolated(
+    argv: Sequence[str],
+    *,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+) -> tuple[int, bytes, bytes]:
+    """``argv`` in a session of its own: (exit status, stdout, stderr).  Past ``timeout``,
+    or when this process is interrupted, its whole process group is ended, so what a hung
+    interpreter started never outlives the command.  subprocess.TimeoutExpired or OSError
+    when it ran too long or could not start."""
+    with subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=None if env is None else dict(env),
+        start_new_session=True,  # its own group: Ctrl-C reaches us, and we end the group
+    ) as proc:
+        _RUNNING.add(proc)
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except BaseException:  # the timeout, and Ctrl-C too
+            end_group(proc)
+            raise
+        finally:
+            _RUNNING.discard(proc)
+    return proc.returncode, stdout, stderr
+
+
+def end_all() -> None:
+    """End every probe still running, those of other threads too: Ctrl-C reaches only the
+    main thread, and a probe in its own session does not see the terminal's SIGINT."""
+    for proc in list(_RUNNING):
+        end_group(proc)
+
+
+def end_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to ``proc``'s process group, SIGKILL to what is left after ``GRACE_S``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + GRACE_S
+        while time.monotonic() < deadline and _group_alive(proc):
+            time.sleep(0.02)
+    proc.wait()
+
+
+def _group_alive(proc: subprocess.Popen[bytes]) -> bool:
+    proc.poll()  # reap the leader: a zombie still counts as a member of its group
+    try:
+        os.killpg(proc.pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def run_script(
     python: str,
     script: str,
@@ -77,18 +147,15 @@ def run_script(
     cwd: str | None = None,
 ) -> Answer:
     """``python script args...`` with a clean ``sys.path[0]``, to ``step`` (words for
-    messages: "find sglang"); ProbeError when it cannot start or runs past ``timeout``."""
+    messages: "find sglang"), in its own session (``run_isolated``); ProbeError when it
+    cannot start or runs past ``timeout``."""
     with tempfile.TemporaryDirectory(prefix="sm120patch-") as scratch:
         try:
-            proc = subprocess.run(
-                [python, "-c", RUNNER, script, *args],
-                capture_output=True,
-                timeout=timeout,
-                cwd=cwd or scratch,
-                env=None if env is None else dict(env),
+            returncode, stdout, stderr = run_isolated(
+                [python, "-c", RUNNER, script, *args], timeout=timeout, env=env, cwd=cwd or scratch
             )
         except subprocess.TimeoutExpired:
             raise ProbeError(f"{python} did not {step} within {timeout:g} s (--timeout raises the limit)") from None
-        except OSError as exc:
-            raise ProbeError(f"could not run {python} to {step}: {exc.strerror or exc}") from None
-    return Answer.from_bytes(proc.returncode, proc.stdout, proc.stderr)
+        except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+            raise ProbeError(f"could not run {python} to {step}: {getattr(exc, 'strerror', None) or exc}") from None
+    return Answer.from_bytes(returncode, stdout, stderr)

@@ -25,6 +25,16 @@ _STYLE = {
 }
 _SEVERITY_STYLE = {"ok": "green", "info": "cyan", "warning": "yellow", "error": "bold red"}
 
+#: Control characters (C0 but newline and tab, DEL, C1) spelled out, e.g. ESC as ``\x1b``.
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if chr(c) not in "\n\t"}
+
+
+def printable(text: object) -> str:
+    """Text that may come from another program (an interpreter's error, nvidia-smi, a file)
+    as the terminal should show it: an escape sequence or carriage return spelled out, never
+    obeyed.  JSON output needs no such care (json escapes them)."""
+    return str(text).translate(_CONTROL)
+
 
 def console() -> Console:
     from rich.console import Console
@@ -51,8 +61,8 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
     out.print(
         Text.assemble(
             ("sglang ", "bold"),
-            (tree.version or "(unknown version)", "bold"),
-            f"  {tree.package_dir}  ",
+            (printable(tree.version or "(unknown version)"), "bold"),
+            f"  {printable(tree.package_dir)}  ",
             (f"[{tree.install_kind.value}]", "dim"),
         )
     )
@@ -70,7 +80,9 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
             table.add_column(overflow="fold")
             for r in (r for r in plan.reports if r.file == rel):
                 state = r.state_after or r.state
-                table.add_row(r.id, Text(labels[id(r)], style=_STYLE[state]), r.summary if show_docs else r.detail)
+                table.add_row(
+                    r.id, Text(labels[id(r)], style=_STYLE[state]), r.summary if show_docs else printable(r.detail)
+                )
             out.print(table)
         evidence = sorted({(r.file, e) for r in plan.reports for e in r.evidence}, key=lambda x: (x[0], x[1].line))
         if evidence and outcome.command in (Command.VERIFY, Command.APPLY) and not brief:
@@ -81,7 +93,7 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
                 table.add_column(no_wrap=True, justify="right", style="dim")
                 table.add_column(overflow="fold")
                 for _, e in (item for item in evidence if item[0] == rel):
-                    table.add_row(str(e.line), e.text.strip())
+                    table.add_row(str(e.line), printable(e.text.strip()))
                 out.print(table)
     if show_docs:  # the docs are the output asked for: stdout, rendered
         from rich.console import Console
@@ -94,7 +106,8 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
 
         for f in sorted(outcome.files, key=lambda f: f.rel):
             if f.pristine is None:
-                kind = f"no RECORD hash ({tree.record.problem})" if tree.record.problem else "no RECORD entry"
+                problem = tree.record.problem
+                kind = f"no RECORD hash ({printable(problem)})" if problem else "no RECORD entry"
             else:
                 kind = "matches the release (RECORD)" if f.pristine else "differs from the release"
             recorded = f", {f.recorded.value} per saved state" if f.recorded else ""
@@ -102,38 +115,41 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
     if outcome.runtime is not None:
         _render_runtime(out, outcome.runtime)
     for note in dict.fromkeys(outcome.notes):  # each once, in order
-        out.print(Text(note))
+        out.print(Text(printable(note)))
     for warning in dict.fromkeys(outcome.warnings):
-        out.print(Text.assemble(("warning: ", "bold yellow"), (warning, "yellow")))
+        out.print(Text.assemble(("warning: ", "bold yellow"), (printable(warning), "yellow")))
     style = "bold green" if outcome.exit_code == 0 else "bold red"
-    out.print(Text(outcome.headline, style=style))
+    out.print(Text(printable(outcome.headline), style=style))
 
 
 def _render_runtime(out: Console, result: RuntimeCheck) -> None:
     from rich.text import Text
 
-    out.print(Text(f"runtime ({result.python}):", style="bold"))
+    out.print(Text(printable(f"runtime ({result.python}):"), style="bold"))
     torch = result.torch
     if torch is None or not torch.ok:
-        out.print(Text(f"  torch: {torch.error if torch else None}", style="red"), soft_wrap=True)
+        out.print(Text(printable(f"  torch: {torch.error if torch else None}"), style="red"), soft_wrap=True)
         return
     gpu = f"{torch.device} (cc {'.'.join(map(str, torch.capability))})" if torch.capability else "no CUDA GPU visible"
-    out.print(Text(f"  torch {torch.version} (CUDA {torch.cuda}), {gpu}"), soft_wrap=True)
+    out.print(Text(printable(f"  torch {torch.version} (CUDA {torch.cuda}), {gpu}")), soft_wrap=True)
     package = result.sglang
     if package is None or not package.ok:
-        out.print(Text(f"  import sglang: {package.error if package else None}", style="red"), soft_wrap=True)
+        error = package.error if package else None
+        out.print(Text(printable(f"  import sglang: {error}"), style="red"), soft_wrap=True)
         return
     probe = result.probe
     if probe is not None and probe.ok:
-        out.print(Text(f"  {probe.expression} = {probe.value}"))
+        out.print(Text(printable(f"  {probe.expression} = {probe.value}")))
     else:
-        out.print(Text(f"  SM120 probe failed: {probe.error if probe else None}", style="red"), soft_wrap=True)
+        out.print(
+            Text(printable(f"  SM120 probe failed: {probe.error if probe else None}"), style="red"), soft_wrap=True
+        )
     for module in result.modules:
         if module.ok:
             flags = " ".join(f"{k}={v}" for k, v in module.flags.items()) or "(no cached SM flags)"
-            out.print(Text(f"  {module.module}: imports; {flags}"), soft_wrap=True)
+            out.print(Text(printable(f"  {module.module}: imports; {flags}")), soft_wrap=True)
         else:
-            out.print(Text(f"  {module.module}: {module.error}", style="red"), soft_wrap=True)
+            out.print(Text(printable(f"  {module.module}: {module.error}"), style="red"), soft_wrap=True)
 
 
 def render_doctor(result: DoctorReport) -> None:
@@ -146,24 +162,24 @@ def render_doctor(result: DoctorReport) -> None:
     indent = 8  # "warning "
     for f in result.findings:
         severity = f.severity.value
-        body = Text.assemble((f.id, "bold"), ": ", f.summary)
+        body = Text.assemble((f.id, "bold"), ": ", printable(f.summary))
         if f.detail:
-            body.append("\n" + f.detail)
+            body.append("\n" + printable(f.detail))
         if f.source:
-            body.append("\nfrom: " + f.source, style="dim")
+            body.append("\nfrom: " + printable(f.source), style="dim")
         lines = body.wrap(out, max(out.width - indent, 20), overflow="fold")
         for i, line in enumerate(lines):
             line.rstrip()
             lead = Text(f"{severity:<{indent}}", style=_SEVERITY_STYLE[severity]) if i == 0 else Text(" " * indent)
             out.print(Text.assemble(lead, line), no_wrap=True, crop=False)
     style = "bold green" if result.exit_code == 0 else "bold red"
-    out.print(Text(result.headline, style=style))
+    out.print(Text(printable(result.headline), style=style))
 
 
 def error(message: str) -> None:
     from rich.text import Text
 
-    console().print(Text.assemble(("error: ", "bold red"), message), soft_wrap=True)
+    console().print(Text.assemble(("error: ", "bold red"), printable(message)), soft_wrap=True)
 
 
 def print_diff(diff: str) -> None:

@@ -5,6 +5,11 @@ outcome must have a scenario here, and the scenario must exit with the cell's co
 hosts are the miniature release, FakeFlashInfer (``fake_flashinfer``), a fake
 ``nvidia-smi`` and this interpreter, which has no torch.  bench's 0 and 1 need ranks that
 run: the slow tier's real-torch tests (named below) are their scenarios.
+
+Every scenario runs with ``--json`` (demo takes no ``--json``: its report is the narrative
+on stderr) and keeps the JSON contract: stdout holds exactly one JSON object, whose
+``exit_code`` is the process's and whose ``ok`` says whether that is 0.  Beside the table,
+Ctrl-C is 130 in every command (README: the paragraph under the table).
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ from pathlib import Path
 import pytest
 
 from sm120patch.patchkit.layout import COMMUNICATOR
-from tests.support.cli import process_env, run, run_process
-from tests.support.fakes import RTX_PRO_6000, fake_flashinfer, fake_nvidia_smi
+from tests.support.cli import one_json_object, process_env, run, run_process
+from tests.support.fakes import RTX_PRO_6000, fake_flashinfer, fake_nvidia_smi, interrupting_executable
+from tests.support.faultsuite import REPO
 from tests.support.mini_sglang import FILES, write_mini_sglang
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -55,7 +61,24 @@ def mini_wheel(tmp: Path, refused: bool = False) -> Path:
 
 
 def cli(*args: str | Path) -> int:
-    return run(*map(str, args))[0]
+    """``sm120patch ARGS --json`` in this process, its JSON checked; the exit code."""
+    code, out, _ = run(*map(str, args), "--json")
+    one_json_object(code, out)
+    return code
+
+
+def process(*args: str | Path, env: dict[str, str] | None = None) -> int:
+    """``sm120patch ARGS --json`` in a new process, its JSON checked; the exit code."""
+    proc = run_process(*args, "--json", env=env, cwd=REPO)
+    one_json_object(proc.returncode, proc.stdout)
+    return proc.returncode
+
+
+def demo(*args: str | Path) -> int:
+    """demo has no ``--json``: its whole report is on stderr, stdout stays empty."""
+    code, out, _ = run("demo", *map(str, args))
+    assert out == ""
+    return code
 
 
 def scenarios(tmp: Path) -> dict[tuple[str, int], Callable[[], int]]:
@@ -84,7 +107,7 @@ def scenarios(tmp: Path) -> dict[tuple[str, int], Callable[[], int]]:
         if gpus is not None:
             fake_nvidia_smi(bin_dir, gpus)
         env = process_env(drop=["PYTORCH_CUDA_ALLOC_CONF", "CUDA_VISIBLE_DEVICES"], PATH=f"{bin_dir}:/usr/bin:/bin")
-        return run_process("doctor", "--sglang-path", package, "--tp", "2", env=env).returncode
+        return process("doctor", "--sglang-path", package, "--tp", "2", env=env)
 
     return {
         ("apply", 0): lambda: cli("apply", "--sglang-path", mini),
@@ -100,11 +123,11 @@ def scenarios(tmp: Path) -> dict[tuple[str, int], Callable[[], int]]:
         ("list", 2): lambda: cli("list", "--nope"),
         ("doctor", 0): lambda: doctor(patched(), None),  # no GPU: nothing blocks here
         ("doctor", 1): lambda: doctor(write_mini_sglang(tmp / "sm12x"), [(RTX_PRO_6000, "12.0")] * 2),
-        ("doctor", 2): lambda: run_process("doctor", "--python", sys.executable).returncode,  # no sglang
+        ("doctor", 2): lambda: process("doctor", "--python", sys.executable),  # no sglang
         ("bench", 2): lambda: cli("bench", "--tp", "2"),  # no torch in this interpreter
-        ("demo", 0): lambda: cli("demo", "--wheel", mini_wheel(tmp)),
-        ("demo", 1): lambda: cli("demo", "--wheel", mini_wheel(tmp, refused=True)),
-        ("demo", 2): lambda: cli("demo", "--wheel", tmp / "missing.whl"),
+        ("demo", 0): lambda: demo("--wheel", mini_wheel(tmp)),
+        ("demo", 1): lambda: demo("--wheel", mini_wheel(tmp, refused=True)),
+        ("demo", 2): lambda: demo("--wheel", tmp / "missing.whl"),
     }
 
 
@@ -126,3 +149,9 @@ def test_every_cell_of_the_table_has_a_scenario(tmp_path: Path) -> None:
 @pytest.mark.parametrize("cell", sorted(set(table()) - set(BENCH_BY_RANKS)), ids=lambda c: f"{c[0]}-{c[1]}")
 def test_the_scenario_exits_as_the_table_says(tmp_path: Path, cell: tuple[str, int]) -> None:
     assert scenarios(tmp_path)[cell]() == cell[1], table()[cell]
+
+
+@pytest.mark.parametrize("command", ["apply", "verify", "revert", "list", "doctor", "bench"])
+def test_ctrl_c_is_130_in_every_command(tmp_path: Path, command: str) -> None:
+    python = interrupting_executable(tmp_path / "env" / "bin" / "python")
+    assert process(command, "--python", python, "--timeout", "20") == 130

@@ -164,7 +164,7 @@ def test_python_that_is_not_an_interpreter(tmp_path: Path) -> None:
     fake.write_text("#!/bin/sh\necho not json\n")
     fake.chmod(0o755)
     code, _out, err = run("verify", "--python", str(fake))
-    assert code == 2 and "could not look for sglang: not json" in err
+    assert code == 2 and "was not understood (not find_sglang's JSON); its first line: not json" in err
     proc = run_process("verify", "--python", fake, "--sglang-path", tmp_path)
     assert proc.returncode == 2 and "either --python or --sglang-path" in proc.stderr
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,27 +13,13 @@ import pytest
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.locate.tree import InstallKind, from_directory, locate
 from tests.support.cli import jrun_process
-from tests.support.realtrees import installed_release
+from tests.support.realtrees import bare_venv, installed_release
 
 pytestmark = pytest.mark.slow  # real sglang releases from the package index
 
 
-def make_venv(root: Path) -> tuple[Path, Path]:
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
-    python = root / "bin" / "python"
-    site = Path(
-        subprocess.run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    )
-    return python, site
-
-
 def test_python_option_finds_sglang_in_another_venv(tmp_path: Path) -> None:
-    python, site = make_venv(tmp_path / "serving-env")
+    python, site = bare_venv(tmp_path / "serving-env")
     source = installed_release("0.5.9")
     for entry in ("sglang", "sglang-0.5.9.dist-info"):
         subprocess.run(["cp", "-al", str(source / entry), str(site / entry)], check=True)
@@ -53,7 +38,7 @@ def test_python_option_finds_sglang_in_another_venv(tmp_path: Path) -> None:
 
 
 def test_python_option_without_sglang_says_what_was_searched(tmp_path: Path) -> None:
-    python, site = make_venv(tmp_path / "empty-env")
+    python, site = bare_venv(tmp_path / "empty-env")
     with pytest.raises(EnvironmentProblem) as info:
         locate(python=str(python))
     assert "no sglang found in --python" in str(info.value)
@@ -64,7 +49,7 @@ def test_python_option_without_sglang_says_what_was_searched(tmp_path: Path) -> 
 
 def test_editable_install_is_reported_as_such(tmp_path: Path) -> None:
     """pip install -e of a checkout: dist-info in site-packages, code in the checkout."""
-    python, site = make_venv(tmp_path / "env")
+    python, site = bare_venv(tmp_path / "env")
     checkout = tmp_path / "sgl-workspace" / "sglang" / "python"
     checkout.mkdir(parents=True)
     source = installed_release("0.5.9")

@@ -137,11 +137,26 @@ def test_an_interpreter_that_fails_is_reported_with_its_last_line(tmp_path: Path
     assert str(info.value) == f"--python {python}: {python} could not look for sglang: RuntimeError: boom"
 
 
-def test_an_answer_that_is_no_json_object_is_reported(tmp_path: Path) -> None:
-    python = fake_python(tmp_path / "python", "Python 2.7 is not supported\n")
+NOT_UNDERSTOOD = "the answer of {python} was not understood (not find_sglang's JSON); its first line: "
+
+
+@pytest.mark.parametrize(
+    ("stdout", "first"),
+    [
+        ("Python 2.7 is not supported\nbye\n", "Python 2.7 is not supported"),
+        ("", "(nothing on stdout)"),
+        ("[1, 2]", "[1, 2]"),
+        ("{}", "{}"),  # read as "no sglang" before, with "Searched sys.path: (empty)"
+        (json.dumps(probe_answer(sys_path="/srv")), json.dumps(probe_answer(sys_path="/srv"))[:200]),
+        (json.dumps(probe_answer(package_dir=7)), json.dumps(probe_answer(package_dir=7))[:200]),
+    ],
+    ids=["text", "nothing", "a-list", "an-empty-object", "sys-path-a-string", "package-dir-a-number"],
+)
+def test_an_answer_that_is_not_understood_says_so_with_its_first_line(tmp_path: Path, stdout: str, first: str) -> None:
+    python = fake_python(tmp_path / "python", stdout)
     with pytest.raises(EnvironmentProblem) as info:
-        run_probe(str(python))
-    assert str(info.value) == f"--python {python}: {python} could not look for sglang: Python 2.7 is not supported"
+        locate(python=str(python))
+    assert str(info.value) == f"--python {python}: " + NOT_UNDERSTOOD.format(python=python) + first
 
 
 def test_an_interpreter_past_its_time_limit_is_given_up(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """Running sm120patch as the tests do, and reading what it left behind.
 
 * ``run`` / ``jrun``: the command line in this process (click's ``CliRunner``), as (exit code,
-  stdout, stderr) or as (exit code, the ``--json`` document).
+  stdout, stderr) or as (exit code, the ``--json`` document, checked by ``one_json_object``).
 * ``run_process`` / ``jrun_process``: ``python -m sm120patch`` in a new process, for a chosen
   environment (``process_env``) or working directory.
 * ``apply_all`` / ``verify_tree`` / ``revert_tree``: the commands' own functions on a package
@@ -37,12 +37,19 @@ def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
+def one_json_object(code: int, stdout: str) -> dict:
+    """The contract of ``--json``: exactly one object on stdout, whose ``exit_code`` is the
+    process's and whose ``ok`` says whether that is 0; the object."""
+    data = json.loads(stdout)  # one document: anything after it fails ("Extra data")
+    assert isinstance(data, dict), stdout
+    assert (data["exit_code"], data["ok"]) == (code, code == 0), (code, data)
+    return data
+
+
 def jrun(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict]:
     """``sm120patch ARGS --json`` in this process: (exit code, the document, which repeats it)."""
     code, out, _ = run(*args, "--json", env=env)
-    data = json.loads(out)
-    assert data["exit_code"] == code, (data["exit_code"], code)
-    return code, data
+    return code, one_json_object(code, out)
 
 
 def process_env(drop: Iterable[str] = (), **values: str) -> dict[str, str]:
@@ -71,9 +78,7 @@ def jrun_process(*args: str | Path, env: dict[str, str] | None = None) -> tuple[
     no traceback, and the document's exit code is the process's."""
     proc = run_process(*args, "--json", env=env)
     assert "Traceback" not in proc.stderr, proc.stderr
-    data = json.loads(proc.stdout)
-    assert data["exit_code"] == proc.returncode, (data["exit_code"], proc.returncode, proc.stderr)
-    return proc.returncode, data, proc.stderr
+    return proc.returncode, one_json_object(proc.returncode, proc.stdout), proc.stderr
 
 
 def apply_all(package: Path) -> Outcome:

@@ -5,10 +5,14 @@
   (enough for sglang's SM probes and sm120patch's runtime check, nothing else).
 * ``fake_flashinfer``: a FlashInfer install beside sglang: its dist-info and the one function
   of ``flashinfer/jit/comm.py`` that sm120patch reads.
+* ``interrupting_executable``: an interpreter that sends Ctrl-C's SIGINT to whoever runs it.
+* ``hanging_executable``: a hung program (a serving interpreter, nvidia-smi) whose child
+  ignores SIGTERM; ``running`` says whether such a child is still there.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 RTX_PRO_6000 = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
@@ -63,3 +67,50 @@ def fake_flashinfer(site: Path, version: str, majors: list[int]) -> None:
     dist = site / f"flashinfer_python-{version}.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: flashinfer-python\nVersion: {version}\n")
+
+
+def hanging_executable(path: Path, pids: Path) -> Path:
+    """An executable at ``path`` that stands for a hung program (an interpreter, nvidia-smi):
+    whatever it is asked, it starts a sleeping child that ignores SIGTERM, appends the child's pid to
+    ``pids``, and waits for it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "#!/bin/sh\n"
+        "# Fake hung program (sm120patch tests): a child deaf to SIGTERM, then wait.\n"
+        "sh -c 'trap \"\" TERM; exec sleep 300' &\n"
+        f"echo $! >> '{pids}'\n"
+        "wait\n"
+    )
+    path.chmod(0o755)
+    return path
+
+
+def interrupting_executable(path: Path) -> Path:
+    """An executable at ``path`` that, whatever it is asked, sends SIGINT to the process that
+    ran it (as Ctrl-C does to sm120patch), then hangs."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "#!/bin/sh\n# Fake interpreter (sm120patch tests): Ctrl-C for its parent.\nkill -INT $PPID\nexec sleep 30\n"
+    )
+    path.chmod(0o755)
+    return path
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def pids_in(path: Path) -> list[int]:
+    return [int(line) for line in path.read_text().split()] if path.exists() else []
+
+
+def kill_leftovers(pids: Path) -> None:
+    """End what ``hanging_executable`` started and the tool left running (a failed test)."""
+    for pid in pids_in(pids):
+        if running(pid):
+            os.kill(pid, 9)

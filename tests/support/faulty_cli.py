@@ -3,9 +3,9 @@
     python -m tests.support.faulty_cli STEP[@N][:ACTION] ARGS...
 
 At the N-th time the write path reaches STEP (``fsutil.step``: write, fsync, rename,
-journal, replace, finalize) the process is SIGKILLed (ACTION ``kill``, the default) or the
-step raises OSError(ACTION), e.g. ENOSPC.  Production code only ever sees ``STEP_HOOK``
-left at None.
+journal, replace, finalize) the process is SIGKILLed (ACTION ``kill``, the default), gets
+SIGINT as from Ctrl-C (ACTION ``int``), or the step raises OSError(ACTION), e.g. ENOSPC.
+Production code only ever sees ``STEP_HOOK`` left at None.
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ def install(spec: str) -> None:
             return
         if action in ("", "kill"):
             os.kill(os.getpid(), signal.SIGKILL)
+        if action == "int":
+            os.kill(os.getpid(), signal.SIGINT)
+            return
         code = getattr(errno, action)
         raise OSError(code, os.strerror(code), step)
 

@@ -264,11 +264,19 @@ def pip_install_into(python: Path, *wheels: str, upgrade: bool = False) -> None:
     subprocess.run(command, check=True)
 
 
+def bare_venv(root: Path) -> tuple[Path, Path]:
+    """A venv at ``root`` with nothing installed (no pip): (its python, its site-packages)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    python = root / "bin" / "python"
+    query = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = subprocess.run([str(python), "-c", query], capture_output=True, text=True, check=True).stdout.strip()
+    return python, Path(site)
+
+
 def serving_env(root: Path, sglang: str, flashinfer: str | None = None) -> Path:
     """A venv at ``root`` with sglang (and FlashInfer) pip-installed without dependencies,
     as users install sglang over an image's torch; returns its python."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
-    python = root / "bin" / "python"
+    python, _ = bare_venv(root)
     wheels = [str(fetch_wheel(sglang))] + ([str(fetch("flashinfer-python", flashinfer))] if flashinfer else [])
     pip_install_into(python, *wheels)
     return python

@@ -1,0 +1,41 @@
+"""A serving interpreter that hangs costs ``--timeout`` and leaves nothing running: every
+probe runs in a session of its own, and on timeout its whole process group is ended
+(SIGTERM, then SIGKILL for what ignores it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import run
+from tests.support.fakes import hanging_executable, kill_leftovers, pids_in, running
+
+
+@pytest.mark.parametrize(("command", "probes"), [("apply", 1), ("doctor", 2)])
+def test_a_hung_interpreter_leaves_no_process_behind(tmp_path: Path, command: str, probes: int) -> None:
+    pids = tmp_path / "pids"
+    python = hanging_executable(tmp_path / "env" / "bin" / "python", pids)
+    try:
+        code, _, err = run(command, "--python", str(python), "--timeout", "1")
+        assert code == 2, err
+        assert "within 1 s" in err
+        started = pids_in(pids)
+        assert len(started) == probes  # doctor: looking for sglang, then the host facts
+        assert [pid for pid in started if running(pid)] == []
+    finally:
+        kill_leftovers(pids)
+
+
+def test_apply_gives_nvidia_smi_the_timeout_asked_for(tmp_path: Path, mini: Path) -> None:
+    pids = tmp_path / "pids"
+    hanging_executable(tmp_path / "bin" / "nvidia-smi", pids)
+    try:
+        code, _, err = run(
+            "apply", "--sglang-path", str(mini), "--timeout", "1", env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
+        )
+        assert code == 0, err
+        assert "nvidia-smi did not answer within 1 s" in err
+        assert [pid for pid in pids_in(pids) if running(pid)] == []
+    finally:
+        kill_leftovers(pids)
