@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import sys
 
-from sm120patch.commands.common import HOST_HINT, file_statuses, fused_path_warnings, plan_tree, state_summary
+from sm120patch.commands.common import HOST_HINT, file_statuses, fused_path_warnings, state_summary
 from sm120patch.errors import ExitCode
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import State
-from sm120patch.plan.registry import all_patches
-from sm120patch.plan.trust import trusted_plan
+from sm120patch.plan.current import judge
 from sm120patch.plan.types import Plan
 from sm120patch.report.outcome import Command, FileStatus, Outcome
 from sm120patch.transaction.state import Manifest, StateDir
@@ -20,12 +19,11 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None) -> Outcome:
     """Check every patch; with ``runtime_timeout``, also import the patched modules in the
     serving interpreter (``verify --runtime``)."""
     state = StateDir(tree.package_dir)
-    manifest = state.load()
-    trusted = trusted_plan(tree, state, manifest)
-    plan = trusted or plan_tree(tree, list(all_patches()), change=False)
+    judged = judge(tree)
+    plan, manifest = judged.plan, judged.manifest
     outcome = Outcome(Command.VERIFY, tree, ExitCode.OK, "", plan, state=state_summary(state, manifest, tree))
     read = {f.rel: f.original for f in plan.files if f.original is not None}
-    outcome.files = file_statuses(tree, list(read), manifest, by_hash=trusted is not None, read=read)
+    outcome.files = file_statuses(tree, list(read), manifest, by_hash=judged.by_hash, read=read)
     outcome.warnings = fused_path_warnings(tree)
     if outcome.state and outcome.state.interrupted:
         outcome.notes.append(
@@ -56,6 +54,10 @@ def _verdict(
         return ExitCode.NOT_AS_ASKED, "drift: the code is not what the patches know; see the details"
     pending = {r.file for r in plan.reports if r.state is State.PENDING}
     if not pending:
+        skipped = [r.id for r in plan.reports if r.state is State.SKIPPED]
+        if skipped:
+            left_out = ", ".join(skipped)
+            return ExitCode.OK, f"all patches applied, except {left_out}: skipped, as the last apply was asked"
         return ExitCode.OK, "all patches applied"
     release = f"sglang {tree.version}" if tree.version else "this sglang"
     run = "Run `sm120patch apply`."
