@@ -245,6 +245,9 @@ def from_directory(directory: Path) -> SglangTree:
         None,
     )
     if package_dir is None:
+        emptied = next((c for c in candidates if c.name == "sglang" and not (c / "__init__.py").exists()), None)
+        if emptied is not None and emptied.is_dir():
+            raise EnvironmentProblem(_no_code(emptied, f"--sglang-path {directory}"))
         inner = (directory / "__init__.py").is_file()
         raise EnvironmentProblem(
             f"--sglang-path {directory}: not an sglang package"
@@ -306,4 +309,16 @@ def locate(
         )
     if not os.access(tree.package_dir, os.R_OK):
         raise EnvironmentProblem(f"{tree.package_dir}: not readable")
+    if not (tree.package_dir / "__init__.py").is_file():
+        raise EnvironmentProblem(_no_code(tree.package_dir, how))
     return tree
+
+
+def _no_code(package_dir: Path, how: str) -> str:
+    """What an ``sglang`` folder without sglang's code is: pip uninstalled sglang and left what
+    it did not install (sm120patch's state), which Python imports as an empty namespace."""
+    left = ", ".join(sorted(p.name for p in package_dir.iterdir())) or "nothing"
+    return (
+        f"no sglang found in {how}: {package_dir} holds no sglang code (no __init__.py; left there: {left}); "
+        f"sglang was uninstalled. Remove {package_dir} once you have kept what you need from it"
+    )
