@@ -35,7 +35,7 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None) -> Outcome:
             f"the saved state is from sglang {manifest.sglang_version}, but {tree.version} is installed: an "
             "upgrade or reinstall replaced the patched files (apply sets the old state aside)"
         )
-    outcome.exit_code, outcome.headline = _verdict(plan, outcome.files, tree, manifest, state)
+    outcome.exit_code, outcome.headline = _verdict(plan, outcome.files, tree, manifest)
     if outcome.exit_code == ExitCode.OK:
         outcome.notes.append(HOST_HINT)
     if runtime_timeout is not None and not plan.refusal:
@@ -43,11 +43,10 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None) -> Outcome:
     return outcome
 
 
-def _verdict(
-    plan: Plan, files: list[FileStatus], tree: SglangTree, manifest: Manifest | None, state: StateDir
-) -> tuple[ExitCode, str]:
-    """One sentence for each way a tree can be: refused, drift, patched and intact, never
-    patched, reverted, reinstalled or upgraded after an apply, edited by hand."""
+def _verdict(plan: Plan, files: list[FileStatus], tree: SglangTree, manifest: Manifest | None) -> tuple[ExitCode, str]:
+    """One sentence for each way a tree can be: refused, drift, patched and intact (but what
+    apply was asked to skip), not patched (never, or reverted), reinstalled or upgraded after an
+    apply, edited by hand."""
     if plan.refusal:
         return ExitCode.NOT_AS_ASKED, plan.refusal
     if any(r.state is State.DRIFT for r in plan.reports):
@@ -81,13 +80,12 @@ def _verdict(
         return ExitCode.NOT_AS_ASKED, (
             f"not patched, and {changed} differ from the release (RECORD): edited by hand or by another tool. {run}"
         )
-    if state.root.is_dir():  # revert removes the saved state but leaves its lock file
-        return ExitCode.NOT_AS_ASKED, f"not patched: the patches were reverted; the files are {release}'s own. {run}"
+    # A full revert leaves no trace, so "never patched" and "reverted" read the same.
     if mine and all(f.pristine for f in mine):
         return ExitCode.NOT_AS_ASKED, (
-            f"never patched: the files are {release}'s release files (RECORD hashes match). {run}"
+            f"not patched: the files are {release}'s release files (RECORD hashes match). {run}"
         )
-    return ExitCode.NOT_AS_ASKED, f"never patched. {run}"
+    return ExitCode.NOT_AS_ASKED, f"not patched. {run}"
 
 
 def _runtime(outcome: Outcome, timeout: float) -> None:

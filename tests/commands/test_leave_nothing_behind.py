@@ -32,13 +32,13 @@ def uninstalled(site: Path) -> Path:
     return package
 
 
-def test_apply_then_revert_leaves_no_state_folder_and_verify_says_never_patched(mini: Path) -> None:
+def test_apply_then_revert_leaves_no_state_folder_and_verify_says_not_patched(mini: Path) -> None:
     assert run("apply", "--sglang-path", str(mini))[0] == 0
     code, data = jrun("revert", "--sglang-path", str(mini))
     assert code == 0 and data["messages"] == []
     assert not (mini / ".sm120patch").exists()
     code, data = jrun("verify", "--sglang-path", str(mini))
-    assert code == 1 and data["headline"].startswith("never patched")
+    assert code == 1 and data["headline"].startswith("not patched: the files are sglang 0.5.11's release files")
 
 
 def test_a_revert_with_nothing_to_restore_removes_an_empty_state_folder(mini: Path) -> None:

@@ -1,7 +1,7 @@
 """apply, revert and verify take the tree's lock before they judge it: each, run as a real
 process while another run holds the lock and changes the tree, waits, then judges what that
 run left and tells the truth about it (a run that judged first answered from a tree that
-changed under it: revert said "sm120patch did not write them", verify "never patched", a
+changed under it: revert said "sm120patch did not write them", verify "not patched", a
 repeated apply "already applied" over a tree being reverted)."""
 
 from __future__ import annotations
