@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.locate import flashinfer as flashinfer_kernel
 from sm120patch.probes import DEFAULT_TIMEOUT_S, ProbeError, run_script
+from sm120patch.transaction.state import DIRNAME
 
 
 class InstallKind(str, Enum):
@@ -245,8 +246,8 @@ def from_directory(directory: Path) -> SglangTree:
         None,
     )
     if package_dir is None:
-        emptied = next((c for c in candidates if c.name == "sglang" and not (c / "__init__.py").exists()), None)
-        if emptied is not None and emptied.is_dir():
+        emptied = next((c for c in candidates if c.name == "sglang" and (c / DIRNAME).is_dir()), None)
+        if emptied is not None and not (emptied / "__init__.py").exists():  # what pip uninstall left
             raise EnvironmentProblem(_no_code(emptied, f"--sglang-path {directory}"))
         inner = (directory / "__init__.py").is_file()
         raise EnvironmentProblem(
@@ -315,10 +316,14 @@ def locate(
 
 
 def _no_code(package_dir: Path, how: str) -> str:
-    """What an ``sglang`` folder without sglang's code is: pip uninstalled sglang and left what
-    it did not install (sm120patch's state), which Python imports as an empty namespace."""
-    left = ", ".join(sorted(p.name for p in package_dir.iterdir())) or "nothing"
-    return (
-        f"no sglang found in {how}: {package_dir} holds no sglang code (no __init__.py; left there: {left}); "
-        f"sglang was uninstalled. Remove {package_dir} once you have kept what you need from it"
-    )
+    """Why an ``sglang`` folder without ``__init__.py`` is no sglang.  Where only sm120patch's
+    state is left, pip uninstalled sglang around it (Python imports that as an empty namespace);
+    anything else (a checkout's root, say) is left alone."""
+    left = sorted(p.name for p in package_dir.iterdir())
+    if set(left) <= {DIRNAME}:
+        what = f"sm120patch's state folder {DIRNAME}" if left else "nothing"
+        return (
+            f"no sglang found in {how}: {package_dir} holds no sglang code, only {what}; sglang was "
+            f"uninstalled. Remove {package_dir} once you have kept what you need from it"
+        )
+    return f"no sglang found in {how}: {package_dir} holds no sglang code (no __init__.py)"

@@ -69,3 +69,18 @@ def test_an_uninstalled_sglang_with_only_the_state_folder_left_is_no_sglang(
     assert "holds no sglang code" in data["error"] and "sglang was uninstalled" in data["error"]
     code, data = jrun(command, "--sglang-path", str(mini.parent))
     assert code == 2 and "holds no sglang code" in data["error"]
+
+
+def test_a_folder_named_sglang_that_is_not_what_pip_left_is_not_called_uninstalled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkout's root named sglang, found as a namespace from its parent: no sglang, and no
+    advice to remove it."""
+    (tmp_path / "sglang" / "python").mkdir(parents=True)
+    (tmp_path / "sglang" / "README.md").write_text("sglang\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    code, data = jrun("verify", "--python", sys.executable)
+    assert code == 2 and "holds no sglang code" in data["error"]
+    assert "uninstalled" not in data["error"] and "Remove" not in data["error"]
+    code, data = jrun("verify", "--sglang-path", str(tmp_path / "sglang"))
+    assert code == 2 and "not an sglang package" in data["error"]
