@@ -39,6 +39,10 @@ def test_apply_then_revert_leaves_no_state_folder_and_verify_says_not_patched(mi
     assert not (mini / ".sm120patch").exists()
     code, data = jrun("verify", "--sglang-path", str(mini))
     assert code == 1 and data["headline"].startswith("not patched: the files are sglang 0.5.11's release files")
+    for command in ("list", "revert", "doctor"):  # reading, or nothing to do, writes nothing
+        run(command, "--sglang-path", str(mini))
+    run("apply", "--sglang-path", str(mini), "--dry-run")
+    assert not (mini / ".sm120patch").exists()
 
 
 def test_a_revert_with_nothing_to_restore_removes_an_empty_state_folder(mini: Path) -> None:
