@@ -54,7 +54,7 @@ def apply(
     plan = state.consistent(judge)
     if plan is None:
         if outcome.plan is not None and outcome.exit_code == ExitCode.OK and not dry_run:
-            _refresh_record(state, outcome.plan)
+            _refresh_record(state, outcome.plan, partial=len(selected) < len(all_patches()))
         return outcome
     with state.lock():
         recovered = recover(state)
@@ -107,18 +107,22 @@ def _judge(
     return plan
 
 
-def _refresh_record(state: StateDir, plan: Plan) -> None:
-    """Nothing to write, but what verify may trust is stale (a newer sm120patch, say):
-    record it again, so the next verify needs no parsing.  Only the manifest is rewritten,
-    under the lock, and only where this release's state exists."""
+def _refresh_record(state: StateDir, plan: Plan, partial: bool) -> None:
+    """Nothing to write, but what verify may trust is stale (a newer sm120patch, say), or there
+    is no record while apply was asked to leave patches out (``partial``): record it, so the
+    next verify needs no parsing and judges against what was asked.  Only the manifest is
+    written, under the lock, and only for this release."""
     manifest = state.load()
     tree = plan.tree
-    if manifest is None or not tree.same_release(manifest.sglang_version) or trusted_plan(tree, state, manifest):
+    if manifest is None and not partial:
+        return
+    if manifest is not None and (not tree.same_release(manifest.sglang_version) or trusted_plan(tree, state, manifest)):
         return
     with state.lock():
-        manifest = state.load()
-        if manifest is None or not _still_current(plan):
-            return
+        now = state.load()
+        if (now is None) != (manifest is None) or not _still_current(plan):
+            return  # another run wrote meanwhile: its record stands
+        manifest = now or Manifest(tree.version, str(tree.package_dir))
         record(plan, manifest, [p.id for p in all_patches()])
         state.save(manifest)
 

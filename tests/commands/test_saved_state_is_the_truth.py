@@ -4,6 +4,7 @@ saved patch set), and name a damaged journal or manifest as apply and revert do.
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -133,3 +134,17 @@ def test_a_refused_apply_shows_the_lines_the_files_hold_not_the_ones_it_would_wr
 def test_a_dry_run_says_its_evidence_is_what_apply_would_write(mini: Path) -> None:
     code, _, err = run("apply", "--sglang-path", str(mini), "--dry-run")
     assert code == 0 and "evidence, as apply would write it:" in err
+
+
+def test_a_skipping_apply_with_nothing_to_write_still_records_what_was_asked(mini: Path) -> None:
+    """Every other patch is already in the code (upstream, or by hand): apply writes no file,
+    yet verify must know that the one left out was left out on purpose."""
+    assert run("apply", "--sglang-path", str(mini), "--skip", AUTO_ENABLE)[0] == 0
+    shutil.rmtree(mini / ".sm120patch")  # as if those patches had come with the release
+    code, data = jrun("apply", "--sglang-path", str(mini), "--skip", AUTO_ENABLE)
+    assert code == 0 and data["written"] == []
+    code, data = jrun("verify", "--sglang-path", str(mini))
+    assert code == 0 and states(data)[AUTO_ENABLE] == "skipped", data["headline"]
+    code, data = jrun("revert", "--sglang-path", str(mini))
+    assert code == 0 and data["written"] == []
+    assert not (mini / ".sm120patch").exists()
