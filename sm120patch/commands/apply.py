@@ -46,28 +46,19 @@ def apply(
     note = gpu_note(timeout)
     if note:
         outcome.notes.append(note)
-    trusted = trusted_plan(tree, state, state.load()) if patches is None and not dry_run else None
-    if trusted is not None and not (strict and outcome.warnings):
-        return _report_plan(outcome, trusted, state, dry_run, by_hash=True)
-    patches = patches if patches is not None else list(all_patches())
-    plan = plan_tree(tree, patches, change=True)
-    if why_not_written(plan) or dry_run:
-        if dry_run and refusal and plan.changes:
-            outcome.notes.append(refusal.replace("refusing to patch, nothing was written", "apply would refuse"))
-        return _report_plan(outcome, plan, state, dry_run)
-    if refusal and plan.changes:
-        return _refuse(outcome, plan, state, refusal)
-    if strict and outcome.warnings:
-        return _refuse(
-            outcome,
-            plan,
-            state,
-            f"--strict: nothing was written: {len(outcome.warnings)} warning(s) say the fused path "
-            "would still not run on SM12x",
-        )
-    if not plan.changes and not state.journal_path.exists():
-        _refresh_record(state, plan, patches)
-        return _report_plan(outcome, plan, state, dry_run)
+    selected = patches if patches is not None else list(all_patches())
+    notes_so_far = list(outcome.notes)
+
+    def judge() -> Plan | None:
+        outcome.notes = list(notes_so_far)  # judged again when a writer began meanwhile
+        return _judge(outcome, state, patches, selected, dry_run, strict, refusal)
+
+    # Judged while no apply or revert is writing (the lock, shared): what it finds is true.
+    plan = state.consistent(judge)
+    if plan is None:
+        if outcome.plan is not None and outcome.exit_code == ExitCode.OK and not dry_run:
+            _refresh_record(state, outcome.plan, partial=len(selected) < len(all_patches()))
+        return outcome
     with state.lock():
         recovered = recover(state)
         if recovered:
@@ -75,24 +66,66 @@ def apply(
         remove_temps(state, [f.path for f in plan.files])
         if recovered or not _still_current(plan):
             # Another run changed the tree while we waited for the lock: plan again.
-            plan = plan_tree(tree, patches, change=True)
+            plan = plan_tree(tree, selected, change=True)
         if plan.changes and not why_not_written(plan):
             _write(outcome, plan, state)
         return _report_plan(outcome, plan, state, dry_run)
 
 
-def _refresh_record(state: StateDir, plan: Plan, patches: list[Patch]) -> None:
-    """Nothing to write, but what verify may trust is stale (a newer sm120patch, say):
-    record it again, so the next verify needs no parsing.  Only the manifest is rewritten,
-    under the lock, and only where this release's state exists."""
+def _judge(
+    outcome: Outcome,
+    state: StateDir,
+    patches: list[Patch] | None,
+    selected: list[Patch],
+    dry_run: bool,
+    strict: bool,
+    refusal: str | None,
+) -> Plan | None:
+    """The plan to write, or None: then ``outcome`` is the answer (refused, a dry run, or
+    nothing to write)."""
+    tree = outcome.tree
+    trusted = trusted_plan(tree, state, state.load()) if patches is None and not dry_run else None
+    if trusted is not None and not (strict and outcome.warnings):
+        _report_plan(outcome, trusted, state, dry_run, by_hash=True)
+        return None
+    plan = plan_tree(tree, selected, change=True)
+    if why_not_written(plan) or dry_run:
+        if dry_run and refusal and plan.changes:
+            outcome.notes.append(refusal.replace("refusing to patch, nothing was written", "apply would refuse"))
+        _report_plan(outcome, plan, state, dry_run)
+        return None
+    if refusal and plan.changes:
+        _refuse(outcome, selected, state, refusal)
+        return None
+    if strict and outcome.warnings:
+        headline = (
+            f"--strict: nothing was written: {len(outcome.warnings)} warning(s) say the fused path "
+            "would still not run on SM12x"
+        )
+        _refuse(outcome, selected, state, headline)
+        return None
+    if not plan.changes and not state.journal_path.exists():
+        _report_plan(outcome, plan, state, dry_run)
+        return None
+    return plan
+
+
+def _refresh_record(state: StateDir, plan: Plan, partial: bool) -> None:
+    """Nothing to write, but what verify may trust is stale (a newer sm120patch, say), or there
+    is no record while apply was asked to leave patches out (``partial``): record it, so the
+    next verify needs no parsing and judges against what was asked.  Only the manifest is
+    written, under the lock, and only for this release."""
     manifest = state.load()
     tree = plan.tree
-    if manifest is None or not tree.same_release(manifest.sglang_version) or trusted_plan(tree, state, manifest):
+    if manifest is None and not partial:
+        return
+    if manifest is not None and (not tree.same_release(manifest.sglang_version) or trusted_plan(tree, state, manifest)):
         return
     with state.lock():
-        manifest = state.load()
-        if manifest is None or not _still_current(plan):
-            return
+        now = state.load()
+        if (now is None) != (manifest is None) or not _still_current(plan):
+            return  # another run wrote meanwhile: its record stands
+        manifest = now or Manifest(tree.version, str(tree.package_dir))
         record(plan, manifest, [p.id for p in all_patches()])
         state.save(manifest)
 
@@ -157,11 +190,10 @@ def _report_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool, b
     return outcome
 
 
-def _refuse(outcome: Outcome, plan: Plan, state: StateDir, headline: str) -> Outcome:
-    """Nothing is written: each patch is reported as it is, not as the plan would leave it."""
-    for report in plan.reports:
-        report.state_after = None
+def _refuse(outcome: Outcome, patches: list[Patch], state: StateDir, headline: str) -> None:
+    """Nothing is written: each patch, and its evidence lines, as the files are now, not as
+    the change that will not happen would leave them."""
+    plan = plan_tree(outcome.tree, patches, change=False)
     _report_plan(outcome, plan, state, dry_run=False)
     outcome.notes = [note for note in outcome.notes if note != HOST_HINT]
     outcome.exit_code, outcome.headline = ExitCode.NOT_AS_ASKED, headline
-    return outcome

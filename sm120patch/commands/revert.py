@@ -16,40 +16,60 @@ from sm120patch.transaction.state import Manifest, StateDir
 
 def revert(tree: SglangTree, force: bool = False, dry_run: bool = False) -> Outcome:
     state = StateDir(tree.package_dir)
-    outcome = Outcome(Command.REVERT, tree, ExitCode.OK, "")
-    if not state.exists():
-        return _revert_without_state(outcome, state)
-    with state.lock():
-        recovered = recover(state)
-        if recovered:
-            outcome.notes.append(recovered)
-        manifest = state.load()
-        if manifest is None:
-            return _revert_without_state(outcome, state)
-        remove_temps(state, [tree.path(rel) for rel in manifest.files])
-        outcome.state = state_summary(state, manifest, tree)
-        outcome.files = file_statuses(tree, sorted(manifest.files), manifest)
-        if not tree.same_release(manifest.sglang_version):
-            return _revert_other_release(outcome, state, manifest, dry_run)
-        deleted = [s.rel for s in outcome.files if s.sha256 is None]
-        if deleted:  # --force could not help: the journal replaces files in place
-            raise NotAsAsked(
-                f"cannot restore {', '.join(deleted)}: deleted since apply, and revert only replaces files "
-                f"in place; nothing was written. Reinstall sglang to get the originals back: "
-                f"pip install --force-reinstall --no-deps sglang=={tree.version}"
-            )
-        changed = [s.rel for s in outcome.files if s.recorded is None]
-        if changed and not force:
-            outcome.exit_code = ExitCode.NOT_AS_ASKED
-            outcome.headline = (
-                f"refusing to revert: changed since apply (hash differs from the patched one): {', '.join(changed)}. "
-                "Nothing was written. --force restores the originals anyway (the changed files are kept aside)."
-            )
+    while True:
+        outcome = Outcome(Command.REVERT, tree, ExitCode.OK, "")
+        if state.root.is_dir():
+            # Judged and done under the lock: an apply beside it runs wholly before or after.
+            with state.lock():
+                return _revert_locked(outcome, state, force, dry_run)
+        _revert_without_state(outcome, state)
+        if not state.root.is_dir():  # no apply began while we looked (it makes the folder first)
             return outcome
-        return _restore(outcome, state, manifest, dry_run)
 
 
-def _revert_without_state(outcome: Outcome, state: StateDir) -> Outcome:
+def _revert_locked(outcome: Outcome, state: StateDir, force: bool, dry_run: bool) -> Outcome:
+    tree = outcome.tree
+    recovered = recover(state)
+    if recovered:
+        outcome.notes.append(recovered)
+    manifest = state.load()
+    if manifest is None:
+        _revert_without_state(outcome, state)
+        if not dry_run:  # a folder of sm120patch's without a manifest is of no use to anyone
+            _remove_state(outcome, state)
+        return outcome
+    remove_temps(state, [tree.path(rel) for rel in manifest.files])
+    outcome.state = state_summary(state, manifest, tree)
+    outcome.files = file_statuses(tree, sorted(manifest.files), manifest)
+    if not tree.same_release(manifest.sglang_version):
+        return _revert_other_release(outcome, state, manifest, dry_run)
+    deleted = [s.rel for s in outcome.files if s.sha256 is None]
+    if deleted:  # --force could not help: the journal replaces files in place
+        raise NotAsAsked(
+            f"cannot restore {', '.join(deleted)}: deleted since apply, and revert only replaces files "
+            f"in place; nothing was written. Reinstall sglang to get the originals back: "
+            f"pip install --force-reinstall --no-deps sglang=={tree.version}"
+        )
+    changed = [s.rel for s in outcome.files if s.recorded is None]
+    if changed and not force:
+        outcome.exit_code = ExitCode.NOT_AS_ASKED
+        outcome.headline = (
+            f"refusing to revert: changed since apply (hash differs from the patched one): {', '.join(changed)}. "
+            "Nothing was written. --force restores the originals anyway (the changed files are kept aside)."
+        )
+        return outcome
+    return _restore(outcome, state, manifest, dry_run)
+
+
+def _remove_state(outcome: Outcome, state: StateDir) -> None:
+    """Nothing of sm120patch is left in the sglang tree after a full revert, but what must be
+    kept; where that is, is said."""
+    kept = state.remove()
+    if kept:
+        outcome.notes.append(f"kept {state.root}: it holds {', '.join(kept)}; nothing else of sm120patch is left")
+
+
+def _revert_without_state(outcome: Outcome, state: StateDir) -> None:
     tree = outcome.tree
     plan = plan_tree(tree, list(all_patches()), change=False)
     outcome.plan = plan
@@ -65,24 +85,32 @@ def _revert_without_state(outcome: Outcome, state: StateDir) -> Outcome:
         )
     else:
         outcome.headline = "nothing to revert: no saved state, files as released"
-    return outcome
 
 
 def _revert_other_release(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: bool) -> Outcome:
-    """The saved state belongs to the release sglang was upgraded from."""
-    tree = outcome.tree
-    if all(s.pristine for s in outcome.files):
-        if not dry_run:
-            outcome.notes.append(f"old state kept in {state.set_aside(manifest.sglang_version or 'unknown')}")
+    """The saved state belongs to the release sglang was upgraded (or downgraded) from: none of
+    its backups is of this release.  Its files may be gone from this one; only a file RECORD
+    has another hash for is not pristine."""
+    tree, old = outcome.tree, manifest.sglang_version
+    differ = [s.rel for s in outcome.files if s.pristine is False]
+    if differ:
+        outcome.exit_code = ExitCode.NOT_AS_ASKED
         outcome.headline = (
-            f"nothing to revert: the saved state is from sglang {manifest.sglang_version} and the "
-            f"installed {tree.version} files are pristine (RECORD)"
+            f"the saved state is from sglang {old} but {tree.version} is installed, and its "
+            f"{', '.join(differ)} differ from its RECORD; restore them with "
+            f"`pip install --force-reinstall --no-deps sglang=={tree.version}`"
         )
         return outcome
-    outcome.exit_code = ExitCode.NOT_AS_ASKED
+    unknown = [s.rel for s in outcome.files if s.pristine is None and s.sha256 is not None]
+    if unknown:
+        why = tree.record.problem or f"not in sglang {tree.version}'s RECORD"
+        outcome.notes.append(f"cannot tell whether {', '.join(unknown)} are as released ({why})")
+    if not dry_run:
+        outcome.notes.append(f"the state of sglang {old} is kept in {state.set_aside(old or 'unknown')}")
+        _remove_state(outcome, state)
     outcome.headline = (
-        f"the saved state is from sglang {manifest.sglang_version} but {tree.version} is installed and its "
-        f"files are not pristine; restore them with `pip install --force-reinstall --no-deps sglang=={tree.version}`"
+        f"nothing of sglang {tree.version} to revert: the saved state is from sglang {old}, and no file it "
+        f"names differs from {tree.version}'s RECORD"
     )
     return outcome
 
@@ -121,6 +149,7 @@ def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: boo
     outcome.files = file_statuses(tree, sorted(manifest.files), None)
     outcome.state = state_summary(state, None, tree)
     outcome.headline = f"restored {len(entries)} file(s) byte for byte; state removed"
+    _remove_state(outcome, state)
     return outcome
 
 

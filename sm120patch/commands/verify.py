@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import sys
 
-from sm120patch.commands.common import HOST_HINT, file_statuses, fused_path_warnings, plan_tree, state_summary
+from sm120patch.commands.common import HOST_HINT, file_statuses, fused_path_warnings, state_summary
 from sm120patch.errors import ExitCode
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import State
-from sm120patch.plan.registry import all_patches
-from sm120patch.plan.trust import trusted_plan
+from sm120patch.plan.current import judge
 from sm120patch.plan.types import Plan
 from sm120patch.report.outcome import Command, FileStatus, Outcome
 from sm120patch.transaction.state import Manifest, StateDir
@@ -20,12 +19,11 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None) -> Outcome:
     """Check every patch; with ``runtime_timeout``, also import the patched modules in the
     serving interpreter (``verify --runtime``)."""
     state = StateDir(tree.package_dir)
-    manifest = state.load()
-    trusted = trusted_plan(tree, state, manifest)
-    plan = trusted or plan_tree(tree, list(all_patches()), change=False)
+    judged = judge(tree)
+    plan, manifest = judged.plan, judged.manifest
     outcome = Outcome(Command.VERIFY, tree, ExitCode.OK, "", plan, state=state_summary(state, manifest, tree))
     read = {f.rel: f.original for f in plan.files if f.original is not None}
-    outcome.files = file_statuses(tree, list(read), manifest, by_hash=trusted is not None, read=read)
+    outcome.files = file_statuses(tree, list(read), manifest, by_hash=judged.by_hash, read=read)
     outcome.warnings = fused_path_warnings(tree)
     if outcome.state and outcome.state.interrupted:
         outcome.notes.append(
@@ -37,7 +35,7 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None) -> Outcome:
             f"the saved state is from sglang {manifest.sglang_version}, but {tree.version} is installed: an "
             "upgrade or reinstall replaced the patched files (apply sets the old state aside)"
         )
-    outcome.exit_code, outcome.headline = _verdict(plan, outcome.files, tree, manifest, state)
+    outcome.exit_code, outcome.headline = _verdict(plan, outcome.files, tree, manifest)
     if outcome.exit_code == ExitCode.OK:
         outcome.notes.append(HOST_HINT)
     if runtime_timeout is not None and not plan.refusal:
@@ -45,17 +43,20 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None) -> Outcome:
     return outcome
 
 
-def _verdict(
-    plan: Plan, files: list[FileStatus], tree: SglangTree, manifest: Manifest | None, state: StateDir
-) -> tuple[ExitCode, str]:
-    """One sentence for each way a tree can be: refused, drift, patched and intact, never
-    patched, reverted, reinstalled or upgraded after an apply, edited by hand."""
+def _verdict(plan: Plan, files: list[FileStatus], tree: SglangTree, manifest: Manifest | None) -> tuple[ExitCode, str]:
+    """One sentence for each way a tree can be: refused, drift, patched and intact (but what
+    apply was asked to skip), not patched (never, or reverted), reinstalled or upgraded after an
+    apply, edited by hand."""
     if plan.refusal:
         return ExitCode.NOT_AS_ASKED, plan.refusal
     if any(r.state is State.DRIFT for r in plan.reports):
         return ExitCode.NOT_AS_ASKED, "drift: the code is not what the patches know; see the details"
     pending = {r.file for r in plan.reports if r.state is State.PENDING}
     if not pending:
+        skipped = [r.id for r in plan.reports if r.state is State.SKIPPED]
+        if skipped:
+            left_out = ", ".join(skipped)
+            return ExitCode.OK, f"all patches applied, except {left_out}: skipped, as the last apply was asked"
         return ExitCode.OK, "all patches applied"
     release = f"sglang {tree.version}" if tree.version else "this sglang"
     run = "Run `sm120patch apply`."
@@ -79,13 +80,12 @@ def _verdict(
         return ExitCode.NOT_AS_ASKED, (
             f"not patched, and {changed} differ from the release (RECORD): edited by hand or by another tool. {run}"
         )
-    if state.root.is_dir():  # revert removes the saved state but leaves its lock file
-        return ExitCode.NOT_AS_ASKED, f"not patched: the patches were reverted; the files are {release}'s own. {run}"
+    # A full revert leaves no trace, so "never patched" and "reverted" read the same.
     if mine and all(f.pristine for f in mine):
         return ExitCode.NOT_AS_ASKED, (
-            f"never patched: the files are {release}'s release files (RECORD hashes match). {run}"
+            f"not patched: the files are {release}'s release files (RECORD hashes match). {run}"
         )
-    return ExitCode.NOT_AS_ASKED, f"never patched. {run}"
+    return ExitCode.NOT_AS_ASKED, f"not patched. {run}"
 
 
 def _runtime(outcome: Outcome, timeout: float) -> None:

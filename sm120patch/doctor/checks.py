@@ -152,6 +152,9 @@ def patches(tree: SglangTree | None, states: Mapping[str, State], blocking: Seve
         elif state is State.PENDING:
             summary = f"{pid}: pending (not applied)"
             found.append(HostFinding(f"patch:{pid}", blocking, summary, "run `sm120patch apply`", source))
+        elif state is State.SKIPPED:  # as asked: told, not held against the host
+            detail = "the last apply was asked to leave it out (--only / --skip); a plain `sm120patch apply` adds it"
+            found.append(HostFinding(f"patch:{pid}", Severity.INFO, f"{pid}: skipped", detail, source))
         else:
             detail = "see `sm120patch verify` for what the code looks like"
             found.append(HostFinding(f"patch:{pid}", blocking, f"{pid}: {state.value}", detail, source))

@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.locate import flashinfer as flashinfer_kernel
 from sm120patch.probes import DEFAULT_TIMEOUT_S, ProbeError, run_script
+from sm120patch.transaction.state import DIRNAME
 
 
 class InstallKind(str, Enum):
@@ -287,6 +288,9 @@ def from_directory(directory: Path) -> SglangTree:
         None,
     )
     if package_dir is None:
+        emptied = next((c for c in candidates if c.name == "sglang" and (c / DIRNAME).is_dir()), None)
+        if emptied is not None and not (emptied / "__init__.py").exists():  # what pip uninstall left
+            raise EnvironmentProblem(_no_code(emptied, f"--sglang-path {directory}"))
         inner = (directory / "__init__.py").is_file()
         raise EnvironmentProblem(
             f"--sglang-path {directory}: not an sglang package"
@@ -348,4 +352,20 @@ def locate(
         )
     if not os.access(tree.package_dir, os.R_OK):
         raise EnvironmentProblem(f"{tree.package_dir}: not readable")
+    if not (tree.package_dir / "__init__.py").is_file():
+        raise EnvironmentProblem(_no_code(tree.package_dir, how))
     return tree
+
+
+def _no_code(package_dir: Path, how: str) -> str:
+    """Why an ``sglang`` folder without ``__init__.py`` is no sglang.  Where only sm120patch's
+    state is left, pip uninstalled sglang around it (Python imports that as an empty namespace);
+    anything else (a checkout's root, say) is left alone."""
+    left = sorted(p.name for p in package_dir.iterdir())
+    if set(left) <= {DIRNAME}:
+        what = f"sm120patch's state folder {DIRNAME}" if left else "nothing"
+        return (
+            f"no sglang found in {how}: {package_dir} holds no sglang code, only {what}; sglang was "
+            f"uninstalled. Remove {package_dir} once you have kept what you need from it"
+        )
+    return f"no sglang found in {how}: {package_dir} holds no sglang code (no __init__.py)"

@@ -32,6 +32,9 @@ class State(str, Enum):
     NOT_NEEDED = "not-needed"  # this release has nothing to change for this patch
     DRIFT = "drift"  # neither: the code is not what the patch knows
     REFUSED = "refused"  # the whole release cannot be patched (no fusion, no SM12x probe)
+    # Left out by the last apply (--only / --skip) and not applied: set from the saved state
+    # (plan/current.py), never by a patch's check.
+    SKIPPED = "skipped"
 
 
 class Edit(str, Enum):

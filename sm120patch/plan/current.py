@@ -1,22 +1,63 @@
-"""Each patch's state in a tree as it is now, for the commands and doctor that only read."""
+"""Each patch's state in a tree as it is now, judged against what the last apply was asked to
+do, for the commands and doctor that only read."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sm120patch.locate.tree import SglangTree
+from sm120patch.patchkit.model import State
 from sm120patch.plan.registry import all_patches
 from sm120patch.plan.trust import trusted_plan
-from sm120patch.transaction.state import StateDir
+from sm120patch.transaction.journal import interrupted
+from sm120patch.transaction.state import Manifest, StateDir
 
 if TYPE_CHECKING:
     from sm120patch.plan.types import Plan
 
 
+@dataclass
+class Judged:
+    plan: Plan
+    manifest: Manifest | None
+    by_hash: bool  # the plan is the sealed record of the last apply (no parsing)
+
+
+def judge(tree: SglangTree) -> Judged:
+    """The tree and its saved state read at one moment no apply or revert is writing (the
+    tree's lock, shared); a damaged journal or manifest raises what apply and revert say."""
+    state = StateDir(tree.package_dir)
+    return state.consistent(lambda: _judge(tree, state))
+
+
 def current_plan(tree: SglangTree) -> Plan:
-    """From the sealed record of the last apply where it may be trusted (no libcst), else
-    parsed and checked by structure."""
+    return judge(tree).plan
+
+
+def _judge(tree: SglangTree, state: StateDir) -> Judged:
+    interrupted(state)
+    manifest = state.load()
+    trusted = trusted_plan(tree, state, manifest)
+    plan = trusted or _parsed(tree)
+    mark_skipped(plan, manifest)
+    return Judged(plan, manifest, trusted is not None)
+
+
+def _parsed(tree: SglangTree) -> Plan:
     from sm120patch.plan.planner import make_plan  # loads libcst: only when parsing
 
-    state = StateDir(tree.package_dir)
-    return trusted_plan(tree, state, state.load()) or make_plan(tree, list(all_patches()), change=False)
+    return make_plan(tree, list(all_patches()), change=False)
+
+
+def mark_skipped(plan: Plan, manifest: Manifest | None) -> None:
+    """A patch the last apply of this release left out (``--skip``, or not chosen by
+    ``--only``) is what was asked where it is not applied: it reads as skipped, not pending."""
+    if manifest is None or not manifest.patch_set or not plan.tree.same_release(manifest.sglang_version):
+        return
+    asked = set(manifest.patch_set)
+    for report in plan.reports:
+        if report.id not in asked and report.state in (State.PENDING, State.DRIFT):
+            was = report.state.value
+            report.state = report.state_after = State.SKIPPED
+            report.detail = f"left out by the last apply (--only / --skip); the code: {was}: {report.detail}"

@@ -22,6 +22,7 @@ _STYLE = {
     State.PENDING: "yellow",
     State.DRIFT: "bold red",
     State.REFUSED: "bold red",
+    State.SKIPPED: "dim",
 }
 _SEVERITY_STYLE = {"ok": "green", "info": "cyan", "warning": "yellow", "error": "bold red"}
 
@@ -86,7 +87,9 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
             out.print(table)
         evidence = sorted({(r.file, e) for r in plan.reports for e in r.evidence}, key=lambda x: (x[0], x[1].line))
         if evidence and outcome.command in (Command.VERIFY, Command.APPLY) and not brief:
-            out.print(Text("evidence:", style="bold"))
+            planned = not outcome.written and any(r.state_after not in (None, r.state) for r in plan.reports)
+            # A dry run's lines are the ones apply would write, not what the files hold.
+            out.print(Text("evidence, as apply would write it:" if planned else "evidence:", style="bold"))
             for rel in sorted({rel for rel, _ in evidence}):  # the file once, then line and code
                 out.print(Text(f"  sglang/{rel}", style="dim"))
                 table = Table(show_header=False, box=None, padding=(0, 1, 0, 4), expand=False)

@@ -215,13 +215,20 @@ def _finish(state: StateDir, journal: Journal) -> list[str]:
     return done
 
 
+def interrupted(state: StateDir) -> Journal | None:
+    """The journal of an apply/revert a killed process left behind, or None.  A damaged one
+    raises the same EnvironmentProblem for every command: verify, list and doctor name it as
+    apply and revert do, rather than judge a tree that is half of one operation."""
+    data = state.load_journal()
+    return None if data is None else Journal.from_json(data)
+
+
 def recover(state: StateDir) -> str | None:
     """Finish an operation a killed process left behind; say what was done."""
-    data = state.load_journal()
-    if data is None:
+    journal = interrupted(state)
+    if journal is None:
         remove_tree(state.root / "staged")  # never committed
         return None
-    journal = Journal.from_json(data)
     remove_stale_temps(Path(os.path.realpath(e.path)).parent for e in journal.entries)
     done = _finish(state, journal)
     files = ", ".join(done) if done else "no file needed it"

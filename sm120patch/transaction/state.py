@@ -7,9 +7,11 @@ Docker layer or an rsync and lives on the same filesystem as the files it protec
     backups/<rel>        byte-for-byte originals, written and fsynced before any target
     journal.json         present only while an apply/revert is committing (journal.py)
     staged/<rel>         new contents named by the journal
-    lock                 flock()ed by the one process that may write
+    lock                 flock()ed by the one process that may write (readers share it)
     stale-<ver>-<time>/  state of an earlier sglang release, kept aside after an upgrade
                          (``-2``, ``-3``, … added when a set-aside in the same second took it)
+
+A complete revert removes the directory (``remove``); it stays only for what must be kept.
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sm120patch import __version__
 from sm120patch.errors import EnvironmentProblem
@@ -32,6 +34,7 @@ from sm120patch.transaction.fsutil import atomic_write, fsync_dir, remove_tree, 
 
 FORMAT = 2  # 2: the manifest also records what the last apply saw in each file (``checked``)
 DIRNAME = ".sm120patch"
+T = TypeVar("T")
 
 
 @dataclass
@@ -208,40 +211,110 @@ class StateDir:
         remove_tree(self.root / "backups")
         remove_tree(self.root / "staged")
         fsync_dir(self.root)
-        # The directory and its lock file stay: a waiting process holds the lock file open,
-        # and deleting it would let a newcomer lock a fresh file while that one proceeds.
+        # The directory and its lock file stay: ``remove`` takes them, under the lock, once
+        # a revert is complete.
 
     # -- lock ----------------------------------------------------------------
+    @property
+    def lock_path(self) -> Path:
+        return self.root / "lock"
+
     @contextmanager
-    def lock(self, timeout: float = 300.0) -> Iterator[None]:
-        """One writer per tree.  flock() is released by the kernel when a process dies,
-        so a killed run never leaves a lock that blocks the next one."""
+    def lock(self, timeout: float = 300.0, shared: bool = False) -> Iterator[bool]:
+        """One writer per tree; readers (``shared``) wait for it.  flock() is released by the
+        kernel when a process dies, so a killed run never leaves a lock that blocks the next one.
+
+        A writer creates the state directory and the lock file.  A reader creates nothing: with
+        no lock file (no apply has begun here) it holds no lock and gets False; ``consistent``
+        then checks that no writer began meanwhile.  A full revert removes the lock file while
+        holding it (``remove``): whoever locked the removed file locks the new one instead."""
+        while True:
+            fd = self._open_lock(shared)
+            if fd is None:
+                yield False
+                return
+            try:
+                self._flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX, timeout)
+            except BaseException:
+                os.close(fd)
+                raise
+            if self._is_current(fd):
+                break
+            os.close(fd)  # a revert removed this lock file while we waited: lock the new one
+        try:
+            if not shared:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, str(os.getpid()).encode(), 0)
+            yield True
+        finally:
+            os.close(fd)  # closing releases the flock
+
+    def consistent(self, judge: Callable[[], T]) -> T:
+        """``judge()`` on a tree no apply or revert is changing: under a shared lock, or, where
+        there is no lock file yet, judged again under the lock if a writer began meanwhile (a
+        writer creates the lock file before it changes any file)."""
+        while True:
+            with self.lock(shared=True) as held:
+                result = judge()
+            if held or not self.lock_path.exists():
+                return result
+
+    def _open_lock(self, shared: bool) -> int | None:
+        """The lock file, opened; a reader gets None where there is none (and creates nothing)."""
+        if shared:
+            try:
+                return os.open(self.lock_path, os.O_RDONLY)
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                raise EnvironmentProblem(f"cannot read {self.lock_path} ({exc.strerror})") from exc
         try:
             self.make()
-            fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+            return os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise EnvironmentProblem(
                 f"cannot create the state directory {self.root} ({exc.strerror}); "
                 "run as the user who owns the sglang install"
             ) from exc
+
+    def _flock(self, fd: int, how: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, how | fcntl.LOCK_NB)
+                return
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                if time.monotonic() > deadline:
+                    holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+                    raise EnvironmentProblem(
+                        f"another sm120patch (pid {holder or '?'}) has held {self.lock_path} for over {timeout:.0f}s"
+                    ) from exc
+                time.sleep(0.05)
+
+    def _is_current(self, fd: int) -> bool:
+        """Whether the locked file is still the one at ``lock_path`` (not removed by a revert)."""
         try:
-            deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError as exc:
-                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                        raise
-                    if time.monotonic() > deadline:
-                        holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
-                        raise EnvironmentProblem(
-                            f"another sm120patch (pid {holder or '?'}) has held {self.root / 'lock'} "
-                            f"for over {timeout:.0f}s"
-                        ) from exc
-                    time.sleep(0.05)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, str(os.getpid()).encode(), 0)
-            yield
-        finally:
-            os.close(fd)  # closing releases the flock
+            path = os.stat(self.lock_path)
+        except FileNotFoundError:
+            return False
+        mine = os.fstat(fd)
+        return (mine.st_dev, mine.st_ino) == (path.st_dev, path.st_ino)
+
+    def remove(self) -> list[str]:
+        """After a full revert, under the lock: remove the state directory, the lock file last,
+        so that nothing of this tool is left in the sglang tree.  What must be kept (``stale-*``
+        folders: an earlier release's backups, files a ``revert --force`` kept aside) keeps the
+        directory; their names are returned."""
+        kept = sorted(p.name for p in self.root.iterdir() if p.name not in ("lock", ".gitignore"))
+        if not kept:
+            unlink(self.root / ".gitignore")
+        unlink(self.lock_path)  # whoever waits on it locks a new one (``lock``)
+        if not kept:
+            with contextlib.suppress(OSError):  # someone put a file there meanwhile: it stays
+                self.root.rmdir()
+            fsync_dir(self.root.parent)
+        else:
+            fsync_dir(self.root)
+        return kept

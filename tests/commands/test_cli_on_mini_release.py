@@ -21,7 +21,7 @@ TARGETS = (COMM, FUSION, SERVER_ARGS)
 
 def test_apply_verify_apply_again_revert(mini: Path) -> None:
     code, before = jrun("verify", "--sglang-path", str(mini))
-    assert code == 1 and before["headline"].startswith("never patched: the files are sglang 0.5.11's release files")
+    assert code == 1 and before["headline"].startswith("not patched: the files are sglang 0.5.11's release files")
     assert {p["id"]: p["state"] for p in before["patches"]} == {
         "communicator-import": "pending",
         "communicator-flag": "pending",

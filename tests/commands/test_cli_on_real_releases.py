@@ -26,7 +26,7 @@ def test_json_verify_before_and_after_apply(release) -> None:
     assert before["sglang"]["install_kind"] == "wheel"
     assert before["sglang"]["flashinfer_pinned"] == "0.6.3"
     assert before["sglang"]["flashinfer_has_sm12x_allreduce"] is False
-    assert before["headline"].startswith("never patched: the files are sglang 0.5.9's release files")
+    assert before["headline"].startswith("not patched: the files are sglang 0.5.9's release files")
     assert {p["id"]: p["state"] for p in before["patches"]} == {
         "communicator-import": "pending",
         "communicator-flag": "pending",

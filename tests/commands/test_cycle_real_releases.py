@@ -74,4 +74,5 @@ def test_full_cycle_of_the_hand_fix_era(release, version: str) -> None:
     assert_matches_record(package, touched)
     assert not (package / ".sm120patch" / "manifest.json").exists()
     after = verify_tree(tree)
-    assert after.exit_code == 1 and after.headline.startswith("not patched: the patches were reverted")
+    assert after.exit_code == 1 and after.headline.startswith("not patched: the files are sglang")
+    assert not (package / ".sm120patch").exists()

@@ -123,7 +123,7 @@ def test_revert_restores_every_patched_file_byte_for_byte_and_removes_the_state(
     assert contents(mini) == ORIGINAL
     assert outcome.files == [FileStatus(rel, sha256(ORIGINAL[rel]), sha256(ORIGINAL[rel]), None) for rel in TARGETS]
     assert outcome.state == no_state(mini)
-    assert state_files(mini) == {".gitignore": (mini / ".sm120patch" / ".gitignore").read_bytes()}
+    assert not (mini / ".sm120patch").exists()  # nothing of sm120patch is left in the tree
 
 
 def test_a_file_changed_since_apply_is_refused_by_default_naming_every_changed_file(mini: Path) -> None:
@@ -151,7 +151,10 @@ def test_force_keeps_the_changed_file_aside_names_where_and_restores_every_origi
     kept = mini / ".sm120patch" / "stale-overwritten" / COMM
     assert outcome.exit_code == ExitCode.OK
     assert outcome.headline == "restored 3 file(s) byte for byte; state removed"
-    assert outcome.notes == [f"kept the changed {COMM} as {kept}"]
+    assert outcome.notes == [
+        f"kept the changed {COMM} as {kept}",
+        f"kept {mini / '.sm120patch'}: it holds stale-overwritten; nothing else of sm120patch is left",
+    ]
     assert outcome.written == TARGETS
     assert contents(mini) == ORIGINAL
     assert outcome.state == no_state(mini)
@@ -171,6 +174,7 @@ def test_a_second_forced_revert_keeps_its_copy_beside_the_first_never_over_it(mi
     assert outcome.notes == [
         f"kept the changed {COMM} as {root / 'stale-overwritten-2' / COMM}",
         f"kept the changed {SERVER_ARGS} as {root / 'stale-overwritten-2' / SERVER_ARGS}",
+        f"kept {root}: it holds stale-overwritten, stale-overwritten-2; nothing else of sm120patch is left",
     ]
     assert {k: v for k, v in state_files(mini).items() if k != ".gitignore"} == {
         f"stale-overwritten/{COMM}": first,
@@ -310,10 +314,13 @@ def test_state_from_an_older_release_over_pristine_files_is_set_aside_whole(mini
     assert kept.name.startswith(f"stale-{version or 'unknown'}-")
     assert outcome.exit_code == ExitCode.OK
     assert outcome.headline == (
-        f"nothing to revert: the saved state is from sglang {version} and the installed 0.5.12 files are "
-        "pristine (RECORD)"
+        f"nothing of sglang 0.5.12 to revert: the saved state is from sglang {version}, and no file it names "
+        "differs from 0.5.12's RECORD"
     )
-    assert outcome.notes == [f"old state kept in {kept}"]
+    assert outcome.notes == [
+        f"the state of sglang {version} is kept in {kept}",
+        f"kept {root}: it holds {kept.name}; nothing else of sm120patch is left",
+    ]
     assert outcome.written == []
     assert outcome.state == saved_state(mini, version, stale=True)
     assert contents(mini) == ORIGINAL
@@ -323,6 +330,23 @@ def test_state_from_an_older_release_over_pristine_files_is_set_aside_whole(mini
     }
 
 
+def test_state_naming_a_file_the_new_release_no_longer_has_is_set_aside(mini: Path) -> None:
+    """pip removed what the old RECORD listed; the new release has no such file (0.5.15 ->
+    0.5.23 moved the fusion gate): that is no reason to call its files not pristine."""
+    applied(mini)
+    site = mini.parent
+    for dist in site.glob("sglang-*.dist-info"):
+        shutil.rmtree(dist)
+    (mini / FUSION).unlink()
+    write_mini_sglang(site, version="0.5.12", files={rel: text for rel, text in FILES.items() if rel != FUSION})
+    outcome = revert(from_directory(mini))
+    assert outcome.exit_code == ExitCode.OK, outcome.headline
+    assert outcome.headline.startswith("nothing of sglang 0.5.12 to revert: the saved state is from sglang 0.5.11")
+    assert outcome.written == []
+    [kept] = (mini / ".sm120patch").glob("stale-0.5.11-*")
+    assert (kept / "manifest.json").is_file() and (kept / "backups" / FUSION).is_file()
+
+
 def test_dry_run_leaves_the_state_of_an_older_release_in_place(mini: Path) -> None:
     applied(mini)
     old_state = state_files(mini)
@@ -330,7 +354,8 @@ def test_dry_run_leaves_the_state_of_an_older_release_in_place(mini: Path) -> No
     outcome = revert(from_directory(mini), dry_run=True)
     assert outcome.exit_code == ExitCode.OK
     assert outcome.headline == (
-        "nothing to revert: the saved state is from sglang 0.5.11 and the installed 0.5.12 files are pristine (RECORD)"
+        "nothing of sglang 0.5.12 to revert: the saved state is from sglang 0.5.11, and no file it names "
+        "differs from 0.5.12's RECORD"
     )
     assert (outcome.notes, outcome.written) == ([], [])
     assert state_files(mini) == old_state
@@ -344,8 +369,8 @@ def test_state_from_an_older_release_over_changed_files_is_refused_naming_both_r
     outcome = revert(from_directory(mini), force=True)
     assert outcome.exit_code == ExitCode.NOT_AS_ASKED
     assert outcome.headline == (
-        "the saved state is from sglang 0.5.11 but 0.5.12 is installed and its files are not pristine; "
-        f"restore them with `{PIP}0.5.12`"
+        f"the saved state is from sglang 0.5.11 but 0.5.12 is installed, and its {SERVER_ARGS} differ from its "
+        f"RECORD; restore them with `{PIP}0.5.12`"
     )
     assert (outcome.notes, outcome.written) == ([], [])
     assert outcome.state == saved_state(mini, stale=True)

@@ -174,6 +174,7 @@ def test_an_interpreter_past_its_time_limit_is_given_up(tmp_path: Path) -> None:
 def test_locate_through_python_builds_the_tree_from_the_probe_answer(tmp_path: Path) -> None:
     package, dist, flashinfer = tmp_path / "src" / "sglang", tmp_path / "sglang-0.5.9.dist-info", tmp_path / "fi"
     package.mkdir(parents=True)
+    (package / "__init__.py").touch()
     answer = probe_answer(
         package_dir=str(package),
         version="0.5.9",
@@ -203,6 +204,7 @@ def test_locate_through_python_tells_a_wheel_from_a_bare_package(
 ) -> None:
     package = tmp_path / "sglang"
     package.mkdir()
+    (package / "__init__.py").touch()
     dist = tmp_path / dist_info if dist_info else None
     answer = probe_answer(package_dir=str(package), dist_info=dist and str(dist))
     python = fake_python(tmp_path / "python", json.dumps(answer))

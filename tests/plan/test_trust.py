@@ -90,7 +90,8 @@ def test_a_manifest_from_other_code_or_a_partial_apply_is_not_trusted(applied: P
 
 def test_a_tree_with_a_journal_is_not_trusted(applied: Path) -> None:
     """An apply or revert was interrupted: the record may not describe the files."""
-    (manifest_path(applied).parent / "journal.json").write_text("{}")
+    journal = {"format": 1, "op": "apply", "entries": [], "manifest": None}
+    (manifest_path(applied).parent / "journal.json").write_text(json.dumps(journal))
     data = verify(applied)
     assert checked_by(data) == {"structure"}
     assert any("was interrupted" in m for m in data["messages"])
@@ -109,7 +110,7 @@ def test_an_old_format_manifest_is_read_and_checked_by_structure(applied: Path) 
 def test_apply_only_a_subset_is_not_trusted_later(mini: Path) -> None:
     assert run("apply", "--sglang-path", str(mini), "--only", "communicator-flag")[0] == 0
     data = verify(mini)
-    assert checked_by(data) == {"structure"} and data["exit_code"] == 1
+    assert checked_by(data) == {"structure"} and data["exit_code"] == 0  # the rest: skipped, as asked
 
 
 def test_a_no_op_apply_renews_a_stale_record(applied: Path) -> None:

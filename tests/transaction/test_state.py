@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -321,3 +322,68 @@ def test_clear_removes_manifest_backups_and_staged_and_keeps_lock_gitignore_and_
     # The manifest is gone for good before any backup is.
     assert ops[:2] == [Op("unlink", state.manifest_path), Op("fsync_dir", state.root)]
     assert ops[-1] == Op("fsync_dir", state.root)
+
+
+# -- remove and the lock -------------------------------------------------------------------
+
+
+def test_remove_after_a_full_revert_leaves_nothing_of_the_state_directory(state: StateDir) -> None:
+    with_state(state)
+    state.clear()
+    assert state.remove() == []
+    assert not state.root.exists()
+
+
+def test_remove_keeps_the_directory_for_what_must_be_kept_and_names_it(state: StateDir) -> None:
+    with_state(state)
+    state.put(state.root / "stale-overwritten" / COMM, b"a hand edit\n")
+    state.clear()
+    assert state.remove() == ["stale-overwritten"]
+    assert sorted(p.name for p in state.root.iterdir()) == [".gitignore", "stale-overwritten"]
+
+
+def test_a_reader_without_a_lock_file_holds_nothing_and_creates_nothing(state: StateDir) -> None:
+    with state.lock(shared=True) as held:
+        assert held is False
+    assert not state.root.exists()
+
+
+def test_readers_share_the_lock_and_a_writer_waits_for_them(state: StateDir) -> None:
+    with state.lock():
+        pass
+    with state.lock(shared=True) as first, state.lock(shared=True) as second:
+        assert first and second
+        with pytest.raises(EnvironmentProblem, match="has held"), state.lock(timeout=0.2):
+            pass
+
+
+def test_a_writer_that_waited_on_a_lock_file_a_revert_removed_locks_the_new_one(state: StateDir) -> None:
+    """The revert removes the lock file while holding it; the waiter must not go on holding
+    the removed file, which a third run could not see."""
+    got: list[int] = []
+    with state.lock():
+        waiter = threading.Thread(target=lambda: _lock_and_note(state, got))
+        waiter.start()
+        time.sleep(0.3)
+        assert state.remove() == []
+    waiter.join(timeout=30)
+    assert got and got[0] == os.stat(state.lock_path).st_ino
+
+
+def _lock_and_note(state: StateDir, got: list[int]) -> None:
+    with state.lock():
+        got.append(os.stat(state.lock_path).st_ino)
+
+
+def test_consistent_judges_again_under_the_lock_when_a_writer_began_meanwhile(state: StateDir) -> None:
+    calls: list[bool] = []
+
+    def judge() -> int:
+        calls.append(state.lock_path.exists())
+        if len(calls) == 1:  # an apply starts while this judge reads the tree
+            state.make()
+            state.lock_path.write_text("")
+        return len(calls)
+
+    assert state.consistent(judge) == 2
+    assert calls == [False, True]
