@@ -153,6 +153,7 @@ def main():
     parser.add_argument("--input-len", type=int, nargs="+")
     parser.add_argument("--output-len", type=int, nargs="+")
     parser.add_argument("--run-name")
+    parser.add_argument("--mem-fraction-static", type=float)
     parser.add_argument("--enable-flashinfer-allreduce-fusion", action="store_true")
     parser.add_argument("--enforce-disable-flashinfer-allreduce-fusion", action="store_true")
     parser.add_argument("--flashinfer-allreduce-fusion-backend")
