@@ -435,7 +435,9 @@ def bench(
         )
         return
     if tp == 1:
-        raise click.BadParameter("an allreduce needs 2 or more ranks (1 only with --server)", param_hint="'--tp'")
+        raise click.BadParameter(
+            "1 is not in the range x>=2 (an allreduce needs 2 ranks; --tp 1 only with --server)", param_hint="'--tp'"
+        )
     _guarded(
         as_json,
         lambda: command.bench(python, sglang_path, as_json, tp, tokens, hidden, dtype, replays, timeout, plot),

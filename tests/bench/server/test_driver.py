@@ -175,7 +175,7 @@ def test_options_of_the_other_bench_are_refused(tmp_path: Path) -> None:
     code, _, err = run("bench", "--batch-sizes", "1,2")
     assert code == 2 and "--batch-sizes belongs to bench --server" in err
     code, _, err = run("bench", "--tp", "1")
-    assert code == 2 and "1 only with --server" in err
+    assert code == 2 and "--tp 1 only with --server" in err
 
 
 def test_text_output_fits_80_columns(tmp_path: Path) -> None:
