@@ -170,7 +170,15 @@ def run(
                     f"no progress for {limit_for(phase, timeout):.0f} s; every process of the run was stopped",
                     lines[-TAIL:],
                 )
-        proc.wait()
+        try:  # its output ended; the process may still run (it closed stdout)
+            proc.wait(timeout=max(limit_for(phase, timeout) - (time.monotonic() - since), 0.1))
+        except subprocess.TimeoutExpired:
+            raise RunFailure(
+                "timeout",
+                phase,
+                "its output ended but it did not exit; every process of the run was stopped",
+                lines[-TAIL:],
+            ) from None
     finally:
         groups |= descendant_groups(proc.pid)
         stop(proc, groups)

@@ -122,3 +122,18 @@ def test_the_hook_refuses_multicast(tmp_path: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.strip() == server_hook.MULTICAST_MESSAGE
+
+
+def test_a_process_that_closes_its_output_and_stays_is_stopped(tmp_path: Path) -> None:
+    code = "import os, time\nprint(os.getpid(), flush=True)\nos.close(1); os.close(2)\ntime.sleep(600)\n"
+    with pytest.raises(launch.RunFailure) as caught:
+        launch.run([sys.executable, "-c", code], dict(os.environ), tmp_path, 0.3)
+    assert caught.value.kind == "timeout" and "did not exit" in caught.value.message
+    assert not alive(int(caught.value.tail[0]))
+
+
+def test_a_clean_exit_returns_lines_and_phases(tmp_path: Path) -> None:
+    code = "print('Load weight begin.'); print('Warmup ...'); print('Benchmark ...')"
+    output = launch.run([sys.executable, "-c", code], dict(os.environ), tmp_path, 5.0)
+    assert output.returncode == 0 and output.lines[-1] == "Benchmark ..."
+    assert [p for p, _ in output.phases] == [launch.STARTING, "loading weights", "warm-up", "benchmark"]
