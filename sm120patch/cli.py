@@ -399,7 +399,11 @@ def _hidden(ctx: click.Context, param: click.Parameter, value: int | None) -> in
 
 @main.command()
 @_location_options
-@click.option("--tp", type=click.IntRange(min=2), help="Ranks (GPUs) to measure with.  [default: every visible GPU]")
+@click.option(
+    "--tp",
+    type=click.IntRange(min=1),
+    help="Ranks (GPUs) to measure with (2 or more; --server: 1 or more).  [default: every visible GPU]",
+)
 @click.option(
     "--tokens",
     default="1,2,4,8,16,32,64,128,256,512,1024,2048",
@@ -416,7 +420,10 @@ def _hidden(ctx: click.Context, param: click.Parameter, value: int | None) -> in
     help="A Hugging Face config.json (or its folder): measure at its hidden size and estimate a step of it.",
 )
 @click.option(
-    "--layers", type=click.IntRange(min=1), help="Estimate a step of a model with this many layers (with --hidden)."
+    "--layers",
+    type=click.IntRange(min=1),
+    help="Estimate a step of a model with this many layers (with --hidden); --server: the bundled model's "
+    "layers.  [default with --server: 4]",
 )
 @click.option(
     "--baseline",
@@ -449,6 +456,17 @@ def _hidden(ctx: click.Context, param: click.Parameter, value: int | None) -> in
     type=click.Path(path_type=Path, dir_okay=False, writable=True),
     help="Also draw latency against tokens to FILE.png or FILE.svg (needs matplotlib: sm120patch[plot]).",
 )
+@click.option(
+    "--server",
+    is_flag=True,
+    help="Run sglang's own offline benchmark (bench_one_batch) with fusion off and on instead, random weights.",
+)
+@click.option("--model-path", type=click.Path(path_type=Path), help="--server: a local model dir (config.json only).")
+@click.option("--batch-sizes", default="1,8,32,64", show_default=True, help="--server: decode batch sizes.")
+@click.option("--input-len", type=click.IntRange(min=1), default=256, show_default=True, help="--server: prompt.")
+@click.option("--output-len", type=click.IntRange(min=2), default=64, show_default=True, help="--server: decode.")
+@click.option("--repeat", type=click.IntRange(min=1), default=2, show_default=True, help="--server: runs per mode.")
+@click.option("--server-arg", "server_args", multiple=True, help="--server: one more argument for sglang.")
 def bench(
     python: str | None,
     sglang_path: Path | None,
@@ -464,15 +482,56 @@ def bench(
     replays: int,
     timeout: float,
     plot: Path | None,
+    server: bool,
+    model_path: Path | None,
+    batch_sizes: str,
+    input_len: int,
+    output_len: int,
+    repeat: int,
+    server_args: tuple[str, ...],
 ) -> None:
     """Measure fused vs unfused allreduce + RMSNorm on this host's GPUs, check the fused
     results, and say whether fusion pays.  Runs in the interpreter that serves sglang,
     one rank per GPU, with sglang's own parallel state, allreduce, RMSNorm and fused call
     where sglang imports; never creates a multicast object.  Exit 1 when a fused result is
     wrong or sglang declines to fuse, 2 when the host cannot run it (no torch, GPU,
-    FlashInfer kernel or P2P)."""
+    FlashInfer kernel or P2P).  With --server: sglang's own bench_one_batch, fusion off
+    and on, each run proven by counting the fused calls (exit 1 when a run did not do
+    what it says)."""
     from sm120patch.commands import bench as command
+    from sm120patch.commands import bench_server
 
+    ctx = click.get_current_context()
+    given = {name for name in ctx.params if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE}
+    wrong = bench_server.wrong_options(server, given)
+    if wrong:
+        raise click.UsageError(wrong)
+    if server:
+        _guarded(
+            as_json,
+            lambda: bench_server.bench_server(
+                python,
+                sglang_path,
+                as_json,
+                tp,
+                batch_sizes,
+                input_len,
+                output_len,
+                repeat,
+                timeout,
+                model_path,
+                hidden or bench_server.BUNDLED_HIDDEN,
+                layers or bench_server.BUNDLED_LAYERS,
+                dtype,
+                server_args,
+                plot,
+            ),
+        )
+        return
+    if tp == 1:
+        raise click.BadParameter(
+            "1 is not in the range x>=2 (an allreduce needs 2 ranks; --tp 1 only with --server)", param_hint="'--tp'"
+        )
     _guarded(
         as_json,
         lambda: command.bench(

@@ -1,0 +1,206 @@
+"""Show a server bench: an 80-column rich table on stderr, one JSON object on stdout, a plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sm120patch import __version__
+from sm120patch.bench.server.driver import Run, ServerResult
+from sm120patch.bench.server.verdict import Compare, Kind
+from sm120patch.errors import EnvironmentProblem
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+SCHEMA = "sm120patch-bench-server/1"
+_COMPARE_STYLE = {Compare.FASTER: "green", Compare.SLOWER: "red", Compare.EVEN: "dim"}
+_KIND_STYLE = {
+    Kind.PAYS: "bold green",
+    Kind.EVEN: "bold",
+    Kind.MIXED: "bold yellow",
+    Kind.COSTS: "bold yellow",
+    Kind.NONE: "bold red",
+}
+WIDTH = 80
+
+
+def _run_json(run: Run) -> dict[str, Any]:
+    return {
+        "mode": run.mode,
+        "repeat": run.repeat,
+        "command": run.command,
+        "seconds": run.seconds,
+        "phases": [{"phase": p, "seconds": round(s, 3)} for p, s in run.phases],
+        "counts": run.counts.as_json(),
+        "sglang_said": [{"line": line, "why": why} for line, why in run.fallbacks + run.fatals],
+        "workspace": run.workspace,
+        "error": run.error,
+        "measurements": [
+            {
+                "batch_size": m.batch_size,
+                "input_len": m.input_len,
+                "output_len": m.output_len,
+                "prefill_latency_s": m.prefill_latency_s,
+                "prefill_throughput": m.prefill_throughput,
+                "decode_median_latency_s": m.decode_median_s,
+                "decode_median_throughput": m.decode_median_throughput,
+                "total_latency_s": m.total_latency_s,
+                "total_throughput": m.total_throughput,
+            }
+            for m in run.measurements
+        ],
+        "skipped": [list(s) for s in run.skipped],
+        "tail": run.tail if run.error else [],
+    }
+
+
+def to_json(result: ServerResult) -> dict[str, Any]:
+    s = result.settings
+    return {
+        "schema": SCHEMA,
+        "tool_version": __version__,
+        "command": "bench --server",
+        "exit_code": int(result.exit_code),
+        "ok": not result.problems,
+        "python": s.python,
+        "sglang": {"version": s.version, "location": str(s.package_dir), "benchmark": result.module},
+        "tp": s.tp,
+        "batch_sizes": list(s.batch_sizes),
+        "input_len": s.input_len,
+        "output_len": s.output_len,
+        "repeat": s.repeat,
+        "dtype": s.dtype,
+        "model": {
+            "path": str(result.model.path),
+            "bundled": result.model.bundled,
+            "architecture": result.model.architecture,
+            "hidden": result.model.hidden,
+            "layers": result.model.layers,
+            "weights": "random (--load-format dummy)",
+            "tokenizer_path": str(result.model.tokenizer) if result.model.tokenizer else None,
+        },
+        "flags": {"on": list(result.flags.on), "off": list(result.flags.off)},
+        "gpus": (result.probe.get("gpus") or [])[: s.tp],
+        "torch": result.probe.get("torch"),
+        "runs": [_run_json(r) for r in result.runs],
+        "rows": [
+            {
+                "batch_size": r.batch_size,
+                "off_decode_ms": r.off,
+                "on_decode_ms": r.on,
+                "off_tokens_per_s": r.off_tps,
+                "on_tokens_per_s": r.on_tps,
+                "on_vs_off_pct": round(r.delta_pct, 2),
+                "noise_pct": round(r.noise_pct, 2),
+                "noise_measured": r.measured_noise,
+                "compare": r.compare.value,
+                "off_runs_ms": r.off_ms,
+                "on_runs_ms": r.on_ms,
+            }
+            for r in result.rows
+        ],
+        "verdict": {"kind": result.verdict.kind.value, "advice": result.verdict.advice},
+        "problems": result.problems,
+        "notes": result.notes,
+        "logs_kept": str(result.kept) if result.kept else None,
+    }
+
+
+def _ms(value: float) -> str:
+    return f"{value:.2f}" if value < 100 else f"{value:,.0f}"
+
+
+def _tps(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def render(result: ServerResult, out: Console) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    s = result.settings
+    table = Table(
+        title=f"sglang {s.version} bench_one_batch, TP {s.tp}, in {s.input_len} / out {s.output_len}: decode, "
+        "median of runs",
+        title_justify="left",
+        width=min(WIDTH, out.width),
+    )
+    for header in ("batch", "off ms/tok", "on ms/tok", "off tok/s", "on tok/s", "on vs off", "noise"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for row in result.rows:
+        noise = f"±{row.noise_pct:.1f}%" + ("" if row.measured_noise else "?")
+        table.add_row(
+            str(row.batch_size),
+            _ms(row.off),
+            _ms(row.on),
+            _tps(row.off_tps),
+            _tps(row.on_tps),
+            Text(f"{row.delta_pct:+.1f} %", style=_COMPARE_STYLE[row.compare]),
+            noise,
+        )
+    if result.rows:
+        out.print(table)
+    facts = [
+        f"model: {result.model.describe()}; nothing downloaded",
+        f"fusion on: {result.flags.on_text}; off: {result.flags.off_text}",
+        f"{len(result.runs)} runs of {result.module} in {s.python}",
+    ]
+    for mode in ("off", "on"):
+        counted = [r for r in result.runs if r.mode == mode]
+        said = [r.counts.describe() for r in counted]
+        if said and len(set(said)) == 1:
+            facts.append(f"fusion {mode}: {said[0]}" + (f" (each of {len(said)} runs)" if len(said) > 1 else ""))
+        elif said:
+            facts.append(
+                f"fusion {mode}: " + "; ".join(f"run {r.repeat}: {d}" for r, d in zip(counted, said, strict=True))
+            )
+    facts.append("decode steps replayed from CUDA graphs run no Python: counts are eager calls + graph captures")
+    for run in result.runs:
+        facts += [f"{run.mode} run {run.repeat}, sglang said: {line}" for line, _ in run.fallbacks + run.fatals]
+    facts += result.notes
+    if result.kept:
+        facts.append(f"logs kept in {result.kept}")
+    for fact in facts:
+        out.print(Text(fact, style="dim"), width=min(WIDTH, out.width))
+    out.print(Text(result.verdict.advice, style=_KIND_STYLE[result.verdict.kind]), width=min(WIDTH, out.width))
+
+
+def check_plot_target(path: Path) -> None:
+    if path.suffix.lower() not in (".png", ".svg"):
+        raise EnvironmentProblem(f"--plot {path}: the file must end in .png or .svg")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise EnvironmentProblem("--plot needs matplotlib: pip install 'sm120patch[plot]'") from exc
+
+
+def plot(result: ServerResult, path: Path) -> None:
+    """Decode ms per token against batch size, off and on (median, with the runs' range)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = [r.batch_size for r in result.rows]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for medians, values, label in (
+        ([r.off for r in result.rows], [r.off_ms for r in result.rows], f"fusion off ({result.flags.off_text})"),
+        ([r.on for r in result.rows], [r.on_ms for r in result.rows], f"fusion on ({result.flags.on_text})"),
+    ):
+        low = [m - min(v) for m, v in zip(medians, values, strict=True)]
+        high = [max(v) - m for m, v in zip(medians, values, strict=True)]
+        ax.errorbar(sizes, medians, yerr=[low, high], marker="o", capsize=3, label=label)
+    ax.set_xscale("log", base=2)
+    if sizes:
+        ax.set_xticks(sizes, [str(s) for s in sizes])
+    ax.minorticks_off()
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("decode ms per token (median of runs)")
+    ax.set_title(f"sglang {result.settings.version}, TP {result.settings.tp}: {result.model.describe()}", fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.text(0.01, 0.01, result.verdict.advice, fontsize=6, wrap=True)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.savefig(path)
+    plt.close(fig)

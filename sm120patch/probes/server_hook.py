@@ -1,0 +1,247 @@
+"""Counts calls into the fused allreduce + residual + RMSNorm from inside sglang's processes.
+
+``sm120patch bench --server`` copies this file, unchanged, into a scratch directory as
+``sitecustomize.py`` and puts that directory first on ``PYTHONPATH``.  Python imports it at
+start-up in every process of the run: the benchmark's main process and each TP rank that
+``multiprocessing`` spawns (a fresh interpreter with the same environment).  With
+``SM120PATCH_COUNT_DIR`` set it then:
+
+* wraps, the moment each module has been executed (before anyone imports a name from it):
+  - ``sglang.srt.layers.flashinfer_comm_fusion.flashinfer_allreduce_residual_rmsnorm``,
+    sglang's entry point (a call that returns ``(None, None)`` fell back to the unfused path);
+  - ``flashinfer.comm.allreduce_fusion`` (by its ``pattern``) and the legacy
+    ``flashinfer.comm.trtllm_allreduce_fusion`` (by its ``pattern_code``): the kernel launch;
+* counts each call as ``eager`` or ``capture`` (``torch.cuda.is_current_stream_capturing()``):
+  a CUDA graph's replays run no Python, so decode steps replayed from a graph are not counted;
+* replaces ``cuMulticastCreate`` of ``cuda.bindings.driver`` / ``cuda.cuda`` with a function
+  that raises: no multicast object is created on a shared machine;
+* writes ``<SM120PATCH_COUNT_DIR>/<pid>.json`` (atomically, at the first call, then at most
+  once a second and at exit);
+* then runs the ``sitecustomize`` it shadows, if there is one.
+
+Standard library only, any Python >= 3.8, no import from sm120patch (probes/__init__.py).
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+COUNT_DIR_ENV = "SM120PATCH_COUNT_DIR"
+SGLANG_FUSION = "sglang.srt.layers.flashinfer_comm_fusion"
+SGLANG_ENTRY = "flashinfer_allreduce_residual_rmsnorm"
+FLASHINFER_COMM = "flashinfer.comm"
+#: The keys of the counts file, by (module, function).
+WRAPPED = {
+    (SGLANG_FUSION, SGLANG_ENTRY): "sglang." + SGLANG_ENTRY,
+    (FLASHINFER_COMM, "allreduce_fusion"): "flashinfer.allreduce_fusion",
+    (FLASHINFER_COMM, "trtllm_allreduce_fusion"): "flashinfer.trtllm_allreduce_fusion",
+}
+MULTICAST_MODULES = ("cuda.bindings.driver", "cuda.cuda")
+MULTICAST_MESSAGE = (
+    "sm120patch bench --server: cuMulticastCreate is disabled (no multicast objects on a shared machine)"
+)
+FLUSH_EVERY_S = 1.0
+
+_lock = threading.Lock()
+_counts: Dict[str, Dict[str, int]] = {}
+_loaded: List[str] = []
+_guarded: List[str] = []
+_state: Dict[str, Any] = {"dirty": False, "written": 0.0}
+
+
+def _capturing() -> bool:
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch.cuda.is_current_stream_capturing())
+    except Exception:  # a torch without CUDA, or one half imported
+        return False
+
+
+def _pattern(kwargs: Dict[str, Any], name: str) -> str:
+    value = kwargs.get("pattern", kwargs.get("pattern_code"))
+    if value is None:
+        return name
+    raw = getattr(value, "value", value)
+    try:
+        number = str(int(raw))
+    except (TypeError, ValueError):
+        number = str(value)
+    return "%s[pattern=%s]" % (name, number)
+
+
+def _count(key: str, phase: str, fell_back: bool = False) -> None:
+    with _lock:
+        entry = _counts.setdefault(key, {"eager": 0, "capture": 0, "fell_back": 0})
+        first = entry["eager"] + entry["capture"] == 0
+        entry[phase] += 1
+        if fell_back:
+            entry["fell_back"] += 1
+        _state["dirty"] = True
+        due = first or time.monotonic() - _state["written"] >= FLUSH_EVERY_S
+    if due:
+        flush()
+
+
+def _counted(function: Callable[..., Any], key: str, module_name: str) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        phase = "capture" if _capturing() else "eager"
+        name = _pattern(kwargs, key) if module_name == FLASHINFER_COMM else key
+        try:
+            result = function(*args, **kwargs)
+        except BaseException:
+            _count(name, phase)
+            raise
+        fell_back = module_name == SGLANG_FUSION and isinstance(result, tuple) and bool(result) and result[0] is None
+        _count(name, phase, fell_back)
+        return result
+
+    counted._sm120patch_counted = True  # type: ignore[attr-defined]
+    return counted
+
+
+def _refuse_multicast(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError(MULTICAST_MESSAGE)
+
+
+def _after_load(module: Any) -> None:
+    name = module.__name__
+    if name in MULTICAST_MODULES:
+        if hasattr(module, "cuMulticastCreate"):
+            try:
+                module.cuMulticastCreate = _refuse_multicast
+                _guarded.append(name)
+            except (AttributeError, TypeError):
+                pass
+        return
+    _loaded.append(name)
+    for (module_name, function_name), key in WRAPPED.items():
+        function = getattr(module, function_name, None) if module_name == name else None
+        if callable(function) and not getattr(function, "_sm120patch_counted", False):
+            setattr(module, function_name, _counted(function, key, module_name))
+    with _lock:
+        _state["dirty"] = True
+    flush()
+
+
+class _Loader:
+    """The module's own loader, then ``_after_load``."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def create_module(self, spec: Any) -> Any:
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._inner.exec_module(module)
+        _after_load(module)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _Finder:
+    """A meta-path finder for the watched modules only: the spec the other finders give,
+    with its loader wrapped."""
+
+    watched = frozenset([SGLANG_FUSION, FLASHINFER_COMM, *MULTICAST_MODULES])
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname not in self.watched:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _Loader(spec.loader)  # type: ignore[assignment]
+        return spec
+
+
+def _rank() -> Optional[int]:
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_initialized():
+            return int(dist.get_rank())
+    except Exception:
+        pass
+    return None
+
+
+def flush() -> None:
+    """Write this process's counts, atomically (a reader never sees half a file)."""
+    directory = os.environ.get(COUNT_DIR_ENV)
+    with _lock:
+        if not directory or not _state["dirty"]:
+            return
+        data = {
+            "pid": os.getpid(),
+            "ppid": os.getppid(),
+            "rank": _rank(),
+            "argv0": sys.argv[0] if sys.argv else "",
+            "counts": {key: dict(value) for key, value in _counts.items()},
+            "loaded": list(_loaded),
+            "multicast_guarded": list(_guarded),
+        }
+        _state["dirty"] = False
+        _state["written"] = time.monotonic()
+    path = os.path.join(directory, "%d.json" % os.getpid())
+    try:
+        with open(path + ".tmp", "w") as handle:
+            json.dump(data, handle)
+        os.replace(path + ".tmp", path)
+    except OSError:
+        pass
+
+
+def _flusher() -> None:
+    while True:
+        time.sleep(FLUSH_EVERY_S)
+        flush()
+
+
+def install() -> None:
+    """Watch the modules from now on (this process and, through PYTHONPATH, its children)."""
+    if any(isinstance(finder, _Finder) for finder in sys.meta_path):
+        return
+    sys.meta_path.insert(0, _Finder())
+    with _lock:
+        _state["dirty"] = True
+    flush()
+    atexit.register(flush)
+    threading.Thread(target=_flusher, name="sm120patch-counts", daemon=True).start()
+
+
+def _run_shadowed_sitecustomize() -> None:
+    """The sitecustomize this file stands in front of (a distribution's, a venv's)."""
+    import importlib.machinery
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # as site.py does: report it, go on
+        sys.stderr.write("Error in sitecustomize (%s); set PYTHONVERBOSE for traceback:\n%r\n" % (spec.origin, exc))
+
+
+if __name__ == "sitecustomize":
+    if os.environ.get(COUNT_DIR_ENV):
+        install()
+    _run_shadowed_sitecustomize()

@@ -1,0 +1,252 @@
+"""Fakes for the server bench tests, each standing for what lies outside Python.
+
+* ``FakeTorch`` (``fake_server_site``): the GPUs torch reports (names, capabilities, free
+  and total memory) and whether a CUDA graph is being captured.  It cannot run a model.
+* ``FakeFlashInfer``: ``flashinfer.comm.allreduce_fusion``, a function that does nothing
+  (the fused kernel's launch, counted by the hook).
+* ``FakeSglang``: a release's server arguments (which fusion options it has), its
+  ``flashinfer_comm_fusion.flashinfer_allreduce_residual_rmsnorm`` (calls the fake kernel,
+  or logs sglang's fallback line and returns ``(None, None)``), and a ``bench_one_batch``
+  that spawns one process per TP rank like the real one, calls the fused entry in graph
+  capture and eagerly, and prints the real release's lines (``FAKE_SGLANG`` picks the
+  behaviour: normal, fallback, crash-on, hang:<phase>, grandchild).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+RTX_PRO_6000 = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+GiB = 1 << 30
+
+SERVER_ARGS = {
+    # up to 0.5.12: the opt-in flag only
+    "enable": "class ServerArgs:\n    enable_flashinfer_allreduce_fusion: bool = False\n",
+    # 0.5.13: the flag and its escape hatch
+    "enable+hatch": (
+        "class ServerArgs:\n"
+        "    enable_flashinfer_allreduce_fusion: bool = False\n"
+        "    enforce_disable_flashinfer_allreduce_fusion: bool = False\n"
+    ),
+    # 0.5.14+: the backend option, the hatch, the deprecated flag off the CLI
+    "backend": (
+        "class ServerArgs:\n"
+        "    enable_flashinfer_allreduce_fusion: A[bool, Arg(no_cli=True)] = False\n"
+        "    enforce_disable_flashinfer_allreduce_fusion: A[bool, 'Enforce disable.'] = False\n"
+        "    flashinfer_allreduce_fusion_backend: A[Optional[str], Arg(help='x')] = None\n"
+    ),
+    "none": "class ServerArgs:\n    tp_size: int = 1\n",
+}
+
+FUSION = '''\
+"""FakeSglang's flashinfer_comm_fusion: the entry point, calling FakeFlashInfer's kernel."""
+import logging
+import os
+
+import flashinfer.comm as _flashinfer_comm
+
+logger = logging.getLogger(__name__)
+_unavailable = os.environ.get("FAKE_SGLANG") == "fallback"
+
+
+def pre_initialize_workspaces():
+    if _unavailable:
+        logger.warning(
+            "Failed to initialize FlashInfer workspace: CUDA error 1. "
+            "Disabling flashinfer allreduce fusion permanently."
+        )
+
+
+def flashinfer_allreduce_residual_rmsnorm(input_tensor, residual, weight, eps=1e-6):
+    if _unavailable:
+        return None, None
+    _flashinfer_comm.allreduce_fusion(input=input_tensor, pattern=1)
+    return input_tensor, residual
+'''
+
+BENCH = '''\
+"""FakeSglang's bench_one_batch: the real print lines, fake timings."""
+import argparse
+import multiprocessing
+import os
+import subprocess
+import sys
+import time
+
+MODE = os.environ.get("FAKE_SGLANG", "normal")
+
+
+def hang(phase):
+    if MODE == "hang:" + phase:
+        if os.environ.get("FAKE_SGLANG_PIDS"):
+            with open(os.environ["FAKE_SGLANG_PIDS"], "a") as out:
+                out.write("%d\\n" % os.getpid())
+        time.sleep(600)
+
+
+def spawn_helpers():
+    pids = []
+    for session in (False, True):  # one in the group, one that made a session of its own
+        helper = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=session
+        )
+        pids.append(helper.pid)
+    with open(os.environ["FAKE_SGLANG_PIDS"], "a") as out:
+        out.write("".join("%d\\n" % pid for pid in pids))
+
+
+def work(args, rank, fusion):
+    import torch
+    from sglang.srt.layers import flashinfer_comm_fusion as fusion_module
+
+    say = print if rank == 0 else (lambda *a, **k: None)
+    print("[TP%d] Init torch distributed begin." % rank, flush=True)
+    print("[TP%d] Load weight begin. avail mem=90.00 GB" % rank, flush=True)
+    if MODE == "grandchild" and rank == 0:
+        spawn_helpers()
+        time.sleep(600)
+    fusion_module.pre_initialize_workspaces()
+    print("[TP%d] Capture cuda graph begin. This can take up to several minutes." % rank, flush=True)
+    if MODE == "crash-on" and fusion:
+        failed = "Capture cuda graph failed: No supported CUDA architectures found for major versions [9, 10]"
+        print("[TP%d] %s" % (rank, failed), flush=True)
+        sys.exit(3)
+    hang("capture")
+    torch.cuda._capturing = True
+    for _ in args.batch_size:
+        for _ in range(4):  # one call per layer
+            if fusion:
+                fusion_module.flashinfer_allreduce_residual_rmsnorm("x", "r", "w")
+    torch.cuda._capturing = False
+    say("max_total_num_tokens=100000", flush=True)
+    say("Warmup ...", flush=True)
+    if fusion:
+        fusion_module.flashinfer_allreduce_residual_rmsnorm("x", "r", "w")
+    hang("warm-up")
+    say("Benchmark ...", flush=True)
+    factor = 0.9 if fusion else 1.0
+    for bs in args.batch_size:
+        il, ol = args.input_len[0], args.output_len[0]
+        if bs > 512:
+            say(f"skipping ({bs}, {il}, {ol}) due to max batch size limit")
+            continue
+        prefill = 0.02 * bs
+        say(f"Prefill. latency: {prefill:6.5f} s, throughput: {il * bs / prefill:9.2f} token/s")
+        latency = 0.01 * factor * (1 + bs / 64)
+        for i in range(min(5, ol - 1)):
+            say(f"Decode {i}. Batch size: {bs}, latency: {latency:6.5f} s, throughput: {bs / latency:9.2f} token/s")
+        say(f"Decode.  median latency: {latency:6.5f} s, median throughput: {bs / latency:9.2f} token/s")
+        total = prefill + latency * (ol - 1)
+        say(f"Total. latency: {total:6.3f} s, throughput: {(il + ol) * bs / total:9.2f} token/s")
+        hang("benchmark")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model-path")
+    parser.add_argument("--tokenizer-path")
+    parser.add_argument("--load-format")
+    parser.add_argument("--tp-size", type=int, default=1)
+    parser.add_argument("--dtype")
+    parser.add_argument("--batch-size", type=int, nargs="+")
+    parser.add_argument("--input-len", type=int, nargs="+")
+    parser.add_argument("--output-len", type=int, nargs="+")
+    parser.add_argument("--run-name")
+    parser.add_argument("--mem-fraction-static", type=float)
+    parser.add_argument("--enable-flashinfer-allreduce-fusion", action="store_true")
+    parser.add_argument("--enforce-disable-flashinfer-allreduce-fusion", action="store_true")
+    parser.add_argument("--flashinfer-allreduce-fusion-backend")
+    args = parser.parse_args()
+    with open(os.path.join(args.model_path, "config.json")) as handle:
+        handle.read()
+    fusion = bool(args.enable_flashinfer_allreduce_fusion or args.flashinfer_allreduce_fusion_backend)
+    if os.environ.get("FAKE_SGLANG_AUTO_ENABLE") and not args.enforce_disable_flashinfer_allreduce_fusion:
+        fusion = True
+    hang("starting (importing sglang)")
+    if args.tp_size == 1:
+        work(args, 0, fusion)
+        return
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=work, args=(args, rank, fusion)) for rank in range(args.tp_size)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    sys.exit(max(worker.exitcode or 0 for worker in workers))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def fake_server_site(
+    root: Path,
+    gpus: int = 2,
+    free_gib: float = 90.0,
+    total_gib: float = 95.0,
+    options: str = "backend",
+    version: str = "0.5.14",
+    layout: str = "benchmark/one_batch.py",
+) -> Path:
+    """A directory holding FakeTorch, FakeFlashInfer and FakeSglang; returns the sglang
+    package directory (for --sglang-path)."""
+    files = {
+        "torch/__init__.py": textwrap.dedent(
+            f'''\
+            """FakeTorch: GPUs and their memory, graph capture on or off; not PyTorch."""
+            import types
+            __version__ = "2.11.0+fake"
+            version = types.SimpleNamespace(cuda="13.0")
+            _N = {gpus!r}
+
+
+            class _Cuda:
+                _capturing = False
+
+                def is_available(self):
+                    return _N > 0
+
+                def device_count(self):
+                    return _N
+
+                def get_device_name(self, i=0):
+                    return {RTX_PRO_6000!r}
+
+                def get_device_capability(self, i=0):
+                    return (12, 0)
+
+                def mem_get_info(self, i=0):
+                    return (int({free_gib!r} * {GiB}), int({total_gib!r} * {GiB}))
+
+                def is_current_stream_capturing(self):
+                    return self._capturing
+
+
+            cuda = _Cuda()
+            '''
+        ),
+        "flashinfer/__init__.py": '"""FakeFlashInfer."""\n__version__ = "0.6.18"\n',
+        "flashinfer/comm/__init__.py": (
+            '"""FakeFlashInfer: the fused kernel\'s launch, doing nothing."""\n'
+            "def allreduce_fusion(**kwargs):\n    return None\n"
+        ),
+        "sglang/__init__.py": "",
+        "sglang/srt/__init__.py": "",
+        "sglang/srt/server_args.py": SERVER_ARGS[options],
+        "sglang/srt/layers/__init__.py": "",
+        "sglang/srt/layers/flashinfer_comm_fusion.py": FUSION,
+    }
+    if layout:
+        files[f"sglang/{layout}"] = BENCH
+        if "/" in layout:
+            files["sglang/benchmark/__init__.py"] = ""
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    dist = root / f"sglang-{version}.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
+    return root / "sglang"

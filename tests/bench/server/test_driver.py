@@ -1,0 +1,188 @@
+"""``bench --server`` end to end through the CLI, on a fake serving interpreter: this
+Python with FakeTorch, FakeFlashInfer and FakeSglang on its path (fakes.py).  The hook
+(probes/server_hook.py as sitecustomize) runs for real in every process, TP ranks spawned
+by multiprocessing included."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sm120patch.bench.server.flags import BACKEND, ENABLE, HATCH
+from tests.bench.server.fakes import fake_server_site
+from tests.support.cli import run
+
+FAST = ["--output-len", "8", "--batch-sizes", "1,8", "--hidden", "1024", "--timeout", "20"]
+
+
+def bench(package: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    code, stdout, _ = run("bench", "--server", "--sglang-path", str(package), "--json", *FAST, *args)
+    return code, json.loads(stdout)
+
+
+def test_fusion_pays_each_run_proven(tmp_path: Path) -> None:
+    code, data = bench(fake_server_site(tmp_path, gpus=2), "--tp", "2")
+    assert code == 0, data
+    assert data["verdict"]["kind"] == "pays"
+    assert data["verdict"]["advice"].endswith(f"launch with `{BACKEND} trtllm`")
+    assert data["flags"] == {"on": [BACKEND, "trtllm"], "off": [HATCH]}
+    assert [(r["mode"], r["repeat"]) for r in data["runs"]] == [("off", 1), ("on", 1), ("off", 2), ("on", 2)]
+    for one in data["runs"]:
+        counts = one["counts"]
+        assert counts["sglang_processes"] == 2  # both TP ranks imported sglang's fusion module
+        if one["mode"] == "on":
+            assert counts["ranks_with_fused_calls"] == 2
+            assert counts["fused_kernel"] == {"eager": 2, "capture": 16, "fell_back": 0}  # 2 ranks x 2 sizes x 4
+            assert counts["sglang_entry"]["capture"] == 16
+            assert one["command"][-2:] == [BACKEND, "trtllm"]
+        else:
+            assert counts["ran"] is False and counts["fused_kernel"]["eager"] == 0
+            assert one["command"][-1] == HATCH
+        assert "--load-format" in one["command"] and "dummy" in one["command"]
+        assert [m["batch_size"] for m in one["measurements"]] == [1, 8]
+    row1, _ = data["rows"]
+    assert row1["off_decode_ms"] == pytest.approx(10.16, abs=0.01)
+    assert row1["on_decode_ms"] == pytest.approx(9.14, abs=0.01)
+    assert row1["compare"] == "faster" and row1["noise_measured"] is True
+    assert data["model"]["bundled"] is True and data["model"]["weights"].startswith("random")
+    assert data["logs_kept"] is None
+
+
+def test_release_before_the_backend_option_uses_the_flag(tmp_path: Path) -> None:
+    package = fake_server_site(tmp_path, options="enable+hatch", version="0.5.13", layout="bench_one_batch.py")
+    code, data = bench(package, "--tp", "2", "--repeat", "1")
+    assert code == 0, data
+    assert data["sglang"]["benchmark"] == "sglang.bench_one_batch"
+    assert data["flags"] == {"on": [ENABLE], "off": [HATCH]}
+    assert any("noise is not measured" in note for note in data["notes"])
+
+
+def test_fallback_is_reported_with_sglangs_line_and_no_verdict(tmp_path: Path) -> None:
+    os.environ["FAKE_SGLANG"] = "fallback"
+    try:
+        code, data = bench(fake_server_site(tmp_path), "--tp", "2")
+    finally:
+        del os.environ["FAKE_SGLANG"]
+    assert code == 1
+    assert data["verdict"]["kind"] == "none"
+    problem = data["problems"][0]
+    assert problem.startswith(f"fusion was asked for ({BACKEND} trtllm) but never ran: FlashInfer's workspace")
+    assert "Disabling flashinfer allreduce fusion permanently" in problem
+    on = data["runs"][1]
+    assert on["counts"]["sglang_entry"]["fell_back"] == on["counts"]["sglang_entry"]["capture"] + 2
+    assert len(data["runs"]) == 2  # stopped after the first pair
+    assert data["logs_kept"] and Path(data["logs_kept"], "on-1.log").is_file()
+
+
+def test_off_run_fused_by_an_auto_enable_without_hatch(tmp_path: Path) -> None:
+    os.environ["FAKE_SGLANG_AUTO_ENABLE"] = "1"
+    try:
+        code, data = bench(fake_server_site(tmp_path, options="enable", version="0.5.9"), "--tp", "2")
+    finally:
+        del os.environ["FAKE_SGLANG_AUTO_ENABLE"]
+    assert code == 1
+    assert data["problems"][0].startswith("the fusion-off run (no fusion option")
+    assert "sglang turned fusion on by itself" in data["problems"][0]
+
+
+def test_a_crash_with_fusion_on_is_exit_1_with_sglangs_line(tmp_path: Path) -> None:
+    os.environ["FAKE_SGLANG"] = "crash-on"
+    try:
+        code, data = bench(fake_server_site(tmp_path), "--tp", "2")
+    finally:
+        del os.environ["FAKE_SGLANG"]
+    assert code == 1
+    assert "Capture cuda graph failed" in data["problems"][0]
+    assert data["runs"][1]["error"]
+
+
+def test_tp1_checks_the_harness_and_gives_no_verdict(tmp_path: Path) -> None:
+    code, data = bench(fake_server_site(tmp_path, gpus=1), "--tp", "1", "--repeat", "1")
+    # FakeSglang calls the entry at TP 1 too, so the harness sees calls: the run is proven
+    assert code == 0, data
+    assert any("TP 1 has no allreduce" in note for note in data["notes"])
+
+
+def test_every_visible_gpu_without_tp(tmp_path: Path) -> None:
+    code, data = bench(fake_server_site(tmp_path, gpus=2), "--repeat", "1")
+    assert code == 0 and data["tp"] == 2
+
+
+def test_a_user_model_dir_without_tokenizer_gets_the_tiny_one(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["Qwen3ForCausalLM"],
+                "hidden_size": 2048,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 16,
+            }
+        )
+    )
+    code, data = bench(fake_server_site(tmp_path / "site"), "--tp", "2", "--repeat", "1", "--model-path", str(model))
+    assert code == 0, data
+    assert data["model"]["architecture"] == "Qwen3ForCausalLM" and data["model"]["bundled"] is False
+    command = data["runs"][0]["command"]
+    assert command[command.index("--model-path") + 1] == str(model)
+    assert "--tokenizer-path" in command
+
+
+def refused(package: Path, *args: str) -> str:
+    code, data = bench(package, *args)
+    assert code == 2, data
+    assert data["ok"] is False
+    return str(data["error"])
+
+
+def test_refusals(tmp_path: Path) -> None:
+    assert "sees no CUDA GPU" in refused(fake_server_site(tmp_path / "a", gpus=0))
+    assert refused(fake_server_site(tmp_path / "b", gpus=2), "--tp", "4").startswith("--tp 4 needs 4 GPUs")
+    busy = refused(fake_server_site(tmp_path / "c", free_gib=10.0), "--tp", "2")
+    assert busy.startswith("GPU 0 (NVIDIA RTX PRO 6000 Blackwell Workstation Edition) has 10.0 of 95.0 GiB free")
+    assert "has no bench_one_batch" in refused(fake_server_site(tmp_path / "d", layout=""), "--tp", "2")
+    assert "older than the fusion" in refused(fake_server_site(tmp_path / "e", options="none"), "--tp", "2")
+    package = fake_server_site(tmp_path / "f")
+    assert "cannot be read" in refused(package, "--tp", "2", "--model-path", str(tmp_path))
+    assert "is not a local directory" in refused(package, "--tp", "2", "--model-path", "org/model")
+    assert "does not divide" in refused(package, "--tp", "2", "--hidden", "384")
+    assert "must not set fusion" in refused(package, "--server-arg", "--enable-flashinfer-allreduce-fusion")
+
+
+def test_a_smaller_mem_fraction_lets_a_busy_gpu_through(tmp_path: Path) -> None:
+    package = fake_server_site(tmp_path, free_gib=50.0)
+    code, data = bench(package, "--tp", "2", "--repeat", "1", "--server-arg=--mem-fraction-static=0.4")
+    assert code == 0, data
+    assert data["runs"][0]["command"][-1] == "--mem-fraction-static=0.4"
+
+
+def test_an_off_run_that_fails_is_exit_2_with_the_log_kept(tmp_path: Path) -> None:
+    error = refused(fake_server_site(tmp_path), "--tp", "2", "--server-arg=--no-such-option")
+    assert error.startswith("bench --server stopped in run 1/4, fusion off: sglang's benchmark ended with exit 2")
+    assert "unrecognized arguments: --no-such-option" in error
+    assert "the log is in" in error
+
+
+def test_options_of_the_other_bench_are_refused(tmp_path: Path) -> None:
+    package = fake_server_site(tmp_path)
+    code, _, err = run("bench", "--server", "--sglang-path", str(package), "--tokens", "1,2")
+    assert code == 2 and "--tokens belongs to the kernel bench" in err
+    code, _, err = run("bench", "--batch-sizes", "1,2")
+    assert code == 2 and "--batch-sizes belongs to bench --server" in err
+    code, _, err = run("bench", "--tp", "1")
+    assert code == 2 and "--tp 1 only with --server" in err
+
+
+def test_text_output_fits_80_columns(tmp_path: Path) -> None:
+    code, _, err = run("bench", "--server", "--sglang-path", str(fake_server_site(tmp_path)), "--tp", "2", *FAST)
+    assert code == 0, err
+    lines = err.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert any("on vs off" in line for line in lines)
+    assert "nothing downloaded" in err
+    assert "fusion pays in sglang's own decode at TP 2" in " ".join(lines)

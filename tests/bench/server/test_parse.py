@@ -1,0 +1,112 @@
+"""The parser on lines written here in bench_one_batch's format (the slow tier renders the
+real releases' own f-strings: test_releases.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sm120patch.bench.server import parse
+
+OUTPUT = """\
+max_total_num_tokens=123456
+Warmup ...
+Prefill. latency: 0.05000 s, throughput:  20480.00 token/s
+Decode 0. Batch size: 1, latency: 0.01200 s, throughput:     83.33 token/s
+Decode.  median latency: 0.01100 s, median throughput:     90.91 token/s
+Total. latency:  0.400 s, throughput:   3000.00 token/s
+Benchmark ...
+[2026-12-01 10:00:00 TP1] some log line in between
+Prefill. latency: 0.04000 s, throughput:   6400.00 token/s
+Decode 0. Batch size: 1, latency: 0.01000 s, throughput:    100.00 token/s
+Decode 1. Batch size: 1, latency: 0.00950 s, throughput:    105.26 token/s
+Decode.  median latency: 0.00970 s, median throughput:    103.09 token/s
+Total. latency:  0.650 s, throughput:    492.31 token/s
+skipping (8, 256, 64) due to max batch size limit
+Prefill. latency: 0.30000 s, throughput:  27306.67 token/s
+Decode 0. Batch size: 32, latency: 0.01500 s, throughput:   2133.33 token/s
+Decode.  median latency: 0.01450 s, median throughput:   2206.90 token/s
+Total. latency:  1.250 s, throughput:   8192.00 token/s
+"""
+SWEEP = [(1, 256, 64), (8, 256, 64), (32, 256, 64)]
+
+
+def test_warmup_and_sweep_apart() -> None:
+    parsed = parse.parse(OUTPUT.splitlines(), SWEEP)
+    assert parsed.max_total_num_tokens == 123456
+    assert [m.batch_size for m in parsed.warmup] == [1]
+    assert parsed.warmup[0].decode_median_s == pytest.approx(0.011)
+    assert [(m.batch_size, m.input_len, m.output_len) for m in parsed.runs] == [(1, 256, 64), (32, 256, 64)]
+    assert parsed.skipped == [(8, 256, 64)]
+    first, second = parsed.runs
+    assert first.prefill_latency_s == pytest.approx(0.04)
+    assert first.prefill_throughput == pytest.approx(6400.0)
+    assert first.decode_ms == pytest.approx(9.7)
+    assert first.decode_median_throughput == pytest.approx(103.09)
+    assert first.total_latency_s == pytest.approx(0.65)
+    assert [s[0] for s in first.decode_steps] == [0, 1]
+    assert second.decode_ms == pytest.approx(14.5)
+
+
+def test_without_a_sweep_the_batch_size_comes_from_the_decode_lines() -> None:
+    parsed = parse.parse(OUTPUT.splitlines())
+    assert [m.batch_size for m in parsed.runs] == [1, 32]
+
+
+def test_a_batch_size_other_than_the_sweeps_is_an_error() -> None:
+    with pytest.raises(parse.ParseError, match="batch size 32 printed where 8 was expected"):
+        parse.parse(OUTPUT.replace("skipping (8, 256, 64) due to max batch size limit\n", "").splitlines(), SWEEP)
+
+
+def test_more_results_than_asked_for_is_an_error() -> None:
+    with pytest.raises(parse.ParseError, match="more results than the 1 asked for"):
+        parse.parse(
+            OUTPUT.replace("skipping (8, 256, 64) due to max batch size limit\n", "").splitlines(), [(1, 256, 64)]
+        )
+
+
+def test_a_skip_out_of_order_is_an_error() -> None:
+    with pytest.raises(parse.ParseError, match="not the next of the sweep"):
+        parse.parse(OUTPUT.splitlines(), [(1, 256, 64), (32, 256, 64), (8, 256, 64)])
+
+
+def test_no_output_no_measurements() -> None:
+    parsed = parse.parse([], SWEEP)
+    assert parsed.runs == [] and parsed.warmup == [] and parsed.max_total_num_tokens is None
+
+
+@pytest.mark.parametrize(
+    ("line", "phase"),
+    [
+        ("[2026-12-01 TP0] Init torch distributed begin.", "distributed init"),
+        ("[TP0] Load weight begin. avail mem=93.10 GB", "loading weights"),
+        (
+            "[TP1] Capture cuda graph begin. This can take up to several minutes. avail mem=20 GB",
+            "capturing CUDA graphs",
+        ),
+        ("Capture piecewise CUDA graph begin. avail mem=20 GB", "capturing CUDA graphs"),
+        ("max_total_num_tokens=5", "model ready"),
+        ("Warmup ...", "warm-up"),
+        ("Benchmark ...", "benchmark"),
+        ("Capture cuda graph end. Time elapsed: 3.00 s.", None),
+        ("Prefill. latency: 0.1 s, throughput: 1 token/s", None),
+    ],
+)
+def test_milestones(line: str, phase: str | None) -> None:
+    assert parse.milestone(line) == phase
+
+
+def test_said_finds_each_fallback_line_once() -> None:
+    lines = [
+        "[TP0] Failed to initialize FlashInfer workspace: boom. Disabling flashinfer allreduce fusion permanently.",
+        "[TP1] Failed to initialize FlashInfer workspace: boom. Disabling flashinfer allreduce fusion permanently.",
+        "[TP0] Failed to initialize FlashInfer workspace: boom. Disabling flashinfer allreduce fusion permanently.",
+        "[TP0] FlashInfer workspace preflight probe failed (801). Skipping allreduce fusion.",
+        "an unrelated line",
+    ]
+    found = parse.said(lines, parse.FALLBACKS)
+    assert [why for _, why in found] == [
+        "FlashInfer's workspace could not be created",
+        "FlashInfer's workspace could not be created",
+        "the workspace preflight (cuMulticastGetGranularity) failed",
+    ]
+    assert found[0][0] == lines[0]
