@@ -72,3 +72,24 @@ def test_runtime_on_a_real_release_names_the_missing_dependency(release, tmp_pat
     assert failure["ok"] is False and failure["error"].startswith("ModuleNotFoundError: No module named")
     assert data["headline"].startswith(f"sglang does not import in {sys.executable}: {failure['error']}")
     assert data["runtime"]["modules"] == []  # not tried: their failure would say nothing new
+
+
+@pytest.mark.parametrize(("args", "limit"), [((), 120.0), (("--timeout", "7"), 7.0)])
+def test_runtime_imports_get_120_s_unless_timeout_is_given(
+    mini: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], limit: float
+) -> None:
+    """A cold import of a real sglang took 17-25 s on an H200 host: past the 20 s the other steps get."""
+    from click.testing import CliRunner
+
+    from sm120patch import cli as cli_module
+    from sm120patch.commands import verify as verify_module
+
+    seen: list[float | None] = []
+
+    def record(tree: object, runtime_timeout: float | None = None) -> None:
+        seen.append(runtime_timeout)  # and returns no outcome: the command stops there (exit 70)
+
+    monkeypatch.setattr(verify_module, "verify", record)
+    CliRunner().invoke(cli_module.main, ["verify", "--runtime", "--sglang-path", str(mini), *args])
+    CliRunner().invoke(cli_module.main, ["verify", "--sglang-path", str(mini), *args])
+    assert seen == [limit, None]

@@ -30,7 +30,7 @@ def test_fusion_pays_each_run_proven(tmp_path: Path) -> None:
     assert data["verdict"]["kind"] == "pays"
     assert data["verdict"]["advice"].endswith(f"launch with `{BACKEND} trtllm`")
     assert data["flags"] == {"on": [BACKEND, "trtllm"], "off": [HATCH]}
-    assert [(r["mode"], r["repeat"]) for r in data["runs"]] == [("off", 1), ("on", 1), ("off", 2), ("on", 2)]
+    assert [(r["mode"], r["repeat"]) for r in data["runs"]] == [("off", 1), ("on", 1), ("on", 2), ("off", 2)]
     for one in data["runs"]:
         counts = one["counts"]
         assert counts["sglang_processes"] == 2  # both TP ranks imported sglang's fusion module

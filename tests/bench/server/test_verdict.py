@@ -77,3 +77,10 @@ def test_flags_per_option_set(options: set[str], on: tuple[str, ...], off: tuple
 def test_no_fusion_option_no_flags() -> None:
     assert choose(set()) is None
     assert choose({HATCH}) is None
+
+
+def test_runs_alternate_so_cold_caches_fall_on_both_modes() -> None:
+    from sm120patch.bench.server.driver import order
+
+    assert order(1) == [(0, "off"), (0, "on")]
+    assert order(3) == [(0, "off"), (0, "on"), (1, "on"), (1, "off"), (2, "off"), (2, "on")]
