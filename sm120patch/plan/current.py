@@ -16,7 +16,10 @@ if TYPE_CHECKING:
 def current_plan(tree: SglangTree) -> Plan:
     """From the sealed record of the last apply where it may be trusted (no libcst), else
     parsed and checked by structure."""
+    state = StateDir(tree.package_dir)
+    trusted = trusted_plan(tree, state, state.load())
+    if trusted is not None:
+        return trusted
     from sm120patch.plan.planner import make_plan  # loads libcst: only when parsing
 
-    state = StateDir(tree.package_dir)
-    return trusted_plan(tree, state, state.load()) or make_plan(tree, list(all_patches()), change=False)
+    return make_plan(tree, list(all_patches()), change=False)
