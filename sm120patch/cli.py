@@ -76,9 +76,21 @@ def _timeout_option(func: Callable[..., Any]) -> Callable[..., Any]:
     )(func)
 
 
-def _both_locators(python: str | None, sglang_path: Path | None) -> None:
+def _locators(python: str | None, sglang_path: Path | None) -> tuple[str | None, Path | None]:
+    """``--python`` or ``--sglang-path``, not both; one that comes from the environment
+    (``SM120PATCH_PYTHON``, as the Docker example sets it) gives way to the other given on
+    the command line."""
     if python and sglang_path:
+        from click.core import ParameterSource
+
+        ctx = click.get_current_context()
+        from_env = {n for n in ("python", "sglang_path") if ctx.get_parameter_source(n) is ParameterSource.ENVIRONMENT}
+        if from_env == {"python"}:
+            return None, sglang_path
+        if from_env == {"sglang_path"}:
+            return python, None
         raise click.UsageError("give either --python or --sglang-path, not both")
+    return python, sglang_path
 
 
 def _fail(message: str, code: int, as_json: bool) -> None:
@@ -124,7 +136,7 @@ def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
     @_timeout_option
     @functools.wraps(func)
     def wrapper(python: str | None, sglang_path: Path | None, as_json: bool, timeout: float, **kwargs: Any) -> None:
-        _both_locators(python, sglang_path)
+        python, sglang_path = _locators(python, sglang_path)
 
         def run() -> int:
             from sm120patch.locate.tree import locate
@@ -284,7 +296,7 @@ def doctor(python: str | None, sglang_path: Path | None, as_json: bool, timeout:
     """Read-only: what stands between this host and a running fused allreduce (GPUs,
     patches, FlashInfer's SM12x kernel, P2P, multicast, GPUDirect RDMA, launch flags).
     Exit 1 when any finding is an error, 2 when no sglang is found (the host checks still run)."""
-    _both_locators(python, sglang_path)
+    python, sglang_path = _locators(python, sglang_path)
     from sm120patch.doctor.diagnose import diagnose
     from sm120patch.doctor.host import read_host
     from sm120patch.doctor.launch import default_python
@@ -380,6 +392,7 @@ def bench(
     wrong, 2 when the host cannot run it (no torch, GPU, FlashInfer kernel or P2P)."""
     from sm120patch.commands import bench as command
 
+    python, sglang_path = _locators(python, sglang_path)
     _guarded(
         as_json,
         lambda: command.bench(python, sglang_path, as_json, tp, tokens, hidden, dtype, replays, timeout, plot),
