@@ -6,9 +6,7 @@ Exit codes (``errors.ExitCode``): 0 ok, 1 not as asked, 2 usage or environment, 
 from __future__ import annotations
 
 import functools
-import inspect
 import sys
-import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -119,6 +117,8 @@ def _guarded(as_json: bool, run: Callable[[], int]) -> None:
         _fail(f"{exc.filename or ''}: {exc.strerror or exc}", ExitCode.ENVIRONMENT, as_json)
         code = ExitCode.ENVIRONMENT
     except Exception as exc:
+        import traceback
+
         traceback.print_exc()
         _fail(
             f"internal error ({type(exc).__name__}: {exc}); this is a bug in sm120patch {__version__}",
@@ -131,6 +131,7 @@ def _guarded(as_json: bool, run: Callable[[], int]) -> None:
 
 def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
     """A command that locates sglang, runs ``func`` on it and renders the outcome."""
+    takes_timeout = "timeout" in func.__code__.co_varnames[: func.__code__.co_argcount]  # not inspect: 4 ms
 
     @_location_options
     @_timeout_option
@@ -144,7 +145,7 @@ def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
             from sm120patch.report import as_text
 
             tree = locate(python=python, sglang_path=sglang_path, timeout=timeout)
-            if "timeout" in inspect.signature(func).parameters:
+            if takes_timeout:
                 kwargs["timeout"] = timeout
             outcome = func(tree=tree, **kwargs)
             if as_json:
