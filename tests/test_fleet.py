@@ -61,14 +61,18 @@ def default_tag() -> str:
     return tag
 
 
-def test_the_documented_build_command_is_the_one_the_dockerfile_and_readme_give() -> None:
+def test_the_documented_build_command_is_the_one_the_dockerfile_and_the_docs_give() -> None:
     assert BUILD_COMMAND in DOCKERFILE.read_text()
-    section = README_SECTION.search((REPO / "README.md").read_text())
+    for page in ("README.md", "docs/containers.md"):
+        text = (REPO / page).read_text()
+        assert BUILD_COMMAND in text, page
+        assert not re.search(r"pip install (--no-cache-dir )?sm120patch\b", text), page  # not on the index
+    section = CONTAINERS_IMAGE.search((REPO / "docs" / "containers.md").read_text())
     assert section and BUILD_COMMAND in section.group(0)
-    assert not re.search(r"pip install (--no-cache-dir )?sm120patch\b", section.group(0))  # not on the index
+    assert "docker exec <ctr> sm120patch verify " in section.group(0)
 
 
-README_SECTION = re.compile(r"^## In a container, on a fleet$.*?(?=^## )", re.M | re.S)
+CONTAINERS_IMAGE = re.compile(r"^## An image: `examples/docker/Dockerfile`$.*?(?=^## )", re.M | re.S)
 
 
 def test_the_default_tag_is_a_release_whose_flashinfer_has_the_sm12x_kernel() -> None:
