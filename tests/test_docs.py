@@ -90,6 +90,9 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     ]
     assert ci == documented
     assert "pytest" in readme
+    pyproject = (REPO / "pyproject.toml").read_text()
+    if any(" -n auto" in step for step in documented):  # pytest-xdist comes with the test extra
+        assert re.search(r'^test = \[.*"pytest-xdist[>=\d.]*"', pyproject, re.M)
 
 
 def test_readme_is_a_few_minutes_read() -> None:
