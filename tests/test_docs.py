@@ -100,7 +100,14 @@ def test_readme_is_a_few_minutes_read() -> None:
     assert len((REPO / "README.md").read_text().splitlines()) <= 160
 
 
-@pytest.mark.parametrize("script", ["scripts/compat_table.py", "benchmarks/run.py"])
+GENERATED = {
+    "scripts/compat_table.py": "compatibility",
+    "benchmarks/run.py": "performance",
+    "scripts/reliability_report.py": "reliability",
+}
+
+
+@pytest.mark.parametrize("script", sorted(GENERATED))
 def test_generated_pages_are_what_this_code_renders_and_name_this_version(script: str) -> None:
     """The page is rendered again from the data its run kept (no download, no timing): a page
     edited by hand, a renderer changed without a new run, or a run by an older sm120patch
@@ -109,6 +116,6 @@ def test_generated_pages_are_what_this_code_renders_and_name_this_version(script
 
     proc = subprocess.run([sys.executable, str(REPO / script), "--check"], capture_output=True, text=True)
     assert proc.returncode == 0, f"{script} would write its page differently: run python3 {script}"
-    page = {"scripts/compat_table.py": "compatibility", "benchmarks/run.py": "performance"}[script]
+    page = GENERATED[script]
     assert json.loads((REPO / "docs" / f"{page}.json").read_text())["tool_version"] == __version__
     assert f"(sm120patch {__version__}," in (REPO / "docs" / f"{page}.md").read_text()
