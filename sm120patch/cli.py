@@ -87,6 +87,11 @@ def _locators(python: str | None, sglang_path: Path | None) -> tuple[str | None,
             return None, sglang_path
         if from_env == {"sglang_path"}:
             return python, None
+        if from_env:
+            raise click.UsageError(
+                "SM120PATCH_PYTHON and SM120PATCH_SGLANG_PATH are both set: unset one, "
+                "or give --python or --sglang-path on the command line"
+            )
         raise click.UsageError("give either --python or --sglang-path, not both")
     return python, sglang_path
 

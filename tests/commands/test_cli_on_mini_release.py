@@ -190,7 +190,11 @@ def test_an_option_on_the_command_line_wins_over_the_other_from_the_environment(
     assert code == 2 and "no such interpreter" in data["error"]
     both = {**elsewhere, "SM120PATCH_SGLANG_PATH": str(mini)}
     code, data = jrun(command, env=both)
-    assert code == 2 and "not both" in data["error"]
+    assert code == 2 and "SM120PATCH_PYTHON and SM120PATCH_SGLANG_PATH are both set" in data["error"]
+    code, data = jrun(command, "--sglang-path", str(mini), env=both)  # typed: it wins
+    assert data["sglang"]["location"] == str(mini.resolve())
+    cleared = {"SM120PATCH_PYTHON": "", "SM120PATCH_SGLANG_PATH": str(mini)}  # docs/containers.md
+    assert jrun(command, env=cleared)[1]["sglang"]["location"] == str(mini.resolve())
 
 
 def test_version_says_which_releases() -> None:
