@@ -8,11 +8,17 @@ Runs, on real pip-installed sglang releases:
   * the hostile-input, hand-edit, concurrency and upgrade tests (pytest), counted.
 
     python3 scripts/reliability_report.py [--rounds 5] [--release 0.5.9]
+    python3 scripts/reliability_report.py --check   # exit 1 if the page is not what the code renders
+
+The figures are kept in docs/reliability.json and the page is rendered from them, so
+``--check`` (the fast tier, tests/test_docs.py) tells a page the code would now write
+differently without breaking anything.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import subprocess
@@ -24,6 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from sm120patch import __version__  # noqa: E402
 from tests.support.faultsuite import ACTIONS, STEPS, Stats, cli, run_suite  # noqa: E402
 from tests.support.realtrees import copy_release  # noqa: E402
 
@@ -64,38 +71,65 @@ def pytest_counts(files: list[str]) -> dict:
     return {"summary": tail, **counts}
 
 
+HOSTILE_FILES = [
+    "tests/commands/test_hostile.py",
+    "tests/commands/test_hand_edits.py",
+    "tests/patches/test_communicator_fusion_gate.py::test_generated_gate_variants_are_widened_exactly_or_refused_as_drift",
+    "tests/patches/test_server_args_auto_enable.py::test_generated_auto_enable_blocks_are_widened_unless_they_also_pick_sm100_kernels",
+]
+DATA = REPO / "docs" / "reliability.json"
+PAGE = REPO / "docs" / "reliability.md"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--release", default="0.5.9")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--output", type=Path, default=REPO / "docs" / "reliability.md")
+    parser.add_argument("--check", action="store_true", help="exit 1 if the page differs from what the code renders")
     args = parser.parse_args()
+    if args.check:
+        return 0 if PAGE.read_text() == page(json.loads(DATA.read_text())) else 1
     started = time.time()
-    suites = {op: run_suite(args.release, op) for op in ("apply", "revert")}
+    suites = {op: dataclasses.asdict(run_suite(args.release, op)) for op in ("apply", "revert")}
+    concurrency = concurrent_rounds(args.release, args.rounds)
+    hostile = pytest_counts(HOSTILE_FILES)
+    upgrades = pytest_counts(["tests/transaction/test_concurrency_and_upgrades.py"])
+    data = {
+        "tool_version": __version__,
+        "release": args.release,
+        "date": time.strftime("%Y-%m-%d"),
+        "seconds": round(time.time() - started),
+        "suites": suites,
+        "concurrency": concurrency,
+        "hostile": hostile,
+        "upgrades": upgrades,
+    }
+    DATA.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    PAGE.write_text(page(data))
+    print(f"wrote {PAGE} and {DATA}", file=sys.stderr)
+    failed = any(suite["failures"] for suite in suites.values())
+    return 0 if not failed and concurrency["corrupted"] == 0 else 1
+
+
+def page(data: dict) -> str:
+    """docs/reliability.md from what a run found (``data``)."""
+    suites = {op: Stats(**fields) for op, fields in data["suites"].items()}
     total = Stats()
     for stats in suites.values():
         total.add(stats)
-    concurrency = concurrent_rounds(args.release, args.rounds)
-    hostile_files = [
-        "tests/commands/test_hostile.py",
-        "tests/commands/test_hand_edits.py",
-        "tests/patches/test_communicator_fusion_gate.py::test_generated_gate_variants_are_widened_exactly_or_refused_as_drift",
-        "tests/patches/test_server_args_auto_enable.py::test_generated_auto_enable_blocks_are_widened_unless_they_also_pick_sm100_kernels",
-    ]
-    hostile = pytest_counts(hostile_files)
-    upgrades = pytest_counts(["tests/transaction/test_concurrency_and_upgrades.py"])
-    elapsed = time.time() - started
+    concurrency, hostile, upgrades = data["concurrency"], data["hostile"], data["upgrades"]
     rows = "\n".join(
         f"| `{op}` | {s.kill_points} | {s.io_faults} | {s.recovered} | {s.lost_or_half_written} | {s.leftover_temp_files} |"
         for op, s in suites.items()
     )
     failures = "\n".join(f"- {f}" for f in total.failures) or "none"
-    args.output.write_text(f"""# Reliability
+    return f"""# Reliability
 
 sm120patch rewrites files in someone's serving image, so it is tested the way package
 managers and databases test themselves: by breaking it on purpose. Figures below come from
-`python3 scripts/reliability_report.py` (sglang {args.release}, pip-installed from the package
-index; {time.strftime("%Y-%m-%d")}, {elapsed:.0f} s). The same suite runs in CI
+`python3 scripts/reliability_report.py` (sm120patch {data["tool_version"]}, sglang {data["release"]},
+pip-installed from the package index; {data["date"]}, {data["seconds"]} s; the figures:
+`docs/reliability.json`). The same suite runs in CI
 (`tests/transaction/test_faults.py`, `tests/commands/test_hostile.py`,
 `tests/transaction/test_concurrency_and_upgrades.py`, the generated variants in `tests/patches/`).
 
@@ -140,7 +174,7 @@ holder never blocks the next run (tested).
 
 ## Hostile and odd input, upgrades
 
-`{" ".join(hostile_files)}`: {hostile["summary"]} — a file edited after apply (revert
+`{" ".join(HOSTILE_FILES)}`: {hostile["summary"]} — a file edited after apply (revert
 refuses without `--force`, keeps the changed file aside with it), a symlinked target (the
 real file is patched, the link stays), CRLF + BOM + coding cookie + tab indentation (kept byte
 for byte outside the change), mode and owner (kept), an immutable file or directory
@@ -153,9 +187,7 @@ earlier backup is kept aside), a `--python` that is not an interpreter, the seed
 upgrades and downgrades (0.5.8 ⇄ 0.5.9) under a patched tree: `verify` reports the pristine
 release files and the stale state, `apply` keeps the old state aside in `stale-<version>-<time>/`
 and patches the new release, `revert` restores the new release's files.
-""")
-    print(f"wrote {args.output}", file=sys.stderr)
-    return 0 if not total.failures and concurrency["corrupted"] == 0 else 1
+"""
 
 
 if __name__ == "__main__":

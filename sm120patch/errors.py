@@ -1,4 +1,4 @@
-"""Exit codes and the errors that end a command with one (README: Exit codes)."""
+"""Exit codes and the errors that end a command with one (docs/reference.md: Exit codes)."""
 
 from __future__ import annotations
 

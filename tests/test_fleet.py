@@ -61,14 +61,18 @@ def default_tag() -> str:
     return tag
 
 
-def test_the_documented_build_command_is_the_one_the_dockerfile_and_readme_give() -> None:
+def test_the_documented_build_command_is_the_one_the_dockerfile_and_the_docs_give() -> None:
     assert BUILD_COMMAND in DOCKERFILE.read_text()
-    section = README_SECTION.search((REPO / "README.md").read_text())
+    for page in ("README.md", "docs/containers.md"):
+        text = (REPO / page).read_text()
+        assert BUILD_COMMAND in text, page
+        assert not re.search(r"pip install (--no-cache-dir )?sm120patch\b", text), page  # not on the index
+    section = CONTAINERS_IMAGE.search((REPO / "docs" / "containers.md").read_text())
     assert section and BUILD_COMMAND in section.group(0)
-    assert not re.search(r"pip install (--no-cache-dir )?sm120patch\b", section.group(0))  # not on the index
+    assert "docker exec <ctr> sm120patch verify " in section.group(0)
 
 
-README_SECTION = re.compile(r"^## In a container, on a fleet$.*?(?=^## )", re.M | re.S)
+CONTAINERS_IMAGE = re.compile(r"^## An image: `examples/docker/Dockerfile`$.*?(?=^## )", re.M | re.S)
 
 
 def test_the_default_tag_is_a_release_whose_flashinfer_has_the_sm12x_kernel() -> None:
@@ -81,8 +85,20 @@ def test_the_default_tag_is_a_release_whose_flashinfer_has_the_sm12x_kernel() ->
     pinned = pin_for(release.group(1))
     assert pinned and Version(pinned) >= FIRST_SM12X
     runs = " && ".join(args for k, args in steps if k == "RUN")
-    assert "/opt/sm120patch/bin/sm120patch apply --strict" in runs
+    assert "sm120patch apply --strict" in runs
     assert [json.loads(args) for k, args in steps if k == "ENTRYPOINT"] == [["/usr/local/bin/sm120patch-entrypoint"]]
+
+
+def test_in_the_image_sm120patch_is_on_path_and_looks_at_the_image_python() -> None:
+    """`docker exec <ctr> sm120patch verify` as a user types it: the tool's venv is not the
+    image's Python, so the image names the serving interpreter (the build's apply uses it too)."""
+    steps = instructions(DOCKERFILE)
+    (serving,) = [args.partition("=")[2] for k, args in steps if k == "ARG" and args.startswith("SERVING_PYTHON=")]
+    assert serving == "/usr/bin/python3"  # the official image's, and the stand-in's
+    assert ("ENV", "SM120PATCH_PYTHON=${SERVING_PYTHON}") in steps
+    runs = " && ".join(args for k, args in steps if k == "RUN")
+    assert "ln -s /opt/sm120patch/bin/sm120patch /usr/local/bin/sm120patch" in runs
+    assert re.search(r"(^|&& )sm120patch apply --strict$", runs)  # from PATH, on SM120PATCH_PYTHON
 
 
 def test_the_build_context_holds_the_project_and_nothing_local(tmp_path: Path) -> None:
@@ -144,16 +160,28 @@ def test_image_builds_from_the_repository_root_and_serves_only_while_patched(
     assert podman(*packages, image, "-m", "pip", "list", "--format=json").stdout == before
     libcst = podman(*packages, image, "-c", "import libcst", check=False)
     assert libcst.returncode == 1 and "No module named 'libcst'" in libcst.stderr
-    tool = ["run", "--rm", "--entrypoint", "/opt/sm120patch/bin/sm120patch", image]
-    assert f"sm120patch {sm120patch.__version__} " in podman(*tool, "--version").stdout
-    # apply --strict ran at build time, on the editable checkout, with the FlashInfer sglang pins.
-    verify = podman(*tool, "verify", "--python", "/usr/bin/python3", "--json", check=False)
-    report = json.loads(verify.stdout)
-    assert verify.returncode == 0 and report["ok"], report["headline"]
-    assert report["sglang"]["install_kind"] == "editable"
-    assert report["sglang"]["location"] == "/sgl-workspace/sglang/python/sglang"
-    assert report["sglang"]["flashinfer"] == containers.flashinfer_pin(sglang)
-    assert report["warnings"] == []
+    # As a user types it in a running container: `sm120patch` on PATH, no flags, finds the
+    # image's sglang (apply --strict ran at build time, on the editable checkout, with the
+    # FlashInfer sglang pins).
+    container = podman("run", "-d", "--entrypoint", "sleep", image, "600").stdout.strip()
+    try:
+        assert f"sm120patch {sm120patch.__version__} " in podman("exec", container, "sm120patch", "--version").stdout
+        verify = podman("exec", container, "sm120patch", "verify", "--json", check=False)
+        report = json.loads(verify.stdout)
+        assert verify.returncode == 0 and report["ok"], report["headline"]
+        assert report["sglang"]["install_kind"] == "editable"
+        assert report["sglang"]["location"] == "/sgl-workspace/sglang/python/sglang"
+        assert report["sglang"]["python"] == "/usr/bin/python3"
+        assert report["sglang"]["flashinfer"] == containers.flashinfer_pin(sglang)
+        assert report["warnings"] == []
+        doctor = podman("exec", container, "sm120patch", "doctor", "--tp", "2", "--json", check=False)
+        findings = {f["id"]: f for f in json.loads(doctor.stdout)["findings"]}
+        assert doctor.returncode == 0 and findings["patch:communicator-flag"]["severity"] == "ok", doctor.stdout
+        # No torch in the stand-in: bench refuses in one sentence, about the image's python.
+        bench = podman("exec", container, "sm120patch", "bench", check=False)
+        assert bench.returncode == 2 and "/usr/bin/python3" in bench.stderr and "Traceback" not in bench.stderr
+    finally:
+        podman("rm", "--force", container, check=False)
 
     # The entrypoint verifies the `python` it then runs sglang's server with.
     started = podman("run", "--rm", image, "--model-path", "m", check=False)
@@ -162,7 +190,7 @@ def test_image_builds_from_the_repository_root_and_serves_only_while_patched(
     assert "/sgl-workspace/sglang/python/sglang/__init__.py" in started.stderr
     reverted = podman(
         "run", "--rm", "--entrypoint", "sh", image, "-c",
-        "/opt/sm120patch/bin/sm120patch revert --python /usr/bin/python3 >/dev/null 2>&1"
+        "sm120patch revert >/dev/null 2>&1"
         " && exec /usr/local/bin/sm120patch-entrypoint --model-path m",
         check=False,
     )  # fmt: skip

@@ -78,7 +78,10 @@ def missing_kernel_effect(tree: SglangTree) -> str | None:
 
 
 def fused_path_warnings(tree: SglangTree) -> list[str]:
-    """What would keep the fused kernel from running even with every patch applied."""
+    """What would keep the fused kernel from running even with every patch applied.  The
+    release's code is read (``startup_risk``) only when there is something to warn about."""
+    if releases.flashinfer_warning(tree.flashinfer_facts, tree.version) is None:
+        return []
     warning = releases.flashinfer_warning(tree.flashinfer_facts, tree.version, missing_kernel_effect(tree))
     return [warning] if warning else []
 

@@ -1,4 +1,4 @@
-"""One JSON object on stdout for machines (README: "JSON output"), versioned by ``SCHEMA``."""
+"""One JSON object on stdout for machines (docs/reference.md: "JSON output"), versioned by ``SCHEMA``."""
 
 from __future__ import annotations
 

@@ -177,6 +177,26 @@ def test_environment_variable_stands_for_sglang_path(mini: Path) -> None:
     assert data["sglang"]["location"] == str(mini.resolve())
 
 
+@pytest.mark.parametrize("command", ["verify", "list", "doctor"])
+def test_an_option_on_the_command_line_wins_over_the_other_from_the_environment(
+    mini: Path, tmp_path: Path, command: str
+) -> None:
+    """The Docker example sets SM120PATCH_PYTHON for the image's python: `--sglang-path DIR`
+    typed in the container still looks at DIR, and the reverse."""
+    elsewhere = {"SM120PATCH_PYTHON": str(tmp_path / "no-such-python")}
+    _, data = jrun(command, "--sglang-path", str(mini), env=elsewhere)
+    assert data["sglang"]["location"] == str(mini.resolve())
+    code, data = jrun(command, "--python", str(tmp_path / "no-such-python"), env={"SM120PATCH_SGLANG_PATH": str(mini)})
+    assert code == 2 and "no such interpreter" in data["error"]
+    both = {**elsewhere, "SM120PATCH_SGLANG_PATH": str(mini)}
+    code, data = jrun(command, env=both)
+    assert code == 2 and "SM120PATCH_PYTHON and SM120PATCH_SGLANG_PATH are both set" in data["error"]
+    code, data = jrun(command, "--sglang-path", str(mini), env=both)  # typed: it wins
+    assert data["sglang"]["location"] == str(mini.resolve())
+    cleared = {"SM120PATCH_PYTHON": "", "SM120PATCH_SGLANG_PATH": str(mini)}  # docs/containers.md
+    assert jrun(command, env=cleared)[1]["sglang"]["location"] == str(mini.resolve())
+
+
 def test_version_says_which_releases() -> None:
     code, out, _ = run("--version")
     assert code == 0 and out.startswith(f"sm120patch {__version__}") and "0.5.4" in out and "0.5.23" in out

@@ -1,6 +1,6 @@
-"""README's exit-code table is true: every cell is a scenario run through the CLI.
+"""The exit-code table (docs/reference.md) is true: every cell is a scenario run through the CLI.
 
-The table is read from README.md (between the exit-codes markers); a cell that names an
+The table is read from docs/reference.md (between the exit-codes markers); a cell that names an
 outcome must have a scenario here, and the scenario must exit with the cell's code.  The
 hosts are the miniature release, FakeFlashInfer (``fake_flashinfer``), a fake
 ``nvidia-smi`` and this interpreter, which has no torch.  bench's 0 and 1 need ranks that
@@ -28,12 +28,12 @@ from tests.support.fakes import RTX_PRO_6000, fake_flashinfer, fake_nvidia_smi, 
 from tests.support.faultsuite import REPO
 from tests.support.mini_sglang import FILES, write_mini_sglang
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference.md"
 BENCH_RUNS = Path(__file__).resolve().parents[1] / "bench" / "test_bench_cpu.py"
 
 
 def table() -> dict[tuple[str, int], str]:
-    text = README.read_text()
+    text = REFERENCE.read_text()
     block = text[text.index("<!-- exit-codes:begin") : text.index("<!-- exit-codes:end -->")]
     cells: dict[tuple[str, int], str] = {}
     for line in block.splitlines():

@@ -105,3 +105,20 @@ def test_a_release_without_fusion_is_refused_and_an_unknown_version_is_this_sgla
         "this sglang has no FlashInfer allreduce fusion (it arrived in 0.4.9): there is nothing to widen. "
         "The first release sm120patch supports is 0.5.4."
     )
+
+
+@pytest.mark.parametrize(("flashinfer_version", "warned"), [("0.6.17", False), ("0.6.12", True)])
+def test_the_release_code_is_read_only_for_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flashinfer_version: str, warned: bool
+) -> None:
+    """verify and apply read the fusion module with ``ast`` (startup_risk) only to say what a
+    warning would mean: a FlashInfer with the kernel costs no parse."""
+    from sm120patch.commands.common import fused_path_warnings
+    from sm120patch.plan import startup_risk
+
+    read: list[bytes] = []
+    monkeypatch.setattr(startup_risk, "missing_kernel_effect", read.append)
+    tree = from_directory(write_mini_sglang(tmp_path / "site"))
+    tree.__dict__["flashinfer_facts"] = flashinfer.inspect(flashinfer_version, None)
+    assert bool(fused_path_warnings(tree)) is warned
+    assert len(read) == int(warned)
