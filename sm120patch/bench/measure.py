@@ -12,7 +12,7 @@ import json
 import os
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from sm120patch.errors import EnvironmentProblem, ExitCode, NotAsAsked
 from sm120patch.locate import flashinfer as flashinfer_kernel
 from sm120patch.probes import ProbeError, bench_rank, run_script
 
+PCIE_IPC_FLAG = "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE"  # 0.5.23's opt-in PCIe allreduce (sglang#34528)
 SGLANG_NORM = "sgl_kernel.fused_add_rmsnorm"  # what sglang runs after the allreduce when fusion is off
 CALLS_PER_GRAPH = 10
 PROBE_TIMEOUT_S = 30.0
@@ -48,6 +49,7 @@ class Settings:
     fault: str | None = None
     baseline: str = "auto"  # "sglang": its own code or nothing; "stand-in": never import sglang
     custom_allreduce: bool = True  # sglang's default; False as --disable-custom-all-reduce
+    pcie_ipc: bool = False  # the release has SGLANG_ENABLE_PCIE_IPC_ALLREDUCE (0.5.23+)
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,16 @@ class Row:
     ok: bool
     allreduce_name: str = ""  # what the unfused path's allreduce was at this size
     allreduce_why: str = ""  # why it was not sglang's custom allreduce, where sglang says
+    pcie_ipc: Timing | None = None  # unfused again with SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1
+    pcie_ipc_name: str = ""  # the allreduce sglang picked then (PCIe-IPC only up to its width)
+
+    @property
+    def fastest(self) -> str:
+        """Which of the paths a server can be launched with is fastest at this size."""
+        paths = {"fused": self.fused.median_us, "unfused": self.unfused.median_us}
+        if self.pcie_ipc is not None:
+            paths["pcie-ipc"] = self.pcie_ipc.median_us
+        return min(paths, key=lambda name: paths[name])
 
     @property
     def point(self) -> Point:
@@ -215,7 +227,9 @@ def combine(logs: list[launch.RankLog]) -> list[Row]:
         rows.append(
             Row(
                 tokens,
-                **timings,
+                fused=timings["fused"],
+                unfused=timings["unfused"],
+                allreduce=timings["allreduce"],
                 max_abs_error=errors,
                 tolerance=events[0]["tolerance"],
                 ok=all(e["ok"] for e in events),
@@ -278,6 +292,25 @@ def run(
     rows = combine(logs)
     baseline = read_baseline(done, rows)
     notes = list(call.notes)
+    why = pcie_ipc_pass(settings.pcie_ipc, done, env)
+    if why:
+        notes.append(why)
+        on_event(0, {"event": "phase", "phase": f"unfused again with {PCIE_IPC_FLAG}=1"})
+        second = dict(env, MASTER_PORT=str(free_port()), **{PCIE_IPC_FLAG: "1"})
+        try:
+            again = launch.launch(
+                settings.python,
+                bench_rank.__file__,
+                ["run", json.dumps(dict(config, only_unfused=True))],
+                world,
+                second,
+                settings.timeout,
+                on_event,
+            )
+        except launch.RankFailure as exc:
+            notes.append(f"{PCIE_IPC_FLAG}=1 could not be measured: {exc}")
+        else:
+            rows = with_pcie_ipc(rows, combine_unfused(again))
     if baseline.source != "sglang" and not baseline.norm.startswith(SGLANG_NORM) and rows:
         notes.append(floor_note(rows, baseline.norm))
     return BenchResult(
@@ -292,6 +325,44 @@ def run(
         notes=notes,
         model=model,
     )
+
+
+def pcie_ipc_pass(has_option: bool, done: dict[str, Any], env: dict[str, str]) -> str | None:
+    """Why the unfused path is measured a second time with 0.5.23's PCIe-IPC allreduce (None:
+    it is not): only sglang's own code can run it, and only PCIe hosts would choose it."""
+    if not has_option or done.get("source") != "sglang" or done.get("full_nvlink"):
+        return None
+    if env.get(PCIE_IPC_FLAG) == "1":
+        return None  # already the baseline measured
+    return (
+        f"this release has {PCIE_IPC_FLAG}=1 and these GPUs have no full NVLink: sglang's unfused path "
+        "was measured again with it (column PCIe-IPC)"
+    )
+
+
+def combine_unfused(logs: list[launch.RankLog]) -> dict[int, tuple[Timing, str]]:
+    """The unfused path of a second pass, per token count: the slowest rank's, and its allreduce."""
+    found: dict[int, tuple[Timing, str]] = {}
+    for log in logs:
+        for event in log.events:
+            if event["event"] != "row":
+                continue
+            timing = _timing(event, "unfused")
+            tokens = int(event["tokens"])
+            if tokens in found:
+                old = found[tokens][0]
+                timing = Timing(max(old.median_us, timing.median_us), max(old.p90_us, timing.p90_us))
+            found[tokens] = (timing, str(event.get("allreduce_name", "")))
+    return found
+
+
+def with_pcie_ipc(rows: list[Row], second: dict[int, tuple[Timing, str]]) -> list[Row]:
+    return [
+        replace(row, pcie_ipc=second[row.tokens][0], pcie_ipc_name=second[row.tokens][1])
+        if row.tokens in second
+        else row
+        for row in rows
+    ]
 
 
 def read_baseline(done: dict[str, Any], rows: list[Row]) -> Baseline:

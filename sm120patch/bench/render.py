@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from sm120patch import __version__
 from sm120patch.bench import estimate
-from sm120patch.bench.measure import BenchResult, Row, Timing
+from sm120patch.bench.measure import PCIE_IPC_FLAG, BenchResult, Row, Timing
 from sm120patch.bench.verdict import Compare, Kind
 from sm120patch.errors import EnvironmentProblem
 
@@ -25,18 +25,27 @@ _KIND_STYLE = {
 }
 
 
+def _timing_json(timing: Timing) -> dict[str, float]:
+    return {"median_us": timing.median_us, "p90_us": timing.p90_us}
+
+
 def _row_json(row: Row) -> dict[str, Any]:
     point = row.point
     return {
         "tokens": row.tokens,
-        "fused": {"median_us": row.fused.median_us, "p90_us": row.fused.p90_us},
-        "unfused": {"median_us": row.unfused.median_us, "p90_us": row.unfused.p90_us},
-        "allreduce": {"median_us": row.allreduce.median_us, "p90_us": row.allreduce.p90_us},
+        "fused": _timing_json(row.fused),
+        "unfused": _timing_json(row.unfused),
+        "allreduce": _timing_json(row.allreduce),
         "fused_vs_unfused_pct": round(point.delta_pct, 2),
         "fused_vs_allreduce_pct": round(row.vs_floor_pct, 2),
         "compare": point.compare.value,
         "allreduce_name": row.allreduce_name,
         "allreduce_why": row.allreduce_why,
+        "pcie_ipc": None
+        if row.pcie_ipc is None
+        else {"median_us": row.pcie_ipc.median_us, "p90_us": row.pcie_ipc.p90_us},
+        "pcie_ipc_allreduce": row.pcie_ipc_name or None,
+        "fastest": row.fastest,
         "max_abs_error": row.max_abs_error,
         "tolerance": row.tolerance,
         "ok": row.ok,
@@ -118,6 +127,22 @@ def _estimate_json(result: BenchResult) -> dict[str, Any] | None:
     }
 
 
+FASTEST_WORDS = {
+    "fused": "fusion on",
+    "unfused": "sglang's default (fusion off)",
+    "pcie-ipc": f"{PCIE_IPC_FLAG}=1 (fusion off)",
+}
+
+
+def pcie_ipc_line(rows: list[Row]) -> str:
+    """With 0.5.23's PCIe-IPC allreduce measured too: per token count, the fastest of the three."""
+    cells = []
+    for row in rows:
+        ipc = f"{_us(row.pcie_ipc.median_us)} µs" if row.pcie_ipc is not None else "not measured"
+        cells.append(f"{row.tokens}: {FASTEST_WORDS[row.fastest]} (PCIe-IPC {ipc})")
+    return f"fastest per token count, of fused / unfused / {PCIE_IPC_FLAG}=1: " + "; ".join(cells)
+
+
 def allreduce_spans(rows: list[Row]) -> str:
     """Which allreduce ran at which token counts, with sglang's reason where it gave one."""
     spans: list[tuple[str, str, int, int]] = []
@@ -180,6 +205,8 @@ def render(result: BenchResult, out: Console) -> None:
         f"driver {versions.get('driver')}",
         *result.notes,
     ]
+    if any(row.pcie_ipc is not None for row in result.rows):
+        facts.append(pcie_ipc_line(result.rows))
     for fact in facts:
         out.print(Text(fact, style="dim"))
     if result.model is not None:

@@ -79,6 +79,7 @@ def bench(
         replays=replays,
         baseline=baseline,
         custom_allreduce=custom_allreduce,
+        pcie_ipc=bool(tree and tree.pcie_ipc_option),
     )
     call = read_call(tree.package_dir if tree else None, tree.version if tree else None)
     hatch = keep_off(doctor.release_options(tree) if tree else None)

@@ -18,7 +18,6 @@ from sm120patch.doctor.host import Host
 from sm120patch.locate.tree import SglangTree
 
 V2_FROM = Version("0.5.13")
-PCIE_IPC_FILE = "srt/distributed/device_communicators/pcie_ipc_ar.py"
 PCIE_IPC_FLAG = "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE"
 SOURCE = "sglang's GroupCoordinator.all_reduce and custom allreduce (srt/distributed), read per release"
 
@@ -54,7 +53,7 @@ def allreduce(tree: SglangTree | None, host: Host, tp: int | None) -> list[HostF
         return []
     version = _version(tree)
     release = f"sglang {tree.version}" if tree is not None and tree.version else "sglang"
-    has_pcie_ipc = tree is not None and (tree.package_dir / PCIE_IPC_FILE).is_file()
+    has_pcie_ipc = tree is not None and tree.pcie_ipc_option
     nvlink = _full_nvlink(host, world)
     sm12x = any(g.sm12x for g in host.facts.gpus[:world])
     where = f"TP {world}"

@@ -58,6 +58,9 @@ class Record:
         return raw.hex() if len(raw) == 32 else None
 
 
+PCIE_IPC_MODULE = "srt/distributed/device_communicators/pcie_ipc_ar.py"
+
+
 @dataclass(frozen=True)
 class SglangTree:
     """An sglang package directory and what is known about how it got there."""
@@ -70,6 +73,12 @@ class SglangTree:
     python: str | None = None
     flashinfer: str | None = None  # the installed version
     flashinfer_dir: Path | None = None  # the installed ``flashinfer`` package
+
+    @property
+    def pcie_ipc_option(self) -> bool:
+        """Whether this release has ``SGLANG_ENABLE_PCIE_IPC_ALLREDUCE`` (FlashInfer's PCIe-IPC
+        allreduce, sglang#34528, 0.5.23+): the module that implements it is there."""
+        return (self.package_dir / PCIE_IPC_MODULE).is_file()
 
     @cached_property
     def flashinfer_facts(self) -> flashinfer_kernel.FlashInfer:

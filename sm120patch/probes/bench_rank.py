@@ -369,6 +369,27 @@ def _sglang_paths(
     return paths, workspace
 
 
+def _unfused_paths(native: Any, config: Dict[str, Any]) -> Paths:
+    """sglang's allreduce and norm only (``only_unfused``: a pass in another environment)."""
+
+    def no_fused(*args: Any) -> Tuple[Any, Any]:
+        raise AssertionError("only_unfused: the fused path is not measured in this pass")
+
+    return Paths(
+        source="sglang",
+        allreduce=native.allreduce,
+        norm_factory=lambda gamma: native.norm(int(config["hidden"]), float(config["eps"]), gamma),
+        norm_name="sglang %s RMSNorm.forward (srt/layers/layernorm.py)" % (native.version or ""),
+        fused=no_fused,
+        fused_name="",
+        capture=native.capture,
+        name=native.allreduce_name,
+        declined=native.declined,
+        close=lambda: None,
+        notes=[],
+    )
+
+
 def _allocating(torch: Any, call: Callable[..., None]) -> Callable[..., Tuple[Any, Any]]:
     """The mirrored kernel call with its outputs allocated per call, as sglang allocates them."""
 
@@ -470,14 +491,17 @@ def run(config: Dict[str, Any]) -> None:
     dist.all_reduce(warm)  # the communicator exists before any graph is captured
 
     emit("phase", rank=rank, phase="workspace")
-    if native is not None:
+    only_unfused = bool(config.get("only_unfused"))
+    if native is not None and only_unfused:  # a second pass in another environment: no fused path
+        paths, workspace = _unfused_paths(native, config), None
+    elif native is not None:
         paths, workspace = _sglang_paths(torch, dist, native, config, rank, world, dtype, dev)
     else:
         paths, workspace = _standin_paths(torch, dist, sg, config, rank, world, dtype, dev, why)
     versions = _versions(torch, device)
     versions["multicast_guarded"] = guarded
 
-    ops = Ops(torch, dist, dev, dtype, world, eps, paths)
+    ops = Ops(torch, dist, dev, dtype, world, eps, paths, fused=not only_unfused)
     for index, tokens in enumerate(config["tokens"]):
         emit("phase", rank=rank, phase="tokens %d" % tokens, index=index, total=len(config["tokens"]))
         row = ops.measure(rank, tokens, hidden, config["dtype"], calls, replays)
@@ -490,6 +514,7 @@ def run(config: Dict[str, Any]) -> None:
     emit(
         "done",
         rank=rank,
+        full_nvlink=bool(device == "cuda" and sg.full_nvlink(world)),
         source=paths.source,
         norm=ops.norm_name,
         fused=paths.fused_name,
@@ -501,10 +526,13 @@ def run(config: Dict[str, Any]) -> None:
 class Ops:
     """The three operations on one token count's tensors, checked and timed."""
 
-    def __init__(self, torch: Any, dist: Any, dev: Any, dtype: Any, world: int, eps: float, paths: Paths) -> None:
+    def __init__(
+        self, torch: Any, dist: Any, dev: Any, dtype: Any, world: int, eps: float, paths: Paths, fused: bool = True
+    ) -> None:
         self.torch, self.dist, self.dev, self.dtype, self.world, self.eps = torch, dist, dev, dtype, world, eps
         self.paths = paths
         self.norm_name = paths.norm_name
+        self.with_fused = fused  # False: a pass that times only the unfused path and the allreduce
 
     def inputs(self, rank: int, tokens: int, hidden: int) -> Tuple[Any, Any, Any]:
         """This rank's input, and the residual and RMSNorm weight every rank shares."""
@@ -528,16 +556,19 @@ class Ops:
         x, residual, gamma = self.inputs(rank, tokens, hidden)
         ref_norm, ref_residual = self.reference(x, residual, gamma)
         norm = paths.norm_factory(gamma)
-
-        norm_out, residual_out = paths.fused(x, residual, gamma, self.eps)
-        if norm_out is None:
-            raise BenchError("declined", "sglang did not fuse %d tokens: %s" % (tokens, paths.declined()))
         on_gpu = self.dev.type == "cuda"
-        if on_gpu:
-            torch.cuda.synchronize()
         atol, rtol = tolerance(dtype_name)
-        ok = _within(torch, ref_norm, norm_out, atol, rtol) and _within(torch, ref_residual, residual_out, atol, rtol)
-        errors = {"norm": _max_error(ref_norm, norm_out), "residual": _max_error(ref_residual, residual_out)}
+        ok, errors = True, {}
+        if self.with_fused:
+            norm_out, residual_out = paths.fused(x, residual, gamma, self.eps)
+            if norm_out is None:
+                raise BenchError("declined", "sglang did not fuse %d tokens: %s" % (tokens, paths.declined()))
+            if on_gpu:
+                torch.cuda.synchronize()
+            ok = _within(torch, ref_norm, norm_out, atol, rtol) and _within(
+                torch, ref_residual, residual_out, atol, rtol
+            )
+            errors = {"norm": _max_error(ref_norm, norm_out), "residual": _max_error(ref_residual, residual_out)}
 
         # The unfused path works in place (as sglang's does); on copies, so the fused inputs stay.
         x_work, residual_work, ar_work = x.clone(), residual.clone(), x.clone()
@@ -552,7 +583,8 @@ class Ops:
             paths.allreduce(ar_work)
 
         row: Dict[str, Any] = {"ok": ok, "max_abs_error": errors, "tolerance": {"atol": atol, "rtol": rtol}}
-        for name, fn in (("fused", fused), ("unfused", unfused), ("allreduce", allreduce)):
+        timed = (("fused", fused), ("unfused", unfused), ("allreduce", allreduce))
+        for name, fn in timed if self.with_fused else timed[1:]:
             if on_gpu:
                 times = time_cuda_graph(torch, self.dist, fn, calls, replays, paths.capture)
             else:

@@ -82,3 +82,32 @@ def test_a_kernel_that_returns_garbage_is_caught(cpu_torch_python: Path) -> None
 def test_the_torch_baseline_is_flagged(cpu_torch_python: Path) -> None:
     result = run(settings(cpu_torch_python, tokens=(1, 8)), read_call(None, None), "`--off`")
     assert result.notes[-1].startswith("unfused ran torch (add + RMSNorm as separate ops), not sglang's")
+
+
+def test_a_pass_for_the_unfused_path_alone_times_no_fused_call(cpu_torch_python: Path) -> None:
+    """The PCIe-IPC pass (``only_unfused``): two real ranks time sglang's unfused path and the
+    allreduce, and never call the fused kernel."""
+    from sm120patch.bench import launch
+    from sm120patch.bench.measure import combine_unfused, free_port, rank_env
+    from sm120patch.probes import bench_rank
+
+    config = {
+        "device": "cpu-standin",
+        "fault": "garbage",  # a fused call would be wrong: none is made, so no row can say so
+        "dtype": "bf16",
+        "hidden": 256,
+        "eps": 1e-6,
+        "tokens": [1, 8],
+        "calls": 2,
+        "replays": 30,
+        "call": read_call(None, None).values,
+        "only_unfused": True,
+    }
+    env = dict(rank_env(), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    logs = launch.launch(str(cpu_torch_python), bench_rank.__file__, ["run", json.dumps(config)], 2, env, 120.0)
+    rows = [e for log in logs for e in log.events if e["event"] == "row"]
+    assert len(rows) == 4 and all("fused" not in row and row["ok"] for row in rows)
+    assert all(row["unfused"]["median_us"] > 0 for row in rows)
+    second = combine_unfused(logs)
+    assert sorted(second) == [1, 8]
+    assert {name for _, name in second.values()} == {"torch.distributed all_reduce (gloo)"}

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.doctor.allreduce import PCIE_IPC_FILE, SOURCE, allreduce
+from sm120patch.doctor.allreduce import SOURCE, allreduce
 from sm120patch.doctor.findings import HostFinding, Severity
 from sm120patch.doctor.gpus import Gpu
 from sm120patch.doctor.host import Host, PeerAccess, TorchFacts
-from sm120patch.locate.tree import InstallKind, SglangTree
+from sm120patch.locate.tree import PCIE_IPC_MODULE, InstallKind, SglangTree
 from tests.doctor.facts import host_with
 from tests.doctor.hostfakes import RTX_PRO_6000
 
@@ -25,8 +25,8 @@ H200 = "NVIDIA H200"
 def tree(tmp_path: Path, version: str, pcie_ipc: bool = False) -> SglangTree:
     package = tmp_path / "sglang"
     if pcie_ipc:
-        (package / PCIE_IPC_FILE).parent.mkdir(parents=True)
-        (package / PCIE_IPC_FILE).write_text("# sglang 0.5.23's PCIe-IPC allreduce\n")
+        (package / PCIE_IPC_MODULE).parent.mkdir(parents=True)
+        (package / PCIE_IPC_MODULE).write_text("# sglang 0.5.23's PCIe-IPC allreduce\n")
     package.mkdir(exist_ok=True)
     return SglangTree(package, version, InstallKind.WHEEL, None, "test")
 
