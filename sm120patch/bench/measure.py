@@ -69,6 +69,7 @@ class Row:
     ok: bool
     allreduce_name: str = ""  # what the unfused path's allreduce was at this size
     allreduce_why: str = ""  # why it was not sglang's custom allreduce, where sglang says
+    allreduce_on: Timing | None = None  # a plain allreduce as 0.5.18+ route it with fusion on (kAllReduce)
     pcie_ipc: Timing | None = None  # unfused again with SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1
     pcie_ipc_name: str = ""  # the allreduce sglang picked then (PCIe-IPC only up to its width)
 
@@ -210,6 +211,13 @@ def _timing(event: dict[str, Any], name: str) -> Timing:
     return Timing(float(event[name]["median_us"]), float(event[name]["p90_us"]))
 
 
+def slowest(events: list[dict[str, Any]], name: str) -> Timing | None:
+    """The slowest rank's timing of ``name``; None where a rank did not time it."""
+    if not all(name in e for e in events):
+        return None
+    return Timing(max(_timing(e, name).median_us for e in events), max(_timing(e, name).p90_us for e in events))
+
+
 def combine(logs: list[launch.RankLog]) -> list[Row]:
     """One row per token count: each timing the slowest rank's, each error the largest."""
     by_tokens: dict[int, list[dict[str, Any]]] = {}
@@ -219,10 +227,7 @@ def combine(logs: list[launch.RankLog]) -> list[Row]:
                 by_tokens.setdefault(int(event["tokens"]), []).append(event)
     rows = []
     for tokens, events in sorted(by_tokens.items()):
-        timings = {
-            name: Timing(max(_timing(e, name).median_us for e in events), max(_timing(e, name).p90_us for e in events))
-            for name in ("fused", "unfused", "allreduce")
-        }
+        timings = {name: slowest(events, name) or Timing(0.0, 0.0) for name in ("fused", "unfused", "allreduce")}
         errors = {key: max(float(e["max_abs_error"][key]) for e in events) for key in events[0]["max_abs_error"]}
         rows.append(
             Row(
@@ -235,6 +240,7 @@ def combine(logs: list[launch.RankLog]) -> list[Row]:
                 ok=all(e["ok"] for e in events),
                 allreduce_name=str(events[0].get("allreduce_name", "")),
                 allreduce_why=str(events[0].get("allreduce_why", "")),
+                allreduce_on=slowest(events, "allreduce_on"),
             )
         )
     return rows
@@ -267,7 +273,7 @@ def run(
         "tokens": list(settings.tokens),
         "calls": settings.calls,
         "replays": settings.replays,
-        "call": call.values,
+        "call": dict(call.values, routes_allreduce=call.routes_allreduce),
         "baseline": settings.baseline,
         "custom_allreduce": settings.custom_allreduce,
         "sglang_version": sglang_version,
@@ -292,6 +298,8 @@ def run(
     rows = combine(logs)
     baseline = read_baseline(done, rows)
     notes = list(call.notes)
+    if any(row.allreduce_on is not None for row in rows):
+        notes.append(routed_note(rows))
     why = pcie_ipc_pass(settings.pcie_ipc, done, env)
     if why:
         notes.append(why)
@@ -324,6 +332,23 @@ def run(
         verdict=judge([r.point for r in rows], world, keep_off, indicative=baseline.why if baseline.indicative else ()),
         notes=notes,
         model=model,
+    )
+
+
+def routed_note(rows: list[Row]) -> str:
+    """0.5.18+ with fusion on send every plain allreduce on the attention-TP and MoE groups to
+    FlashInfer's kAllReduce, ahead of sglang's own allreduce: what that costs or saves."""
+    timed = [r for r in rows if r.allreduce_on is not None]
+    first, last = timed[0], timed[-1]
+
+    def cell(row: Row) -> str:
+        assert row.allreduce_on is not None
+        return f"{row.allreduce_on.median_us:.1f} vs {row.allreduce.median_us:.1f} µs at {row.tokens} tokens"
+
+    span = cell(first) if first is last else f"{cell(first)}, {cell(last)}"
+    return (
+        "with fusion on, this release also sends plain allreduces (attention-TP and MoE groups) to FlashInfer's "
+        f"kAllReduce instead of its own allreduce: {span}"
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 FUSION_FILE = "srt/layers/flashinfer_comm_fusion.py"
 ENTRY = "flashinfer_allreduce_residual_rmsnorm"
 FLASHINFER_CALLS = {"allreduce_fusion", "trtllm_allreduce_fusion"}
+ROUTED_ALLREDUCE = "flashinfer_allreduce"  # 0.5.18+: plain allreduces go to kAllReduce with fusion on
 REFERENCE = "0.5.23"
 #: sglang 0.5.23's values, the newest release read (``flashinfer_comm_fusion.py``).
 REFERENCE_CALL: dict[str, Any] = {
@@ -39,6 +40,9 @@ class SglangCall:
     source: str  # "sglang 0.5.9 (srt/layers/flashinfer_comm_fusion.py:142)" or the fallback
     defaulted: tuple[str, ...] = ()  # names that kept REFERENCE's value
     notes: list[str] = field(default_factory=list)
+    #: With fusion on, the release sends plain allreduces to FlashInfer's kAllReduce too
+    #: (``flashinfer_allreduce`` in its fusion module, 0.5.18+).
+    routes_allreduce: bool = False
 
     def for_world(self, world: int) -> SglangCall:
         """``use_oneshot=None`` only where FlashInfer's table knows the world size."""
@@ -49,7 +53,7 @@ class SglangCall:
             f"use_oneshot=True: sglang passes None, but FlashInfer's oneshot table knows only TP "
             f"{', '.join(map(str, AUTO_ONESHOT_WORLDS))} (KeyError at TP {world})"
         )
-        return SglangCall(values, self.source, self.defaulted, [*self.notes, note])
+        return SglangCall(values, self.source, self.defaulted, [*self.notes, note], self.routes_allreduce)
 
 
 def _literal(node: ast.expr | None) -> tuple[bool, Any]:
@@ -103,7 +107,10 @@ def read_call(package_dir: Path | None, version: str | None) -> SglangCall:
     fallback = f"sglang {REFERENCE}'s call (the newest release read)"
     if package_dir is None:
         return SglangCall(
-            dict(REFERENCE_CALL), f"{fallback}: no sglang located (--python / --sglang-path)", tuple(REFERENCE_CALL)
+            dict(REFERENCE_CALL),
+            f"{fallback}: no sglang located (--python / --sglang-path)",
+            tuple(REFERENCE_CALL),
+            routes_allreduce=True,  # as 0.5.23 does
         )
     path = package_dir / FUSION_FILE
     try:
@@ -119,4 +126,5 @@ def read_call(package_dir: Path | None, version: str | None) -> SglangCall:
     read = {**_defaults(func), **_call_keywords(func)}
     values = {name: read.get(name, reference) for name, reference in REFERENCE_CALL.items()}
     defaulted = tuple(name for name in REFERENCE_CALL if name not in read)
-    return SglangCall(values, f"{release} ({FUSION_FILE}:{func.lineno}, {ENTRY})", defaulted)
+    routes = any(isinstance(n, ast.FunctionDef) and n.name == ROUTED_ALLREDUCE for n in module.body)
+    return SglangCall(values, f"{release} ({FUSION_FILE}:{func.lineno}, {ENTRY})", defaulted, routes_allreduce=routes)

@@ -41,9 +41,8 @@ def _row_json(row: Row) -> dict[str, Any]:
         "compare": point.compare.value,
         "allreduce_name": row.allreduce_name,
         "allreduce_why": row.allreduce_why,
-        "pcie_ipc": None
-        if row.pcie_ipc is None
-        else {"median_us": row.pcie_ipc.median_us, "p90_us": row.pcie_ipc.p90_us},
+        "allreduce_fusion_on": None if row.allreduce_on is None else _timing_json(row.allreduce_on),
+        "pcie_ipc": None if row.pcie_ipc is None else _timing_json(row.pcie_ipc),
         "pcie_ipc_allreduce": row.pcie_ipc_name or None,
         "fastest": row.fastest,
         "max_abs_error": row.max_abs_error,

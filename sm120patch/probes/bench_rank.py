@@ -318,6 +318,8 @@ class Paths(NamedTuple):
     declined: Callable[[], str]  # why sglang returned no fused result
     close: Callable[[], None]
     notes: List[str]
+    #: With fusion on, 0.5.18+ send plain allreduces to FlashInfer's kAllReduce: that call.
+    allreduce_on: Optional[Callable[[Any], Any]] = None
 
 
 def _sglang_paths(
@@ -332,6 +334,7 @@ def _sglang_paths(
     fused_name = "sglang's flashinfer_allreduce_residual_rmsnorm (srt/layers/flashinfer_comm_fusion.py)"
     notes: List[str] = []
     workspace = None
+    allreduce_on = _sglang_routed_allreduce(native, config)
     hidden = int(config["hidden"])
     try:  # a norm that cannot run here would fail a server here too: say so, never substitute
         norm = native.norm(hidden, float(config["eps"]), torch.ones(hidden, device=dev, dtype=dtype))
@@ -348,6 +351,7 @@ def _sglang_paths(
     except Exception as exc:  # not a CUDA fault: sglang's entry wants state only its server sets up
         mirror, workspace = _fused(torch, dist, config, rank, world, dtype, dev)
         fused = _allocating(torch, mirror)
+        allreduce_on = _routed_allreduce(torch, config, workspace)
         fused_name = "FlashInfer allreduce_fusion, called as sglang calls it (mirrored from its code)"
         notes.append(
             "sglang %s's fused call does not run outside its server (%s): its FlashInfer call is mirrored"
@@ -365,8 +369,41 @@ def _sglang_paths(
         declined=native.declined,
         close=lambda: None,
         notes=notes,
+        allreduce_on=allreduce_on,
     )
     return paths, workspace
+
+
+def _sglang_routed_allreduce(native: Any, config: Dict[str, Any]) -> Optional[Callable[[Any], Any]]:
+    """sglang's own ``flashinfer_allreduce`` on its attention-TP workspace (0.5.18+)."""
+    routed = getattr(native.fusion, "flashinfer_allreduce", None)
+    if routed is None or not config["call"].get("routes_allreduce"):
+        return None
+    return lambda x: routed(x, use_attn_tp_group=True)
+
+
+def _routed_allreduce(torch: Any, config: Dict[str, Any], workspace: Any) -> Optional[Callable[[Any], Any]]:
+    """FlashInfer's kAllReduce as sglang's ``flashinfer_allreduce`` calls it, on ``workspace``."""
+    if workspace is None or not config["call"].get("routes_allreduce"):
+        return None
+    from flashinfer import comm
+
+    pattern = comm.AllReduceFusionPattern.kAllReduce
+
+    def routed(x: Any) -> Any:
+        output = torch.empty_like(x)
+        comm.allreduce_fusion(
+            input=x,
+            workspace=workspace,
+            pattern=pattern,
+            launch_with_pdl=True,
+            output=output,
+            fp32_acc=True,
+            trigger_completion_at_end=False,
+        )
+        return output
+
+    return routed
 
 
 def _unfused_paths(native: Any, config: Dict[str, Any]) -> Paths:
@@ -445,6 +482,7 @@ def _standin_paths(
         declined=lambda: "",
         close=close,
         notes=notes,
+        allreduce_on=_routed_allreduce(torch, config, workspace),
     )
     return paths, workspace
 
@@ -583,7 +621,11 @@ class Ops:
             paths.allreduce(ar_work)
 
         row: Dict[str, Any] = {"ok": ok, "max_abs_error": errors, "tolerance": {"atol": atol, "rtol": rtol}}
-        timed = (("fused", fused), ("unfused", unfused), ("allreduce", allreduce))
+        timed: List[Tuple[str, Callable[[], Any]]] = [("fused", fused), ("unfused", unfused), ("allreduce", allreduce)]
+        routed = paths.allreduce_on
+        if self.with_fused and routed is not None:
+            routed_work = x.clone()
+            timed.append(("allreduce_on", lambda: routed(routed_work)))
         for name, fn in timed if self.with_fused else timed[1:]:
             if on_gpu:
                 times = time_cuda_graph(torch, self.dist, fn, calls, replays, paths.capture)

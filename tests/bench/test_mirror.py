@@ -89,3 +89,14 @@ def test_real_releases(release, version: str, fp32_acc: bool) -> None:
     assert call.values == dict(
         max_token_num=2048, use_oneshot=None, trigger_completion_at_end=False, fp32_acc=fp32_acc, launch_with_pdl=True
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("version", "routes"), [("0.5.13", False), ("0.5.17", False), ("0.5.18", True), ("0.5.23", True)]
+)
+def test_which_releases_route_plain_allreduces_to_flashinfer_with_fusion_on(
+    release, version: str, routes: bool
+) -> None:
+    """0.5.18 added ``flashinfer_allreduce`` (kAllReduce for the attention-TP and MoE groups)."""
+    assert read_call(release(version), version).routes_allreduce is routes

@@ -92,3 +92,34 @@ def test_json_and_text_say_which_path_is_fastest_per_size() -> None:
         "(PCIe-IPC 4.0 µs); 128: fusion on (PCIe-IPC not measured); 2048: fusion on (PCIe-IPC not measured)"
     ) in text
     assert measure.PCIE_IPC_FLAG == "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE"
+
+
+def test_a_routed_allreduce_is_read_from_every_rank_and_said() -> None:
+    def event(rank_us: float, routed: float | None) -> dict:
+        timing = {"median_us": rank_us, "p90_us": rank_us + 1}
+        found = {
+            "event": "row",
+            "tokens": 16,
+            "fused": timing,
+            "unfused": timing,
+            "allreduce": {"median_us": 9.0, "p90_us": 9.5},
+            "max_abs_error": {"norm": 0.01, "residual": 0.0},
+            "tolerance": {"atol": 0.03, "rtol": 0.03},
+            "ok": True,
+        }
+        if routed is not None:
+            found["allreduce_on"] = {"median_us": routed, "p90_us": routed + 0.5}
+        return found
+
+    (row,) = measure.combine([RankLog(0, events=[event(5.0, 6.0)]), RankLog(1, events=[event(5.0, 7.0)])])
+    assert row.allreduce_on == Timing(7.0, 7.5)
+    (alone,) = measure.combine([RankLog(0, events=[event(5.0, 6.0)]), RankLog(1, events=[event(5.0, None)])])
+    assert alone.allreduce_on is None  # a rank that did not time it: not known, never half-known
+    assert measure.routed_note([row]) == (
+        "with fusion on, this release also sends plain allreduces (attention-TP and MoE groups) to FlashInfer's "
+        "kAllReduce instead of its own allreduce: 7.0 vs 9.0 µs at 16 tokens"
+    )
+    assert render.to_json(replace(result(baseline=SGLANG), rows=[row]))["rows"][0]["allreduce_fusion_on"] == {
+        "median_us": 7.0,
+        "p90_us": 7.5,
+    }
