@@ -111,3 +111,30 @@ def test_a_pass_for_the_unfused_path_alone_times_no_fused_call(cpu_torch_python:
     second = combine_unfused(logs)
     assert sorted(second) == [1, 8]
     assert {name for _, name in second.values()} == {"torch.distributed all_reduce (gloo)"}
+
+
+def test_with_a_real_sglang_that_cannot_import_the_stand_ins_are_named_and_why(
+    cpu_torch_python: Path, release, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real sglang 0.5.13 on the ranks' path, in the CPU-torch interpreter: its modules do not
+    import here (sglang's utils import third-party packages at module level -- triton,
+    torchvision's CUDA build, orjson ... -- that a CPU-only interpreter from the package index
+    does not have), so the ranks measure the stand-ins, name the import error, and the verdict is
+    indicative.  What only the GPU run covers (docs/bench.md, "sglang 0.5.13 on one H200"):
+    sglang's init_distributed_environment / initialize_model_parallel, GroupCoordinator.all_reduce
+    and RMSNorm.forward, captured in sglang's graph_capture(), and its fused entry."""
+    site = release("0.5.13").parent
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    result = run(settings(cpu_torch_python, tokens=(1, 8)), read_call(site / "sglang", "0.5.13"), "`--off`")
+    assert result.baseline.source == "stand-in"
+    (why,) = result.baseline.why
+    assert why.startswith("sglang's modules do not import here: ModuleNotFoundError: No module named ")
+    assert result.verdict.text.startswith(f"indicative only ({why}): ")
+    assert result.exit_code == 0 and all(row.ok for row in result.rows)
+
+
+def test_baseline_sglang_refuses_instead_of_measuring_stand_ins(cpu_torch_python: Path) -> None:
+    from sm120patch.errors import EnvironmentProblem
+
+    with pytest.raises(EnvironmentProblem, match="sglang's modules do not import here: ModuleNotFoundError"):
+        run(settings(cpu_torch_python, tokens=(1,), baseline="sglang"), read_call(None, None), "`--off`")
