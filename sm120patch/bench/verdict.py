@@ -29,6 +29,16 @@ class Compare(str, Enum):
     EVEN = "even"
 
 
+def compare(delta_pct: float, noise_pct: float = NOISE_PCT) -> Compare:
+    """Fused (or fusion on) against unfused: negative ``delta_pct`` is faster; within
+    ``noise_pct`` either way is even."""
+    if delta_pct <= -noise_pct:
+        return Compare.FASTER
+    if delta_pct >= noise_pct:
+        return Compare.SLOWER
+    return Compare.EVEN
+
+
 @dataclass(frozen=True)
 class Point:
     """What the verdict needs of one row."""
@@ -45,11 +55,7 @@ class Point:
 
     @property
     def compare(self) -> Compare:
-        if self.delta_pct <= -NOISE_PCT:
-            return Compare.FASTER
-        if self.delta_pct >= NOISE_PCT:
-            return Compare.SLOWER
-        return Compare.EVEN
+        return compare(self.delta_pct)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from sm120patch.bench.server.flags import Flags
+from sm120patch.bench.verdict import Compare, compare
 
 NOISE_FLOOR_PCT = 1.0
 SINGLE_RUN_PCT = 3.0
@@ -26,12 +27,6 @@ class Kind(str, Enum):
     EVEN = "even"
     MIXED = "mixed"
     NONE = "none"  # no verdict: a run did not do what it says, or failed
-
-
-class Compare(str, Enum):
-    FASTER = "faster"
-    SLOWER = "slower"
-    EVEN = "even"
 
 
 def spread_pct(values: Sequence[float]) -> float | None:
@@ -78,11 +73,7 @@ class Row:
 
     @property
     def compare(self) -> Compare:
-        if self.delta_pct <= -self.noise_pct:
-            return Compare.FASTER
-        if self.delta_pct >= self.noise_pct:
-            return Compare.SLOWER
-        return Compare.EVEN
+        return compare(self.delta_pct, self.noise_pct)
 
 
 @dataclass(frozen=True)
