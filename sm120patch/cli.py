@@ -490,6 +490,11 @@ def _hidden(ctx: click.Context, param: click.Parameter, value: int | None) -> in
 @click.option("--output-len", type=click.IntRange(min=2), default=64, show_default=True, help="--server: decode.")
 @click.option("--repeat", type=click.IntRange(min=1), default=2, show_default=True, help="--server: runs per mode.")
 @click.option("--server-arg", "server_args", multiple=True, help="--server: one more argument for sglang.")
+@click.option(
+    "--no-kernel",
+    is_flag=True,
+    help="--server: skip the kernel-level bench that runs beside it (same TP, hidden size and dtype).",
+)
 def bench(
     python: str | None,
     sglang_path: Path | None,
@@ -512,6 +517,7 @@ def bench(
     output_len: int,
     repeat: int,
     server_args: tuple[str, ...],
+    no_kernel: bool,
 ) -> None:
     """Measure fused vs unfused allreduce + RMSNorm on this host's GPUs, check the fused
     results, and say whether fusion pays.  Runs in the interpreter that serves sglang,
@@ -549,6 +555,7 @@ def bench(
                 dtype,
                 server_args,
                 plot,
+                kernel=not no_kernel,
             ),
         )
         return

@@ -7,11 +7,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sm120patch.errors import EnvironmentProblem
+from sm120patch.bench.launch import RankFailure
+from sm120patch.errors import EnvironmentProblem, ToolError
 
 #: Options that belong to the kernel bench only, and to --server only (for a clear refusal).
 KERNEL_ONLY = ("tokens", "replays", "model_config", "baseline", "no_custom_allreduce")
-SERVER_ONLY = ("model_path", "batch_sizes", "input_len", "output_len", "repeat", "server_args")
+SERVER_ONLY = ("model_path", "batch_sizes", "input_len", "output_len", "repeat", "server_args", "no_kernel")
 BUNDLED_LAYERS = 4  # the bundled dummy model's layers, where --layers is not given
 BUNDLED_HIDDEN = 7168  # and its hidden size, where --hidden is not given (the kernel bench's default too)
 FUSION_WORDS = ("flashinfer-allreduce-fusion", "flashinfer_allreduce_fusion")
@@ -53,6 +54,7 @@ def bench_server(
     dtype: str,
     server_args: tuple[str, ...],
     plot: Path | None,
+    kernel: bool = True,
 ) -> int:
     from sm120patch.bench.server import driver, render
     from sm120patch.doctor import launch as doctor
@@ -84,17 +86,79 @@ def bench_server(
     status = _Status(enabled=not as_json and sys.stderr.isatty())
     with status:
         result = driver.run(settings, status.update)
+        beside = kernel_beside(result, tree, status.update) if kernel else None
     if as_json:
         from sm120patch.report.as_json import print_json
 
-        print_json(render.to_json(result))
+        print_json(dict(render.to_json(result), kernel=_kernel_json(beside)))
     else:
         from sm120patch.report.as_text import console
 
         render.render(result, console())
+        _render_kernel(beside, console())
     if plot is not None and result.rows:
         render.plot(result, plot)
     return int(result.exit_code)
+
+
+def kernel_beside(result: Any, tree: Any, on_status: Any) -> Any:
+    """The kernel-level bench at the same TP, hidden size and dtype, over the decode batch
+    sizes (a decode step's tokens): a ``BenchResult``, or why there is none (a string)."""
+    from sm120patch.bench import measure
+    from sm120patch.bench.estimate import FUSION_MAX_TOKENS
+    from sm120patch.bench.mirror import read_call
+    from sm120patch.commands.bench import keep_off
+    from sm120patch.doctor import launch as doctor
+
+    tp = result.settings.tp
+    if not tp or tp < 2:
+        return f"no kernel-level figures at TP {tp}: an allreduce needs 2 ranks"
+    tokens = tuple(size for size in result.settings.batch_sizes if size <= FUSION_MAX_TOKENS)
+    if not tokens:
+        return f"no kernel-level figures: sglang fuses only batches of 1 to {FUSION_MAX_TOKENS} tokens"
+    on_status(f"kernel-level bench at TP {tp}, hidden {result.model.hidden}")
+    settings = measure.Settings(
+        result.settings.python,
+        tp,
+        tokens,
+        result.model.hidden,
+        result.settings.dtype,
+        result.settings.timeout,
+        pcie_ipc=tree.pcie_ipc_option,
+    )
+    try:
+        return measure.run(
+            settings,
+            read_call(tree.package_dir, tree.version),
+            keep_off(doctor.release_options(tree)),
+            sglang_version=tree.version,
+        )
+    except (ToolError, RankFailure) as exc:  # the server's answer stands; say why this one is missing
+        return f"no kernel-level figures: {exc}"
+
+
+def _kernel_json(beside: Any) -> Any:
+    from sm120patch.bench import render as kernel_render
+
+    if beside is None or isinstance(beside, str):
+        return {"error": beside} if beside else None
+    return kernel_render.to_json(beside)
+
+
+def _render_kernel(beside: Any, out: Any) -> None:
+    from rich.text import Text
+
+    from sm120patch.bench import render as kernel_render
+    from sm120patch.bench.server.render import WIDTH
+
+    if beside is None:
+        return
+    width = min(WIDTH, out.width)
+    out.print(Text("kernel level, same TP, hidden size and dtype (sm120patch bench):", style="bold"), width=width)
+    if isinstance(beside, str):
+        out.print(Text(beside, style="dim"), width=width)
+    else:
+        kernel_render.render(beside, out)
 
 
 class _Status:

@@ -182,7 +182,7 @@ def test_text_output_fits_80_columns(tmp_path: Path) -> None:
     code, _, err = run("bench", "--server", "--sglang-path", str(fake_server_site(tmp_path)), "--tp", "2", *FAST)
     assert code == 0, err
     lines = err.splitlines()
-    assert max(len(line) for line in lines) <= 80
+    assert max(len(line) for line in lines) <= 80, [line for line in lines if len(line) > 80]
     assert any("on vs off" in line for line in lines)
     assert "nothing downloaded" in err
     assert "fusion pays in sglang's own decode at TP 2" in " ".join(lines)

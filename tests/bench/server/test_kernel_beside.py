@@ -1,0 +1,59 @@
+"""The kernel-level figures beside the server's answer: same TP, hidden size and dtype.
+
+The serving interpreter is the fake one of fakes.py (FakeTorch etc. on this Python's path for
+the server runs); the kernel bench's own probe runs in this interpreter, which has no torch,
+so there it is refused with its one sentence, and the server's answer stands."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from sm120patch.commands.bench_server import _kernel_json, kernel_beside
+from tests.bench.server.fakes import fake_server_site
+from tests.bench.server.test_driver import FAST
+from tests.bench.test_render import SGLANG, result
+from tests.support.cli import run
+
+
+def test_the_kernel_bench_runs_beside_and_its_refusal_is_said(tmp_path: Path) -> None:
+    package = fake_server_site(tmp_path, gpus=2)
+    code, stdout, _ = run("bench", "--server", "--sglang-path", str(package), "--json", *FAST, "--tp", "2")
+    data = json.loads(stdout)
+    assert code == 0 and data["verdict"]["kind"] == "pays"  # the server's answer stands
+    assert data["kernel"] == {
+        "error": f"no kernel-level figures: torch does not import in {sys.executable} (ModuleNotFoundError: "
+        "No module named 'torch'): bench runs in the interpreter that serves sglang (--python)"
+    }
+
+
+def test_no_kernel_leaves_it_out(tmp_path: Path) -> None:
+    package = fake_server_site(tmp_path, gpus=2)
+    code, stdout, _ = run(
+        "bench", "--server", "--sglang-path", str(package), "--json", *FAST, "--tp", "2", "--no-kernel"
+    )
+    assert code == 0 and json.loads(stdout)["kernel"] is None
+
+
+def test_no_kernel_level_figures_where_there_is_nothing_to_fuse() -> None:
+    def server(tp: int, sizes: tuple[int, ...]) -> SimpleNamespace:
+        settings = SimpleNamespace(tp=tp, batch_sizes=sizes, python=sys.executable, dtype="bf16", timeout=5.0)
+        return SimpleNamespace(settings=settings, model=SimpleNamespace(hidden=1024))
+
+    said: list[str] = []
+    assert kernel_beside(server(1, (1, 8)), None, said.append) == (
+        "no kernel-level figures at TP 1: an allreduce needs 2 ranks"
+    )
+    assert kernel_beside(server(2, (4096,)), None, said.append) == (
+        "no kernel-level figures: sglang fuses only batches of 1 to 2048 tokens"
+    )
+    assert said == []  # nothing was started
+
+
+def test_a_kernel_result_is_the_kernel_bench_json() -> None:
+    data = _kernel_json(result(baseline=SGLANG))
+    assert data["command"] == "bench" and data["baseline"]["source"] == "sglang"
+    assert [row["tokens"] for row in data["rows"]] == [1, 128, 2048]
+    assert _kernel_json(None) is None
