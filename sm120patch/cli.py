@@ -406,12 +406,40 @@ def _tokens(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int
 
     limit = REFERENCE_CALL["max_token_num"]
     try:
-        tokens = sorted({int(v) for v in value.split(",") if v.strip()})
+        tokens = sorted({int(v) for v in _tokens_items(value)})
     except ValueError:
         raise click.BadParameter(f"{value!r} is not a comma-separated list of token counts") from None
     if not tokens or tokens[0] < 1 or tokens[-1] > limit:
         raise click.BadParameter(f"token counts go from 1 to {limit} (sglang fuses only batches of 1..{limit})")
     return tuple(tokens)
+
+
+def _plot_target(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    """A --plot that cannot be written is refused before minutes are spent measuring."""
+    if value is None:
+        return None
+    path = Path(value)
+    if not value or not path.stem or path.name.startswith("."):
+        raise click.BadParameter(f"{value!r} names no file: give FILE.png or FILE.svg")
+    if path.suffix.lower() not in (".png", ".svg"):
+        raise click.BadParameter(f"{value}: the file must end in .png or .svg")
+    folder = path.parent
+    if not folder.is_dir():
+        raise click.BadParameter(f"{value}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise click.BadParameter(f"{value}: cannot write there")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise click.BadParameter("--plot needs matplotlib: pip install 'sm120patch[plot]'") from None
+    return path
+
+
+def _tokens_items(value: str) -> list[str]:
+    items = [v.strip() for v in value.split(",")]
+    if any(not item for item in items):
+        raise click.BadParameter(f"{value!r} has an empty item: give comma-separated whole numbers")
+    return items
 
 
 def _hidden(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
@@ -476,7 +504,7 @@ def _hidden(ctx: click.Context, param: click.Parameter, value: int | None) -> in
 )
 @click.option(
     "--plot",
-    type=click.Path(path_type=Path, dir_okay=False, writable=True),
+    callback=_plot_target,
     help="Also draw latency against tokens to FILE.png or FILE.svg (needs matplotlib: sm120patch[plot]).",
 )
 @click.option(

@@ -9,7 +9,6 @@ from sm120patch import __version__
 from sm120patch.bench import estimate
 from sm120patch.bench.measure import PCIE_IPC_FLAG, BenchResult, Row, Timing
 from sm120patch.bench.verdict import Compare, Kind
-from sm120patch.errors import EnvironmentProblem
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -235,16 +234,6 @@ def _render_estimate(result: BenchResult, out: Console) -> None:
         )
     out.print(table)
     out.print(Text(estimate.summary(result.model, found), style="dim"))
-
-
-def check_plot_target(path: Path) -> None:
-    """Refuse a --plot that cannot be written before minutes are spent measuring."""
-    if path.suffix.lower() not in (".png", ".svg"):
-        raise EnvironmentProblem(f"--plot {path}: the file must end in .png or .svg")
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError as exc:
-        raise EnvironmentProblem("--plot needs matplotlib: pip install 'sm120patch[plot]'") from exc
 
 
 def plot(result: BenchResult, path: Path) -> None:

@@ -59,8 +59,6 @@ def bench(
     from sm120patch.doctor import launch as doctor
     from sm120patch.locate.tree import locate
 
-    if plot is not None:
-        render.check_plot_target(plot)
     model = model_for(model_config, layers, hidden)
     width = model.hidden if model else hidden or DEFAULT_HIDDEN
     tree = None

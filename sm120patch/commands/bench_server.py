@@ -60,8 +60,6 @@ def bench_server(
     from sm120patch.doctor import launch as doctor
     from sm120patch.locate.tree import locate
 
-    if plot is not None:
-        render.check_plot_target(plot)
     if any(word in arg for arg in server_args for word in FUSION_WORDS):
         raise EnvironmentProblem("--server-arg must not set fusion: bench --server runs it off and on itself")
     sizes = parse_sizes(batch_sizes)

@@ -140,7 +140,23 @@ def test_usage_errors_exit_2_and_say_why(args: list[str], message: str) -> None:
     assert message in err
 
 
-def test_a_plot_that_cannot_be_drawn_is_refused_before_measuring(tmp_path: Path) -> None:
-    code, data, _ = bench("--plot", str(tmp_path / "plot.pdf"))
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [
+        ("{tmp}/plot.pdf", "{tmp}/plot.pdf: the file must end in .png or .svg"),
+        ("", "'' names no file: give FILE.png or FILE.svg"),
+        (".png", "'.png' names no file: give FILE.png or FILE.svg"),
+        ("{tmp}/no/such/dir/x.png", "{tmp}/no/such/dir/x.png: the folder {tmp}/no/such/dir does not exist"),
+    ],
+)
+def test_a_plot_that_cannot_be_drawn_is_refused_before_anything_runs(tmp_path: Path, target: str, says: str) -> None:
+    """Refused as a usage error, before sglang is looked for or a rank started: one JSON object."""
+    code, data, _ = bench("--plot", target.format(tmp=tmp_path))
     assert code == 2 and data is not None
-    assert data["error"] == f"--plot {tmp_path / 'plot.pdf'}: the file must end in .png or .svg"
+    assert data["error"] == f"Invalid value for '--plot': {says.format(tmp=tmp_path)}"
+
+
+def test_a_token_list_with_an_empty_item_is_refused() -> None:
+    code, data, _ = bench("--tokens", "1,,2")
+    assert code == 2 and data is not None
+    assert data["error"] == "Invalid value for '--tokens': '1,,2' has an empty item: give comma-separated whole numbers"

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 from sm120patch import __version__
 from sm120patch.bench.server.driver import Run, ServerResult
 from sm120patch.bench.server.verdict import Compare, Kind
-from sm120patch.errors import EnvironmentProblem
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -164,15 +163,6 @@ def render(result: ServerResult, out: Console) -> None:
     for fact in facts:
         out.print(Text(fact, style="dim"), width=min(WIDTH, out.width))
     out.print(Text(result.verdict.advice, style=_KIND_STYLE[result.verdict.kind]), width=min(WIDTH, out.width))
-
-
-def check_plot_target(path: Path) -> None:
-    if path.suffix.lower() not in (".png", ".svg"):
-        raise EnvironmentProblem(f"--plot {path}: the file must end in .png or .svg")
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError as exc:
-        raise EnvironmentProblem("--plot needs matplotlib: pip install 'sm120patch[plot]'") from exc
 
 
 def plot(result: ServerResult, path: Path) -> None:
