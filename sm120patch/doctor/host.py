@@ -20,7 +20,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from sm120patch.doctor.gpus import Gpu, GpuReport, from_nvidia_smi
-from sm120patch.probes import DEFAULT_TIMEOUT_S, Answer, ProbeError, end_all, host_facts, run_script
+from sm120patch.probes import (
+    DEFAULT_TIMEOUT_S,
+    Answer,
+    ProbeError,
+    allow_probes,
+    end_all,
+    host_facts,
+    run_script,
+)
 
 STEP = "read the host facts (torch, the CUDA driver)"
 
@@ -163,6 +171,7 @@ def read_host(python: str, env: Mapping[str, str] | None = None, timeout: float 
     """nvidia-smi and the probe in ``python``, side by side: a hanging one costs at most
     ``timeout`` seconds, not twice that.  ``env``: doctor's environment (os.environ)."""
     env = os.environ if env is None else env
+    allow_probes()
     with ThreadPoolExecutor(max_workers=1) as pool:
         smi = pool.submit(from_nvidia_smi, timeout)
         try:

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,9 @@ GRACE_S = 1.0
 
 #: The probes running now, in any thread (``end_all``).
 _RUNNING: set[subprocess.Popen[bytes]] = set()
+#: Set by ``end_all``: a probe another thread starts after it ends at once (under load the
+#: thread may not have started its probe yet when Ctrl-C arrives); ``allow_probes`` clears it.
+_STOPPED = threading.Event()
 
 
 class ProbeError(Exception):
@@ -98,6 +102,8 @@ def run_isolated(
     ) as proc:
         _RUNNING.add(proc)
         try:
+            if _STOPPED.is_set():
+                raise KeyboardInterrupt
             stdout, stderr = proc.communicate(timeout=timeout)
         except BaseException:  # the timeout, and Ctrl-C too
             end_group(proc)
@@ -110,8 +116,14 @@ def run_isolated(
 def end_all() -> None:
     """End every probe still running, those of other threads too: Ctrl-C reaches only the
     main thread, and a probe in its own session does not see the terminal's SIGINT."""
+    _STOPPED.set()
     for proc in list(_RUNNING):
         end_group(proc)
+
+
+def allow_probes() -> None:
+    """Probes may run again (a new command in the same process, as in tests)."""
+    _STOPPED.clear()
 
 
 def end_group(proc: subprocess.Popen[bytes]) -> None:

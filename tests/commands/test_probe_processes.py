@@ -39,3 +39,22 @@ def test_apply_gives_nvidia_smi_the_timeout_asked_for(tmp_path: Path, mini: Path
         assert [pid for pid in pids_in(pids) if running(pid)] == []
     finally:
         kill_leftovers(pids)
+
+
+def test_a_probe_started_after_ctrl_c_ends_at_once() -> None:
+    """Ctrl-C may arrive before doctor's nvidia-smi thread has started its probe (a loaded
+    machine): that probe must not run out its whole --timeout."""
+    import time
+
+    from sm120patch import probes
+
+    probes.end_all()
+    try:
+        start = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            probes.run_isolated(["sleep", "30"], timeout=60)
+        assert time.monotonic() - start < 10
+        assert not probes._RUNNING
+    finally:
+        probes.allow_probes()
+    assert probes.run_isolated(["true"], timeout=10)[0] == 0
