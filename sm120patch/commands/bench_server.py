@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sm120patch.errors import EnvironmentProblem
+from sm120patch.commands.bench import check_plot_folder, draw_plot, with_problem
+from sm120patch.errors import EnvironmentProblem, ExitCode
 
 #: Options that belong to the kernel bench only, and to --server only (for a clear refusal).
 KERNEL_ONLY = ("tokens", "replays", "model_config", "baseline", "no_custom_allreduce")
@@ -60,6 +61,7 @@ def bench_server(
 
     if plot is not None:
         render.check_plot_target(plot)
+        check_plot_folder(plot)
     if any(word in arg for arg in server_args for word in FUSION_WORDS):
         raise EnvironmentProblem("--server-arg must not set fusion: bench --server runs it off and on itself")
     sizes = parse_sizes(batch_sizes)
@@ -84,17 +86,18 @@ def bench_server(
     status = _Status(enabled=not as_json and sys.stderr.isatty())
     with status:
         result = driver.run(settings, status.update)
+    problem = draw_plot(render.plot, result, plot) if plot is not None and result.rows else None
     if as_json:
         from sm120patch.report.as_json import print_json
 
-        print_json(render.to_json(result))
+        print_json(with_problem(render.to_json(result), problem))
     else:
-        from sm120patch.report.as_text import console
+        from sm120patch.report.as_text import console, error
 
         render.render(result, console())
-    if plot is not None and result.rows:
-        render.plot(result, plot)
-    return int(result.exit_code)
+        if problem:
+            error(problem)
+    return int(ExitCode.ENVIRONMENT) if problem else int(result.exit_code)
 
 
 class _Status:
