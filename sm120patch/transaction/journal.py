@@ -144,6 +144,7 @@ def stage(state: StateDir, changes: Sequence[Change], manifest: Manifest) -> lis
     """Back up each original (first apply only) and stage each new content, durably; record
     each file, and the patches its change applies, in ``manifest``."""
     entries = []
+    writing = state.root  # named when a write fails
     try:
         for change in changes:
             rel = change.rel
@@ -152,10 +153,12 @@ def stage(state: StateDir, changes: Sequence[Change], manifest: Manifest) -> lis
             if record is None or (before not in (record.sha256_before, record.sha256_after)):
                 # First time this file is patched, or it was edited by hand since: back up what
                 # is there now, and keep the earlier backup aside rather than overwrite it.
+                writing = state.backup_path(rel)
                 if record is not None:
                     state.keep_aside(f"superseded-{rel.replace('/', '_')}", state.backup_path(rel))
                 state.put(state.backup_path(rel), change.before)
                 record = FileRecord(before, after, [], f"backups/{rel}")
+            writing = state.staged_path(rel)
             state.put(state.staged_path(rel), change.after)
             record.sha256_after = after
             record.patches = sorted(set(record.patches) | set(change.patches))
@@ -164,8 +167,7 @@ def stage(state: StateDir, changes: Sequence[Change], manifest: Manifest) -> lis
     except OSError as exc:
         remove_tree(state.root / "staged")
         raise EnvironmentProblem(
-            f"cannot write backups into {state.root} ({exc.strerror}: {exc.filename or '?'}); "
-            "no sglang file was changed"
+            f"cannot write backups into {state.root}: {writing} ({exc.strerror}); no sglang file was changed"
         ) from exc
     return entries
 
