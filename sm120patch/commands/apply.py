@@ -11,10 +11,11 @@ from sm120patch.commands.common import (
     missing_kernel_refusal,
     plan_changes,
     plan_tree,
+    set_aside,
     state_summary,
     why_not_written,
 )
-from sm120patch.errors import ExitCode
+from sm120patch.errors import EnvironmentProblem, ExitCode
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import Patch
 from sm120patch.plan.registry import all_patches
@@ -127,7 +128,13 @@ def _refresh_record(state: StateDir, plan: Plan, partial: bool) -> None:
             return  # another run wrote meanwhile: its record stands
         manifest = now or Manifest(tree.version, str(tree.package_dir))
         record(plan, manifest, [p.id for p in all_patches()])
-        state.save(manifest)
+        try:
+            state.save(manifest)
+        except OSError as exc:
+            raise EnvironmentProblem(
+                f"the patches are in place, but recording them in {state.manifest_path} failed "
+                f"({exc.strerror}: {exc.filename or state.manifest_path}); no sglang file was changed"
+            ) from exc
 
 
 def _write(outcome: Outcome, plan: Plan, state: StateDir) -> None:
@@ -135,7 +142,7 @@ def _write(outcome: Outcome, plan: Plan, state: StateDir) -> None:
     check_writable([f.path for f in plan.changes])
     manifest = state.load()
     if manifest is not None and not tree.same_release(manifest.sglang_version):
-        aside = state.set_aside(manifest.sglang_version or "unknown")
+        aside = set_aside(state, manifest.sglang_version or "unknown")
         outcome.notes.append(
             f"the saved state was for sglang {manifest.sglang_version}; {tree.version} is installed now. "
             f"Old state and backups kept in {aside}"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -12,7 +15,7 @@ from sm120patch.bench.estimate import Model, read_config
 from sm120patch.bench.measure import Settings, run
 from sm120patch.bench.mirror import read_call
 from sm120patch.bench.verdict import KEEP_OFF_DEFAULT
-from sm120patch.errors import EnvironmentProblem, NotAsAsked, ToolError
+from sm120patch.errors import EnvironmentProblem, ExitCode, NotAsAsked, ToolError
 
 HATCH = "--enforce-disable-flashinfer-allreduce-fusion"
 DEFAULT_HIDDEN = 7168  # DeepSeek-V3's, the model family this tool was first written for
@@ -89,17 +92,41 @@ def bench(
         if exc.kind == "timeout":
             raise EnvironmentProblem(f"bench stopped: {exc}") from exc
         raise NotAsAsked(f"bench failed: {exc}") from exc
+    # The plot first: a --plot that cannot be written is said in the one JSON object, beside
+    # the measurements, and is exit 2.
+    problem = draw_plot(render.plot, result, plot) if plot is not None else None
     if as_json:
         from sm120patch.report.as_json import print_json
 
-        print_json(render.to_json(result))
+        print_json(with_problem(render.to_json(result), problem))
     else:
-        from sm120patch.report.as_text import console
+        from sm120patch.report.as_text import console, error
 
         render.render(result, console())
-    if plot is not None:
-        render.plot(result, plot)
-    return int(result.exit_code)
+        if problem:
+            error(problem)
+    return int(ExitCode.ENVIRONMENT) if problem else int(result.exit_code)
+
+
+def draw_plot(draw: Callable[[Any, Path], None], result: Any, path: Path) -> str | None:
+    """``draw(result, path)`` into a temp file beside ``path``, renamed over it once whole: a
+    plot is never left half-written.  The sentence naming ``path`` where it cannot be written."""
+    temp = path.with_name(f".{path.stem}.{os.getpid()}.sm120patch-tmp{path.suffix}")
+    try:
+        draw(result, temp)
+        os.replace(temp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        return f"--plot {path}: cannot write it ({exc.strerror or exc}); the measurements are reported without it"
+    return None
+
+
+def with_problem(data: dict[str, Any], problem: str | None) -> dict[str, Any]:
+    """The result's JSON object, with the error object's keys where a problem ends the command."""
+    if problem:
+        data.update(ok=False, exit_code=int(ExitCode.ENVIRONMENT), error=problem)
+    return data
 
 
 class _Progress:

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from sm120patch.bench.launch import RankFailure
-from sm120patch.errors import EnvironmentProblem, ToolError
+from sm120patch.commands.bench import draw_plot, with_problem
+from sm120patch.errors import EnvironmentProblem, ExitCode, ToolError
 
 #: Options that belong to the kernel bench only, and to --server only (for a clear refusal).
 KERNEL_ONLY = ("tokens", "replays", "model_config", "baseline", "no_custom_allreduce")
@@ -85,18 +86,19 @@ def bench_server(
     with status:
         result = driver.run(settings, status.update)
         beside = kernel_beside(result, tree, status.update) if kernel else None
+    problem = draw_plot(render.plot, result, plot) if plot is not None and result.rows else None
     if as_json:
         from sm120patch.report.as_json import print_json
 
-        print_json(dict(render.to_json(result), kernel=_kernel_json(beside)))
+        print_json(with_problem(dict(render.to_json(result), kernel=_kernel_json(beside)), problem))
     else:
-        from sm120patch.report.as_text import console
+        from sm120patch.report.as_text import console, error
 
         render.render(result, console())
         _render_kernel(beside, console())
-    if plot is not None and result.rows:
-        render.plot(result, plot)
-    return int(result.exit_code)
+        if problem:
+            error(problem)
+    return int(ExitCode.ENVIRONMENT) if problem else int(result.exit_code)
 
 
 def kernel_beside(result: Any, tree: Any, on_status: Any) -> Any:

@@ -3,8 +3,10 @@ what still keeps the fused path from running (FlashInfer's kernel, the GPU)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sm120patch.errors import EnvironmentProblem
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.layout import COMM_FUSION
 from sm120patch.patchkit.model import Patch
@@ -47,6 +49,17 @@ def file_statuses(
             recorded = {rec.sha256_after: Recorded.PATCHED, rec.sha256_before: Recorded.ORIGINAL}.get(current or "")
         statuses.append(FileStatus(rel, current, tree.record.sha256(rel), recorded, checked_by))
     return statuses
+
+
+def set_aside(state: StateDir, release: str) -> Path:
+    """``state.set_aside``: the saved state of another sglang release moved under ``stale-*/``."""
+    try:
+        return state.set_aside(release)
+    except OSError as exc:
+        raise EnvironmentProblem(
+            f"cannot set the saved state of sglang {release} aside in {state.root} "
+            f"({exc.strerror}: {exc.filename or state.root}); no sglang file was changed"
+        ) from exc
 
 
 def state_summary(state: StateDir, manifest: Manifest | None, tree: SglangTree) -> StateSummary:

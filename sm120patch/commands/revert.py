@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sm120patch.commands.common import file_statuses, plan_tree, state_summary
+from sm120patch.commands.common import file_statuses, plan_tree, set_aside, state_summary
 from sm120patch.errors import EnvironmentProblem, ExitCode, NotAsAsked
 from sm120patch.locate.tree import SglangTree
 from sm120patch.plan.registry import all_patches
@@ -64,7 +64,13 @@ def _revert_locked(outcome: Outcome, state: StateDir, force: bool, dry_run: bool
 def _remove_state(outcome: Outcome, state: StateDir) -> None:
     """Nothing of sm120patch is left in the sglang tree after a full revert, but what must be
     kept; where that is, is said."""
-    kept = state.remove()
+    try:
+        kept = state.remove()
+    except OSError as exc:
+        raise EnvironmentProblem(
+            f"{exc.filename or state.root} could not be removed ({exc.strerror}) once the revert was done "
+            f"({outcome.headline or 'nothing to revert'}); remove {state.root} by hand"
+        ) from exc
     if kept:
         outcome.notes.append(f"kept {state.root}: it holds {', '.join(kept)}; nothing else of sm120patch is left")
 
@@ -106,7 +112,7 @@ def _revert_other_release(outcome: Outcome, state: StateDir, manifest: Manifest,
         why = tree.record.problem or f"not in sglang {tree.version}'s RECORD"
         outcome.notes.append(f"cannot tell whether {', '.join(unknown)} are as released ({why})")
     if not dry_run:
-        outcome.notes.append(f"the state of sglang {old} is kept in {state.set_aside(old or 'unknown')}")
+        outcome.notes.append(f"the state of sglang {old} is kept in {set_aside(state, old or 'unknown')}")
         _remove_state(outcome, state)
     outcome.headline = (
         f"nothing of sglang {tree.version} to revert: the saved state is from sglang {old}, and no file it "

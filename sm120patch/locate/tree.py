@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import fnmatch
 import json
 import os
 import re
@@ -255,22 +256,40 @@ def checkout_version(package_dir: Path) -> str | None:
 
 
 def _metadata_field(metadata: Path, name: str) -> str | None:
+    """A field of a dist-info's METADATA; None where there is none.  A METADATA that is there
+    but cannot be read is exit 2: read as "no version", it would judge the tree wrongly."""
     try:
-        with metadata.open(encoding="utf-8") as fh:
+        with metadata.open(encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 if not line.strip():
                     break
                 key, _, value = line.partition(":")
                 if key.strip().lower() == name:
                     return value.strip()
-    except OSError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except OSError as exc:
+        raise EnvironmentProblem(f"{metadata}: cannot read the install metadata ({exc.strerror or exc})") from exc
     return None
+
+
+def _listing(site: Path, pattern: str) -> list[Path]:
+    """The entries of ``site`` named like ``pattern``.  ``Path.glob`` would take a folder it
+    cannot list for an empty one, and sglang for a checkout without a version."""
+    try:
+        names = sorted(os.listdir(site))
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise EnvironmentProblem(
+            f"{site}: cannot list the folder sglang is installed in ({exc.strerror or exc})"
+        ) from exc
+    return [site / name for name in names if fnmatch.fnmatchcase(name, pattern)]
 
 
 def _sibling_dist_info(package_dir: Path) -> Path | None:
     matches = []
-    for candidate in package_dir.parent.glob("sglang-*.dist-info"):
+    for candidate in _listing(package_dir.parent, "sglang-*.dist-info"):
         name = _metadata_field(candidate / "METADATA", "name")
         if name and name.lower() == "sglang":  # "sglang" has no separator to normalize
             matches.append(candidate)
@@ -281,10 +300,13 @@ def _direct_url(dist_info: Path | None) -> object:
     """The install's ``direct_url.json``, or None when there is none or it does not parse."""
     if dist_info is None:
         return None
+    path = dist_info / "direct_url.json"
     try:
-        return json.loads((dist_info / "direct_url.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError, ValueError):
         return None
+    except OSError as exc:  # there, unreadable: an editable install would be taken for a wheel
+        raise EnvironmentProblem(f"{path}: cannot read the install metadata ({exc.strerror or exc})") from exc
 
 
 def from_directory(directory: Path) -> SglangTree:
@@ -326,7 +348,7 @@ def from_directory(directory: Path) -> SglangTree:
 def _sibling_flashinfer(site: Path) -> str | None:
     """FlashInfer's version when it is installed beside sglang (same site-packages)."""
     for pattern in ("flashinfer_python-*.dist-info", "flashinfer-*.dist-info"):
-        for dist in site.glob(pattern):
+        for dist in _listing(site, pattern):
             version = _metadata_field(dist / "METADATA", "version")
             if version:
                 return version

@@ -118,8 +118,14 @@ def check_writable(paths: list[Path]) -> None:
 def remove_temps(state: StateDir, targets: list[Path]) -> None:
     """Temp files of a killed run: beside the targets and anywhere in the state dir."""
     dirs = [Path(os.path.realpath(p)).parent for p in targets]
-    dirs += [d for d in state.root.rglob("*") if d.is_dir()] + [state.root]
-    remove_stale_temps(d for d in dirs if d.is_dir())
+    try:
+        dirs += [d for d in state.root.rglob("*") if d.is_dir()] + [state.root]
+        remove_stale_temps(d for d in dirs if d.is_dir())
+    except OSError as exc:
+        raise EnvironmentProblem(
+            f"cannot remove {exc.filename or 'a temp file'}, left by a run that was killed ({exc.strerror}); "
+            "no sglang file was changed"
+        ) from exc
 
 
 def unchanged(expected: Iterable[tuple[Path, bytes | None]]) -> bool:
@@ -138,6 +144,7 @@ def stage(state: StateDir, changes: Sequence[Change], manifest: Manifest) -> lis
     """Back up each original (first apply only) and stage each new content, durably; record
     each file, and the patches its change applies, in ``manifest``."""
     entries = []
+    writing = state.root  # named when a write fails
     try:
         for change in changes:
             rel = change.rel
@@ -146,10 +153,12 @@ def stage(state: StateDir, changes: Sequence[Change], manifest: Manifest) -> lis
             if record is None or (before not in (record.sha256_before, record.sha256_after)):
                 # First time this file is patched, or it was edited by hand since: back up what
                 # is there now, and keep the earlier backup aside rather than overwrite it.
+                writing = state.backup_path(rel)
                 if record is not None:
                     state.keep_aside(f"superseded-{rel.replace('/', '_')}", state.backup_path(rel))
                 state.put(state.backup_path(rel), change.before)
                 record = FileRecord(before, after, [], f"backups/{rel}")
+            writing = state.staged_path(rel)
             state.put(state.staged_path(rel), change.after)
             record.sha256_after = after
             record.patches = sorted(set(record.patches) | set(change.patches))
@@ -158,7 +167,7 @@ def stage(state: StateDir, changes: Sequence[Change], manifest: Manifest) -> lis
     except OSError as exc:
         remove_tree(state.root / "staged")
         raise EnvironmentProblem(
-            f"cannot write backups into {state.root} ({exc.strerror}); no sglang file was changed"
+            f"cannot write backups into {state.root}: {writing} ({exc.strerror}); no sglang file was changed"
         ) from exc
     return entries
 
@@ -176,11 +185,16 @@ def commit(state: StateDir, entries: list[Entry], manifest: Manifest | None, op:
     try:
         _finish(state, journal)
     except OSError as exc:
-        raise EnvironmentProblem(
-            f"{op.value} was stopped by an I/O error ({exc.strerror}: {exc.filename or '?'}). Each "
-            f"file is either as before or fully changed; {state.journal_path} lets the next "
-            "`sm120patch apply` or `revert` finish the job once the problem is fixed"
-        ) from exc
+        raise _stopped(state, op.value, exc) from exc
+
+
+def _stopped(state: StateDir, what: str, exc: OSError) -> EnvironmentProblem:
+    """An I/O error while the journal stands: each file is as before or fully changed."""
+    return EnvironmentProblem(
+        f"{what} was stopped by an I/O error ({exc.strerror or exc}: {exc.filename or '?'}). Each "
+        f"file is either as before or fully changed; {state.journal_path} lets the next "
+        "`sm120patch apply` or `revert` finish the job once the problem is fixed"
+    )
 
 
 def _finish(state: StateDir, journal: Journal) -> list[str]:
@@ -229,8 +243,11 @@ def recover(state: StateDir) -> str | None:
     if journal is None:
         remove_tree(state.root / "staged")  # never committed
         return None
-    remove_stale_temps(Path(os.path.realpath(e.path)).parent for e in journal.entries)
-    done = _finish(state, journal)
+    try:
+        remove_stale_temps(Path(os.path.realpath(e.path)).parent for e in journal.entries)
+        done = _finish(state, journal)
+    except OSError as exc:
+        raise _stopped(state, f"finishing the interrupted {journal.op.value}", exc) from exc
     files = ", ".join(done) if done else "no file needed it"
     op, pid, started = journal.op.value, journal.pid, journal.started
     return f"recovered an interrupted {op} (pid {pid}, started {started}): finished it ({files})"

@@ -243,8 +243,11 @@ class StateDir:
             os.close(fd)  # a revert removed this lock file while we waited: lock the new one
         try:
             if not shared:
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, str(os.getpid()).encode(), 0)
+                try:
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, str(os.getpid()).encode(), 0)
+                except OSError as exc:
+                    raise EnvironmentProblem(f"cannot write the pid into {self.lock_path} ({exc.strerror})") from exc
             yield True
         finally:
             os.close(fd)  # closing releases the flock
@@ -273,7 +276,7 @@ class StateDir:
             return os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise EnvironmentProblem(
-                f"cannot create the state directory {self.root} ({exc.strerror}); "
+                f"cannot create the state directory {self.root} ({exc.strerror}: {exc.filename or self.lock_path}); "
                 "run as the user who owns the sglang install"
             ) from exc
 
@@ -284,8 +287,8 @@ class StateDir:
                 fcntl.flock(fd, how | fcntl.LOCK_NB)
                 return
             except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):  # ENOLCK: a filesystem without locks
+                    raise EnvironmentProblem(f"cannot lock {self.lock_path} ({exc.strerror})") from exc
                 if time.monotonic() > deadline:
                     holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
                     raise EnvironmentProblem(

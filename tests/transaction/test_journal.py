@@ -392,7 +392,8 @@ def test_a_full_disk_while_staging_removes_what_was_staged_and_says_no_sglang_fi
     with pytest.raises(EnvironmentProblem) as raised:
         stage_apply(package)
     assert str(raised.value) == (
-        f"cannot write backups into {state.root} ({os.strerror(errno.ENOSPC)}); no sglang file was changed"
+        f"cannot write backups into {state.root}: {state.staged_path(B)} ({os.strerror(errno.ENOSPC)}); "
+        "no sglang file was changed"
     )
     assert not (state.root / "staged").exists()
     assert contents(package) == ORIGINAL
