@@ -212,3 +212,172 @@ def test_a_baseline_that_is_not_sglangs_kernel_is_said_and_judged_against_the_fl
         "in this interpreter), so fused vs unfused overstates the gain; against the allreduce alone, the floor of any "
         "unfused path, fused is -37 % at 1 and +14 % at 2048 tokens"
     )
+
+
+def small_result() -> BenchResult:
+    """Two rows, the second wrong, on the first two of four GPUs, with a model for the estimate."""
+    from sm120patch.bench.mirror import SglangCall
+    from sm120patch.bench.verdict import Kind, Verdict
+
+    rows = [
+        Row(1, Timing(5.0, 6.0), Timing(15.03, 22.0), Timing(4.0, 4.5), {"norm": 0.01}, {"atol": 0.03}, True, "custom"),
+        Row(
+            4096,
+            Timing(300.0, 310.0),
+            Timing(200.0, 210.0),
+            Timing(150.0, 155.0),
+            {"norm": 0.5, "residual": 0.25},
+            {"atol": 0.03},
+            False,
+            "NCCL",
+            "over 8 MiB",
+        ),
+    ]
+    return BenchResult(
+        Settings("/env/bin/python", 2, (1, 4096), 1024, "fp16", 60.0, calls=5, replays=30),
+        2,
+        SglangCall({"max_token_num": 2048, "use_oneshot": True}, "sglang 0.5.9 (f.py:1, f)", ("use_oneshot",)),
+        {"gpus": [{"index": i, "name": "G", "capability": [12, 0]} for i in range(4)]},
+        rows,
+        Baseline("stand-in", ("custom", "NCCL"), "torch", "fi", ("no sglang",)),
+        {"torch": "2.11"},
+        Verdict(Kind.MIXED, "advice", 4096, ("why",)),
+        ["a note"],
+        Model(2, 64, None, "flags"),
+    )
+
+
+def test_the_whole_json_of_a_result() -> None:
+    from sm120patch import __version__
+
+    timing = {"median_us": 5.0, "p90_us": 6.0}
+    assert render.to_json(small_result()) == {
+        "schema": "sm120patch-bench/2",
+        "tool_version": __version__,
+        "command": "bench",
+        "exit_code": 1,
+        "tp": 2,
+        "hidden": 1024,
+        "dtype": "fp16",
+        "tokens": [1, 4096],
+        "timing": {
+            "method": "eager warm-up, CUDA graph of calls, timed replays with CUDA events",
+            "calls_per_graph": 5,
+            "replays": 30,
+            "statistic": "median and p90 per call; the slowest rank's",
+        },
+        "python": "/env/bin/python",
+        "call": {
+            "mirrors": "sglang 0.5.9 (f.py:1, f)",
+            "defaulted": ["use_oneshot"],
+            "backend": "trtllm",
+            "max_token_num": 2048,
+            "use_oneshot": True,
+        },
+        "baseline": {
+            "source": "stand-in",
+            "allreduce": ["custom", "NCCL"],
+            "norm": "torch",
+            "fused": "fi",
+            "indicative": True,
+            "why": ["no sglang"],
+        },
+        "gpus": [{"index": 0, "name": "G", "capability": [12, 0]}, {"index": 1, "name": "G", "capability": [12, 0]}],
+        "versions": {"torch": "2.11"},
+        "rows": [
+            {
+                "tokens": 1,
+                "fused": timing,
+                "unfused": {"median_us": 15.03, "p90_us": 22.0},
+                "allreduce": {"median_us": 4.0, "p90_us": 4.5},
+                "fused_vs_unfused_pct": -66.73,
+                "fused_vs_allreduce_pct": 25.0,
+                "compare": "faster",
+                "allreduce_name": "custom",
+                "allreduce_why": "",
+                "max_abs_error": {"norm": 0.01},
+                "tolerance": {"atol": 0.03},
+                "ok": True,
+            },
+            {
+                "tokens": 4096,
+                "fused": {"median_us": 300.0, "p90_us": 310.0},
+                "unfused": {"median_us": 200.0, "p90_us": 210.0},
+                "allreduce": {"median_us": 150.0, "p90_us": 155.0},
+                "fused_vs_unfused_pct": 50.0,
+                "fused_vs_allreduce_pct": 100.0,
+                "compare": "slower",
+                "allreduce_name": "NCCL",
+                "allreduce_why": "over 8 MiB",
+                "max_abs_error": {"norm": 0.5, "residual": 0.25},
+                "tolerance": {"atol": 0.03},
+                "ok": False,
+            },
+        ],
+        "verdict": {
+            "kind": "mixed",
+            "advice": "indicative only (why): advice",
+            "indicative": True,
+            "crossover_tokens": 4096,
+        },
+        "estimate": {
+            "model": {"layers": 2, "hidden": 64, "moe": None, "source": "flags"},
+            "sites_per_step": 4,
+            "fusion_max_tokens": 2048,
+            "steps": [
+                {
+                    "tokens": 1,
+                    "fused_applies": True,
+                    "off_us": 60.1,
+                    "on_us": 20.0,
+                    "saved_us": 40.1,
+                    "saved_pct": 66.73,
+                },
+                {
+                    "tokens": 4096,
+                    "fused_applies": False,
+                    "off_us": 800.0,
+                    "on_us": 800.0,
+                    "saved_us": 0.0,
+                    "saved_pct": 0.0,
+                },
+            ],
+            "summary": "2 layers (a model, hidden 64): 4 allreduce + add + RMSNorm sites a step; fusion on runs them "
+            "as 4 fused kernels instead of 4 allreduces and 4 norm kernels, up to 2048 tokens a batch (unfused "
+            "above); saves up to 40 µs a step (67 %, 1 tokens)",
+        },
+        "notes": ["a note"],
+    }
+
+
+def test_the_whole_text_of_a_result() -> None:
+    buffer = io.StringIO()
+    render.render(small_result(), Console(file=buffer, width=200, no_color=True))
+    assert [line.rstrip() for line in buffer.getvalue().splitlines()] == [
+        "allreduce + RMSNorm, TP 2, hidden 1024, fp16: µs per call,",
+        "median/p90 of the slowest rank",
+        "┏━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━━━━┓",
+        "┃ tokens ┃   fused ┃   unfused ┃ AR alone ┃ vs unfused ┃   max err ┃",
+        "┡━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━━━━━━┩",
+        "│      1 │ 5.0/6.0 │ 15.0/22.0 │  4.0/4.5 │    -66.7 % │      0.01 │",
+        "│   4096 │ 300/310 │   200/210 │  150/155 │    +50.0 % │ 0.5 WRONG │",
+        "└────────┴─────────┴───────────┴──────────┴────────────┴───────────┘",
+        "GPUs: 2× G (cc 12.0)",
+        "fused: fi; FlashInfer None trtllm, arguments of sglang 0.5.9 (f.py:1, f)",
+        "unfused (stand-ins (sglang's code did not run here)): custom at 1 tokens; NCCL at 4096 tokens (over 8 MiB); "
+        "then torch",
+        "torch 2.11 (CUDA None), NCCL None, driver None",
+        "a note",
+        "per step, 4 sites: allreduce + norm µs,",
+        "fusion off / on",
+        "┏━━━━━━━━┳━━━━━━┳━━━━━━┳━━━━━━━━┳━━━━━━━┓",
+        "┃ tokens ┃  off ┃   on ┃  saved ┃       ┃",
+        "┡━━━━━━━━╇━━━━━━╇━━━━━━╇━━━━━━━━╇━━━━━━━┩",
+        "│      1 │ 60.1 │ 20.0 │ +40 µs │ +67 % │",
+        "│   4096 │  800 │  800 │  +0 µs │  +0 % │",
+        "└────────┴──────┴──────┴────────┴───────┘",
+        "2 layers (a model, hidden 64): 4 allreduce + add + RMSNorm sites a step; fusion on runs them as 4 fused "
+        "kernels instead of 4 allreduces and 4 norm kernels, up to 2048 tokens a batch (unfused above);",
+        "saves up to 40 µs a step (67 %, 1 tokens)",
+        "indicative only (why): advice",
+    ]
