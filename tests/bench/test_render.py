@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from sm120patch.bench import measure, render
@@ -14,6 +15,7 @@ from sm120patch.bench.estimate import Model
 from sm120patch.bench.measure import Baseline, BenchResult, Row, Settings, Timing
 from sm120patch.bench.mirror import read_call
 from sm120patch.bench.verdict import judge
+from sm120patch.errors import EnvironmentProblem
 
 CA = "sglang custom allreduce (CustomAllreduce)"
 NCCL = "NCCL (PyNccl under CUDA graphs, torch.distributed eager)"
@@ -380,4 +382,154 @@ def test_the_whole_text_of_a_result() -> None:
         "kernels instead of 4 allreduces and 4 norm kernels, up to 2048 tokens a batch (unfused above);",
         "saves up to 40 µs a step (67 %, 1 tokens)",
         "indicative only (why): advice",
+    ]
+
+
+def coloured(result: BenchResult) -> list[str]:
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=200, force_terminal=True, color_system="standard", no_color=False)
+    render.render(result, console)
+    return buffer.getvalue().splitlines()
+
+
+def test_the_colours_say_faster_slower_wrong_and_the_verdict() -> None:
+    lines = coloured(small_result())
+    dim, end = "\x1b[2m", "\x1b[0m"
+    assert lines[:3] + lines[4:16] + lines[17:] == [
+        "\x1b[3mallreduce + RMSNorm, TP 2, hidden 1024, fp16: µs per call,          \x1b[0m",
+        "\x1b[3mmedian/p90 of the slowest rank                                      \x1b[0m",
+        "┏━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━━━━┓",
+        "┡━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━━━━━━┩",
+        "│      1 │ 5.0/6.0 │ 15.0/22.0 │  4.0/4.5 │ \x1b[32m   -66.7 %\x1b[0m │      0.01 │",
+        "│   4096 │ 300/310 │   200/210 │  150/155 │ \x1b[31m   +50.0 %\x1b[0m │ \x1b[1;31m0.5 WRONG\x1b[0m │",
+        "└────────┴─────────┴───────────┴──────────┴────────────┴───────────┘",
+        f"{dim}GPUs: 2× G (cc 12.0){end}",
+        f"{dim}fused: fi; FlashInfer None trtllm, arguments of sglang 0.5.9 (f.py:1, f){end}",
+        f"{dim}unfused (stand-ins (sglang's code did not run here)): custom at 1 tokens; NCCL at 4096 tokens "
+        f"(over 8 MiB); then torch{end}",
+        f"{dim}torch 2.11 (CUDA None), NCCL None, driver None{end}",
+        f"{dim}a note{end}",
+        "\x1b[3mper step, 4 sites: allreduce + norm µs,  \x1b[0m",
+        "\x1b[3mfusion off / on                          \x1b[0m",
+        "┏━━━━━━━━┳━━━━━━┳━━━━━━┳━━━━━━━━┳━━━━━━━┓",
+        "┡━━━━━━━━╇━━━━━━╇━━━━━━╇━━━━━━━━╇━━━━━━━┩",
+        "│      1 │ 60.1 │ 20.0 │ \x1b[32m+40 µs\x1b[0m │ \x1b[32m+67 %\x1b[0m │",
+        "│   4096 │  800 │  800 │ \x1b[2m +0 µs\x1b[0m │ \x1b[2m +0 %\x1b[0m │",
+        "└────────┴──────┴──────┴────────┴───────┘",
+        f"{dim}2 layers (a model, hidden 64): 4 allreduce + add + RMSNorm sites a step; fusion on runs them as 4 "
+        "fused kernels instead of 4 allreduces and 4 norm kernels, up to 2048 tokens a batch (unfused above); "
+        f"{end}",
+        f"{dim}saves up to 40 µs a step (67 %, 1 tokens){end}",
+        "\x1b[1;33mindicative only (why): advice\x1b[0m",
+    ]
+    assert len(lines) == 24
+
+
+def test_the_estimate_colours_a_step_from_3_percent_saved_or_lost() -> None:
+    result = small_result()
+    result.model = Model(2, 64, True, "config.json")  # 4 sites
+    result.rows = [
+        Row(1, Timing(24.25, 1.0), Timing(25.0, 1.0), Timing(1.0, 1.0), {"norm": 0.0}, {}, True),  # saves 3 %
+        Row(2, Timing(25.75, 1.0), Timing(25.0, 1.0), Timing(1.0, 1.0), {"norm": 0.0}, {}, True),  # loses 3 %
+        Row(4, Timing(24.3, 1.0), Timing(25.0, 1.0), Timing(1.0, 1.0), {"norm": 0.0}, {}, True),  # 2.8 %
+        Row(8, Timing(25.7, 1.0), Timing(25.0, 1.0), Timing(1.0, 1.0), {"norm": 0.0}, {}, True),  # -2.8 %
+    ]
+    steps = [line for line in coloured(result) if "µs" in line and line.startswith("│")]
+    assert steps == [
+        "│      1 │ 100 │ 97.0 │ \x1b[32m+3 µs\x1b[0m │ \x1b[32m+3 %\x1b[0m │",
+        "│      2 │ 100 │  103 │ \x1b[31m-3 µs\x1b[0m │ \x1b[31m-3 %\x1b[0m │",
+        "│      4 │ 100 │ 97.2 │ \x1b[2m+3 µs\x1b[0m │ \x1b[2m+3 %\x1b[0m │",
+        "│      8 │ 100 │  103 │ \x1b[2m-3 µs\x1b[0m │ \x1b[2m-3 %\x1b[0m │",
+    ]
+
+
+def test_microseconds_keep_a_decimal_below_100() -> None:
+    assert [render._us(v) for v in (99.94, 100.0, 100.5, 1234.5)] == ["99.9", "100", "100", "1,234"]
+
+
+def test_a_span_without_a_name_is_an_allreduce() -> None:
+    rows = [
+        Row(1, Timing(1.0, 1.0), Timing(1.0, 1.0), Timing(1.0, 1.0), {}, {}, True),
+        Row(8, Timing(1.0, 1.0), Timing(1.0, 1.0), Timing(1.0, 1.0), {}, {}, True),
+        Row(64, Timing(1.0, 1.0), Timing(1.0, 1.0), Timing(1.0, 1.0), {}, {}, True, "NCCL", "why"),
+        Row(128, Timing(1.0, 1.0), Timing(1.0, 1.0), Timing(1.0, 1.0), {}, {}, True),
+    ]
+    assert render.allreduce_spans(rows) == "allreduce at 1-8 tokens; NCCL at 64 tokens (why); allreduce at 128 tokens"
+
+
+def test_the_estimate_rounds_each_figure_to_a_tenth() -> None:
+    result = small_result()
+    result.rows = [Row(1, Timing(5.0123, 1.0), Timing(15.0, 1.0), Timing(1.0, 1.0), {"norm": 0.0}, {}, True)]
+    (step,) = render.to_json(result)["estimate"]["steps"]
+    assert step == {
+        "tokens": 1,
+        "fused_applies": True,
+        "off_us": 60.0,
+        "on_us": 20.0,
+        "saved_us": 40.0,
+        "saved_pct": 66.58,
+    }
+
+
+def test_a_plot_target_is_a_png_or_svg_file_and_needs_matplotlib(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("a.png", "a.svg", "a.SVG", "a.PNG"):
+        render.check_plot_target(tmp_path / name)
+    with pytest.raises(EnvironmentProblem) as raised:
+        render.check_plot_target(tmp_path / "a.pdf")
+    assert str(raised.value) == f"--plot {tmp_path / 'a.pdf'}: the file must end in .png or .svg"
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    with pytest.raises(EnvironmentProblem) as raised:
+        render.check_plot_target(tmp_path / "a.png")
+    assert str(raised.value) == "--plot needs matplotlib: pip install 'sm120patch[plot]'"
+    assert isinstance(raised.value.__cause__, ImportError)
+
+
+class Recorder:
+    """Stands in for matplotlib (and its pyplot, figure and axes): records every call."""
+
+    def __init__(self, calls: list[tuple], name: str = "matplotlib") -> None:
+        self._calls, self._name = calls, name
+
+    def __getattr__(self, attr: str) -> Recorder:
+        return Recorder(self._calls, f"{self._name}.{attr}")
+
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        self._calls.append((self._name, args, kwargs))
+        if self._name.endswith("subplots"):
+            return Recorder(self._calls, "fig"), Recorder(self._calls, "ax")
+        return None
+
+
+def test_the_plot_draws_three_lines_on_log_axes_with_the_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[tuple] = []
+    fake = Recorder(calls)
+    monkeypatch.setitem(sys.modules, "matplotlib", fake)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", Recorder(calls, "plt"))
+    fake.pyplot = sys.modules["matplotlib.pyplot"]  # type: ignore[attr-defined]
+    target = tmp_path / "bench.svg"
+    render.plot(small_result(), target)
+    named = [(name, tuple(getattr(a, "_name", a) for a in args), kwargs) for name, args, kwargs in calls]
+    assert named == [
+        ("matplotlib.use", ("Agg",), {}),
+        ("plt.subplots", (), {"figsize": (7, 4.5)}),
+        ("ax.plot", ([1, 4096], [5.0, 300.0]), {"marker": "o", "label": "fused (FlashInfer trtllm)"}),
+        ("ax.plot", ([1, 4096], [15.03, 200.0]), {"marker": "o", "label": "unfused (custom / NCCL, then torch)"}),
+        ("ax.plot", ([1, 4096], [4.0, 150.0]), {"marker": "o", "label": "allreduce alone"}),
+        ("ax.set_xscale", ("log",), {"base": 2}),
+        ("ax.set_xticks", ([1, 4096], ["1", "4096"]), {}),
+        ("ax.minorticks_off", (), {}),
+        ("ax.set_yscale", ("log",), {}),
+        ("ax.set_xlabel", ("tokens",), {}),
+        ("ax.set_ylabel", ("µs per call (median, slowest rank)",), {}),
+        ("ax.set_title", ("TP 2, hidden 1024, fp16",), {}),
+        ("ax.grid", (True,), {"which": "both", "alpha": 0.3}),
+        ("ax.legend", (), {"fontsize": 7}),
+        ("fig.text", (0.01, 0.01, "indicative only (why): advice"), {"fontsize": 6, "wrap": True}),
+        ("fig.tight_layout", (), {"rect": (0, 0.05, 1, 1)}),
+        ("fig.savefig", (target,), {}),
+        ("plt.close", ("fig",), {}),
     ]

@@ -207,3 +207,40 @@ def test_said_keeps_a_line_once_under_the_first_text_it_holds_stripped() -> None
     assert parse.said([both, both.strip(), "other"], table) == [(both.strip(), "second")]
     assert parse.said([both], parse.FALLBACKS) == [(both.strip(), "flashinfer.comm is not importable")]
     assert parse.said(["x", "y"], ()) == []
+
+
+def test_two_skips_in_a_row_each_take_their_place_in_the_sweep() -> None:
+    text = OUTPUT.replace(
+        "skipping (8, 256, 64) due to max batch size limit\n",
+        "skipping (8, 256, 64) due to max batch size limit\nskipping (16, 256, 64) due to max batch size limit\n",
+    )
+    parsed = parse.parse(text.splitlines(), [(1, 256, 64), (8, 256, 64), (16, 256, 64), (32, 256, 64)])
+    assert parsed.skipped == [(8, 256, 64), (16, 256, 64)]
+    assert [(m.batch_size, m.input_len, m.output_len) for m in parsed.runs] == [(1, 256, 64), (32, 256, 64)]
+
+
+def test_output_before_any_warm_up_or_benchmark_line_is_not_the_sweeps() -> None:
+    text = (
+        "skipping (4, 8, 1) due to max batch size limit\n"
+        "Prefill. latency: 0.1 s, throughput: 10 token/s\n"
+        "Decode 0. Batch size: 2, latency: 0.25 s, throughput: 8 token/s\n"
+        "Total. latency: 1 s, throughput: 2 token/s\n"
+    )
+    parsed = parse.parse(text.splitlines(), [(4, 8, 1)])
+    assert parsed == parse.Parsed(
+        warmup=[parse.Measurement(2, None, None, 0.1, 10.0, None, None, 1.0, 2.0, [(0, 2, 0.25, 8.0)])]
+    )
+
+
+def test_a_mismatch_quotes_the_line_as_printed() -> None:
+    text = (
+        "Benchmark ...\n"
+        "Prefill. latency: 0.1 s, throughput: 10 token/s\n"
+        "Decode 0. Batch size: 2, latency: 0.25 s, throughput: 8 token/s on GPU X\n"
+    )
+    with pytest.raises(parse.ParseError) as raised:
+        parse.parse(text.splitlines(keepends=True), [(4, 8, 1)])
+    assert str(raised.value) == (
+        "batch size 2 printed where 4 was expected: "
+        "'Decode 0. Batch size: 2, latency: 0.25 s, throughput: 8 token/s on GPU X'"
+    )
