@@ -533,3 +533,35 @@ def test_the_plot_draws_three_lines_on_log_axes_with_the_verdict(
         ("fig.savefig", (target,), {}),
         ("plt.close", ("fig",), {}),
     ]
+
+
+def test_the_facts_name_each_gpu_kind_each_version_and_a_fused_call_left_unnamed() -> None:
+    mixed = result(baseline=Baseline("sglang", (CA,), "sglang RMSNorm.forward", ""))
+    mixed.probe = {
+        "gpus": [
+            {"index": 0, "name": "NVIDIA RTX PRO 6000", "capability": [12, 0]},
+            {"index": 1, "name": "NVIDIA H200", "capability": [9, 0]},
+            {"index": 2, "name": "NVIDIA B200", "capability": [10, 0]},
+        ]
+    }
+    buffer = io.StringIO()
+    render.render(mixed, Console(file=buffer, width=200, no_color=True))
+    lines = buffer.getvalue().splitlines()
+    start = lines.index("GPUs: 2× NVIDIA H200 (cc 9.0), NVIDIA RTX PRO 6000 (cc 12.0)")
+    assert lines[start : start + 4] == [
+        "GPUs: 2× NVIDIA H200 (cc 9.0), NVIDIA RTX PRO 6000 (cc 12.0)",
+        "fused: FlashInfer allreduce_fusion; FlashInfer 0.6.18 trtllm, arguments of sglang 0.5.23's call (the newest "
+        "release read): no sglang located (--python / --sglang-path)",
+        f"unfused (sglang's own code): {CA} at 1-2048 tokens; then sglang RMSNorm.forward",
+        "torch 2.11.0+cu130 (CUDA 13.0), NCCL 2.27.7, driver 13.0",
+    ]
+
+
+def test_on_a_narrow_terminal_each_row_stays_one_line() -> None:
+    buffer = io.StringIO()
+    render.render(result(model=Model(78, 7168, True, "c")), Console(file=buffer, width=44, no_color=True))
+    lines = buffer.getvalue().splitlines()
+    tables = [i for i, line in enumerate(lines) if line.startswith("┡")]
+    bottoms = [i for i, line in enumerate(lines) if line.startswith("└")]
+    assert [bottom - top - 1 for top, bottom in zip(tables, bottoms, strict=True)] == [3, 3]
+    assert lines[tables[0] + 1].startswith("│  1 │ 5.2/… │")

@@ -244,3 +244,14 @@ def test_a_mismatch_quotes_the_line_as_printed() -> None:
         "batch size 2 printed where 4 was expected: "
         "'Decode 0. Batch size: 2, latency: 0.25 s, throughput: 8 token/s on GPU X'"
     )
+
+
+def test_each_run_moves_on_one_place_in_the_sweep() -> None:
+    block = (
+        "Prefill. latency: 0.1 s, throughput: 10 token/s\n"
+        "Decode 0. Batch size: {size}, latency: 0.25 s, throughput: 8 token/s\n"
+        "Total. latency: 1 s, throughput: 2 token/s\n"
+    )
+    text = "Benchmark ...\n" + "".join(block.format(size=size) for size in (1, 8, 32))
+    parsed = parse.parse(text.splitlines(), [(1, 16, 4), (8, 16, 4), (32, 16, 4)])
+    assert [(m.batch_size, m.input_len, m.output_len) for m in parsed.runs] == [(1, 16, 4), (8, 16, 4), (32, 16, 4)]
