@@ -57,6 +57,14 @@ MODULES = [
     "sm120patch.locate.flashinfer",
     "sm120patch.locate.tree",
     "sm120patch.plan.releases",
+    "sm120patch.bench.estimate",
+    "sm120patch.bench.verdict",
+    "sm120patch.doctor.allreduce",
+    "sm120patch.bench.measure",
+    "sm120patch.bench.server.verdict",
+    "sm120patch.bench.server.parse",
+    "sm120patch.bench.render",
+    "sm120patch.bench.mirror",
 ]
 #: Not killed: a survivor, or a mutant in code that no fast test runs.
 MISSED = ("survived", "no tests")

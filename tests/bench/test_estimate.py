@@ -78,3 +78,140 @@ def test_a_config_that_is_not_json_names_the_file(tmp_path: Path) -> None:
 def test_sites_are_two_a_layer() -> None:
     assert Model(78, 7168, True, "x").sites == 156 == 2 * 78
     assert estimate.FUSION_MAX_TOKENS == 2048
+
+
+def test_the_summary_of_a_model_said_by_flags_with_no_rows_is_its_sites_alone() -> None:
+    model = Model(78, 7168, None, "--layers/--hidden")
+    assert summary(model, []) == (
+        "78 layers (a model, hidden 7168): 156 allreduce + add + RMSNorm sites a step; fusion on runs them as "
+        "156 fused kernels instead of 156 allreduces and 156 norm kernels, up to 2048 tokens a batch (unfused above)"
+    )
+
+
+def test_the_summary_of_a_moe_model_that_only_gains_says_no_cost() -> None:
+    model = Model(2, 1024, True, "x")
+    text = summary(model, steps(model, [(1, 10.0, 20.0), (8, 15.0, 20.0), (4096, 500.0, 600.0)]))
+    assert text == (
+        "2 layers (MoE model, hidden 1024): 4 allreduce + add + RMSNorm sites a step; fusion on runs them as "
+        "4 fused kernels instead of 4 allreduces and 4 norm kernels, up to 2048 tokens a batch (unfused above); "
+        "saves up to 40 µs a step (50 %, 1 tokens)"
+    )
+
+
+def test_the_summary_of_a_model_that_only_loses_says_no_saving_and_even_says_neither() -> None:
+    lose = steps(DENSE, [(1, 30.0, 20.0), (16, 25.0, 20.0)])
+    assert summary(DENSE, lose).endswith(
+        "up to 2048 tokens a batch (unfused above); costs up to 640 µs a step (50 %, 1 tokens)"
+    )
+    even = steps(DENSE, [(1, 20.0, 20.0), (4096, 1.0, 2.0)])
+    assert summary(DENSE, even) == summary(DENSE, [])
+
+
+def test_a_step_of_no_tokens_is_not_fused_and_a_step_of_no_time_saves_no_percent() -> None:
+    (step,) = steps(DENSE, [(0, 1.0, 2.0)])
+    assert step == estimate.Step(0, False, 128.0, 128.0)
+    assert estimate.Step(1, True, 0.0, 0.0).saved_pct == 0.0
+    assert estimate.Step(1, True, 200.0, 150.0).saved_pct == 25.0
+
+
+def test_the_first_key_that_holds_a_count_wins(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "num_hidden_layers": "61",
+            "n_layer": 12,
+            "num_layers": 99,
+            "hidden_size": None,
+            "n_embd": 768,
+            "d_model": 1,
+            "n_routed_experts": True,
+            "num_local_experts": 8,
+            "num_experts": 1,
+            "architectures": [7],
+        },
+    )
+    assert read_config(tmp_path) == Model(12, 768, True, f"{tmp_path / 'config.json'} (model)")
+
+
+@pytest.mark.parametrize(
+    ("config", "moe", "name"),
+    [
+        ({"num_experts": 1}, False, "model"),
+        ({"moe_num_experts": 2}, True, "model"),
+        ({"architectures": []}, False, "model"),
+        ({"architectures": ["LlamaForCausalLM", "Other"]}, False, "LlamaForCausalLM"),
+    ],
+)
+def test_one_expert_is_dense_and_the_name_is_the_first_architecture(
+    tmp_path: Path, config: dict[str, object], moe: bool, name: str
+) -> None:
+    path = write(tmp_path, {"num_layers": 4, "d_model": 64, **config})
+    assert read_config(path) == Model(4, 64, moe, f"{path} ({name})")
+
+
+def test_a_text_config_does_not_override_a_top_level_layer_count(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        {"num_hidden_layers": 10, "hidden_size": 100, "text_config": {"num_hidden_layers": 48, "hidden_size": 5120}},
+    )
+    assert read_config(path) == Model(10, 100, False, f"{path} (model)")
+    write(tmp_path, {"hidden_size": 100, "text_config": {"num_hidden_layers": 48, "num_experts": 4}})
+    assert read_config(path) == Model(48, 100, True, f"{path} (model)")
+    write(tmp_path, {"num_hidden_layers": 10, "text_config": ["not", "a", "dict"]})
+    with pytest.raises(EnvironmentProblem, match="names no layer count"):
+        read_config(path)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"num_hidden_layers": 0, "hidden_size": 4096},
+        {"num_hidden_layers": 4, "hidden_size": 0},
+        {"num_hidden_layers": -1, "hidden_size": 4096},
+        {"num_hidden_layers": 4, "hidden_size": -8},
+        {"num_hidden_layers": 4},
+    ],
+)
+def test_a_layer_count_or_hidden_size_under_one_is_refused_with_the_whole_sentence(
+    tmp_path: Path, config: dict[str, object]
+) -> None:
+    path = write(tmp_path, config)
+    with pytest.raises(EnvironmentProblem) as raised:
+        read_config(tmp_path)
+    assert str(raised.value) == (
+        f"--model-config {path} names no layer count (num_hidden_layers/n_layer/num_layers) and hidden size "
+        "(hidden_size/n_embd/d_model): give --layers and --hidden instead"
+    )
+
+
+def test_a_missing_config_names_the_file_and_why(tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentProblem) as raised:
+        read_config(tmp_path / "nowhere.json")
+    assert str(raised.value) == f"--model-config {tmp_path / 'nowhere.json'}: No such file or directory"
+    with pytest.raises(EnvironmentProblem) as raised:
+        read_config(tmp_path)
+    assert str(raised.value) == f"--model-config {tmp_path / 'config.json'}: No such file or directory"
+
+
+def test_a_config_not_in_utf8_is_not_json(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_bytes(b'{"num_layers": 2, "d_model": 8, "architectures": ["\xe9"]}')
+    with pytest.raises(EnvironmentProblem, match=f"--model-config {path} is not JSON: 'utf-8' codec"):
+        read_config(path)
+
+
+def test_a_config_that_is_a_list_says_so_whole(tmp_path: Path) -> None:
+    path = write(tmp_path, [1])
+    with pytest.raises(EnvironmentProblem) as raised:
+        read_config(path)
+    assert str(raised.value) == f"--model-config {path} holds no JSON object"
+
+
+def test_one_layer_of_hidden_size_one_is_still_a_model(tmp_path: Path) -> None:
+    path = write(tmp_path, {"n_layer": 1, "n_embd": 1})
+    assert read_config(path) == Model(1, 1, False, f"{path} (model)")
+
+
+def test_a_saving_under_one_microsecond_is_still_said() -> None:
+    text = summary(DENSE, steps(DENSE, [(1, 20.0, 20.01)]))
+    assert text.endswith("(unfused above); saves up to 1 µs a step (0 %, 1 tokens)")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.bench.mirror import FUSION_FILE, REFERENCE_CALL, read_call
+from sm120patch.bench.mirror import FUSION_FILE, REFERENCE_CALL, SglangCall, read_call
 
 # The two shapes the releases have, written here in miniature (not sglang's code).
 LEGACY_SHAPE = """
@@ -100,3 +100,115 @@ def test_which_releases_route_plain_allreduces_to_flashinfer_with_fusion_on(
 ) -> None:
     """0.5.18 added ``flashinfer_allreduce`` (kAllReduce for the attention-TP and MoE groups)."""
     assert read_call(release(version), version).routes_allreduce is routes
+
+
+def test_the_whole_call_read_names_the_line_and_the_release(tmp_path: Path) -> None:
+    package = package_with(tmp_path, LEGACY_SHAPE)
+    values = {
+        "max_token_num": 2048,
+        "use_oneshot": None,
+        "trigger_completion_at_end": False,
+        "fp32_acc": False,
+        "launch_with_pdl": True,
+    }
+    source = f"{FUSION_FILE}:2, flashinfer_allreduce_residual_rmsnorm)"
+    assert read_call(package, "0.5.9") == SglangCall(values, f"sglang 0.5.9 ({source}", (), [])
+    assert read_call(package, None) == SglangCall(values, f"the installed sglang ({source}", (), [])
+    assert read_call(package, "") == SglangCall(values, f"the installed sglang ({source}", (), [])
+
+
+@pytest.mark.parametrize("content", [None, b"def broken(:\n", b"x = 1\x00\n"])
+def test_a_file_it_cannot_read_or_parse_mirrors_the_reference(tmp_path: Path, content: bytes | None) -> None:
+    package = tmp_path / "sglang"
+    path = package / FUSION_FILE
+    if content is not None:
+        path.parent.mkdir(parents=True)
+        path.write_bytes(content)
+    assert read_call(package, "0.5.9") == SglangCall(
+        REFERENCE_CALL, f"sglang 0.5.23's call (the newest release read): {path} not readable", tuple(REFERENCE_CALL)
+    )
+
+
+def test_no_sglang_or_no_entry_point_is_said_whole(tmp_path: Path) -> None:
+    fallback = "sglang 0.5.23's call (the newest release read)"
+    assert read_call(None, "0.5.9") == SglangCall(
+        REFERENCE_CALL,
+        f"{fallback}: no sglang located (--python / --sglang-path)",
+        tuple(REFERENCE_CALL),
+        routes_allreduce=True,  # as 0.5.23, whose call is mirrored, does
+    )
+    package = package_with(tmp_path, "async def flashinfer_allreduce_residual_rmsnorm():\n    pass\n")
+    assert read_call(package, None) == SglangCall(
+        REFERENCE_CALL,
+        f"{fallback}: the installed sglang has no flashinfer_allreduce_residual_rmsnorm() in {FUSION_FILE}",
+        tuple(REFERENCE_CALL),
+    )
+
+
+def test_defaults_line_up_with_the_last_parameters_and_only_literals_count(tmp_path: Path) -> None:
+    source = """
+    class Layer:
+        def flashinfer_allreduce_residual_rmsnorm(
+            use_oneshot=True, /, trigger_completion_at_end=True, max_token_num=MAX_TOKENS, *, fp32_acc=None,
+            launch_with_pdl,
+        ):
+            pass
+    """
+    call = read_call(package_with(tmp_path, source), "0.5.99")
+    assert call == SglangCall(
+        {
+            "max_token_num": 2048,
+            "use_oneshot": True,
+            "trigger_completion_at_end": True,
+            "fp32_acc": None,
+            "launch_with_pdl": True,
+        },
+        f"sglang 0.5.99 ({FUSION_FILE}:3, flashinfer_allreduce_residual_rmsnorm)",
+        ("max_token_num", "launch_with_pdl"),
+    )
+
+
+def test_some_parameters_without_defaults_leave_the_rest_in_line(tmp_path: Path) -> None:
+    source = "def flashinfer_allreduce_residual_rmsnorm(fp32_acc, use_oneshot, max_token_num=16):\n    pass\n"
+    call = read_call(package_with(tmp_path, source), "0.5.99")
+    assert call.values == {**REFERENCE_CALL, "max_token_num": 16}
+    assert call.defaulted == ("use_oneshot", "trigger_completion_at_end", "fp32_acc", "launch_with_pdl")
+
+
+def test_the_call_keywords_come_from_flashinfers_call_the_first_literal_kept(tmp_path: Path) -> None:
+    source = """
+    def flashinfer_allreduce_residual_rmsnorm(x, max_token_num=2048):
+        log(launch_with_pdl=False, fp32_acc=False)
+        options = dict(fp32_acc=False)
+        handlers[0](launch_with_pdl=False)
+        allreduce_fusion(x, max_token_num=64, fp32_acc=flag, **extra)
+        comm.trtllm_allreduce_fusion(launch_with_pdl=False, trigger_completion_at_end=True, fp32_acc=True)
+        allreduce_fusion(launch_with_pdl=True, use_oneshot=False)
+    """
+    call = read_call(package_with(tmp_path, source), "0.5.99")
+    assert call.values == {
+        "max_token_num": 64,
+        "use_oneshot": False,
+        "trigger_completion_at_end": True,
+        "fp32_acc": True,
+        "launch_with_pdl": False,
+    }
+    assert call.defaulted == ()
+
+
+def test_the_oneshot_note_is_added_after_the_notes_before(tmp_path: Path) -> None:
+    base = SglangCall(dict(REFERENCE_CALL), "src", ("fp32_acc",), ["earlier"])
+    assert base.for_world(16) == SglangCall(
+        {**REFERENCE_CALL, "use_oneshot": True},
+        "src",
+        ("fp32_acc",),
+        [
+            "earlier",
+            "use_oneshot=True: sglang passes None, but FlashInfer's oneshot table knows only TP 2, 4, 8 "
+            "(KeyError at TP 16)",
+        ],
+    )
+    for world in (2, 4, 8):
+        assert base.for_world(world) is base
+    explicit = SglangCall({**REFERENCE_CALL, "use_oneshot": False}, "src")
+    assert explicit.for_world(16) is explicit

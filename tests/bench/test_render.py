@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sys
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from sm120patch.bench import measure, render
@@ -211,3 +213,373 @@ def test_a_baseline_that_is_not_sglangs_kernel_is_said_and_judged_against_the_fl
         "in this interpreter), so fused vs unfused overstates the gain; against the allreduce alone, the floor of any "
         "unfused path, fused is -37 % at 1 and +14 % at 2048 tokens"
     )
+
+
+def small_result() -> BenchResult:
+    """Two rows, the second wrong, on the first two of four GPUs, with a model for the estimate."""
+    from sm120patch.bench.mirror import SglangCall
+    from sm120patch.bench.verdict import Kind, Verdict
+
+    rows = [
+        Row(1, Timing(5.0, 6.0), Timing(15.03, 22.0), Timing(4.0, 4.5), {"norm": 0.01}, {"atol": 0.03}, True, "custom"),
+        Row(
+            4096,
+            Timing(300.0, 310.0),
+            Timing(200.0, 210.0),
+            Timing(150.0, 155.0),
+            {"norm": 0.5, "residual": 0.25},
+            {"atol": 0.03},
+            False,
+            "NCCL",
+            "over 8 MiB",
+        ),
+    ]
+    return BenchResult(
+        Settings("/env/bin/python", 2, (1, 4096), 1024, "fp16", 60.0, calls=5, replays=30),
+        2,
+        SglangCall({"max_token_num": 2048, "use_oneshot": True}, "sglang 0.5.9 (f.py:1, f)", ("use_oneshot",)),
+        {"gpus": [{"index": i, "name": "G", "capability": [12, 0]} for i in range(4)]},
+        rows,
+        Baseline("stand-in", ("custom", "NCCL"), "torch", "fi", ("no sglang",)),
+        {"torch": "2.11"},
+        Verdict(Kind.MIXED, "advice", 4096, ("why",)),
+        ["a note"],
+        Model(2, 64, None, "flags"),
+    )
+
+
+def test_the_whole_json_of_a_result() -> None:
+    from sm120patch import __version__
+
+    timing = {"median_us": 5.0, "p90_us": 6.0}
+    assert render.to_json(small_result()) == {
+        "schema": "sm120patch-bench/2",
+        "tool_version": __version__,
+        "command": "bench",
+        "exit_code": 1,
+        "tp": 2,
+        "hidden": 1024,
+        "dtype": "fp16",
+        "tokens": [1, 4096],
+        "timing": {
+            "method": "eager warm-up, CUDA graph of calls, timed replays with CUDA events",
+            "calls_per_graph": 5,
+            "replays": 30,
+            "statistic": "median and p90 per call; the slowest rank's",
+        },
+        "python": "/env/bin/python",
+        "call": {
+            "mirrors": "sglang 0.5.9 (f.py:1, f)",
+            "defaulted": ["use_oneshot"],
+            "backend": "trtllm",
+            "max_token_num": 2048,
+            "use_oneshot": True,
+        },
+        "baseline": {
+            "source": "stand-in",
+            "allreduce": ["custom", "NCCL"],
+            "norm": "torch",
+            "fused": "fi",
+            "indicative": True,
+            "why": ["no sglang"],
+        },
+        "gpus": [{"index": 0, "name": "G", "capability": [12, 0]}, {"index": 1, "name": "G", "capability": [12, 0]}],
+        "versions": {"torch": "2.11"},
+        "rows": [
+            {
+                "tokens": 1,
+                "fused": timing,
+                "unfused": {"median_us": 15.03, "p90_us": 22.0},
+                "allreduce": {"median_us": 4.0, "p90_us": 4.5},
+                "fused_vs_unfused_pct": -66.73,
+                "fused_vs_allreduce_pct": 25.0,
+                "compare": "faster",
+                "allreduce_name": "custom",
+                "allreduce_why": "",
+                "allreduce_fusion_on": None,
+                "pcie_ipc": None,
+                "pcie_ipc_allreduce": None,
+                "fastest": "fused",
+                "max_abs_error": {"norm": 0.01},
+                "tolerance": {"atol": 0.03},
+                "ok": True,
+            },
+            {
+                "tokens": 4096,
+                "fused": {"median_us": 300.0, "p90_us": 310.0},
+                "unfused": {"median_us": 200.0, "p90_us": 210.0},
+                "allreduce": {"median_us": 150.0, "p90_us": 155.0},
+                "fused_vs_unfused_pct": 50.0,
+                "fused_vs_allreduce_pct": 100.0,
+                "compare": "slower",
+                "allreduce_name": "NCCL",
+                "allreduce_why": "over 8 MiB",
+                "allreduce_fusion_on": None,
+                "pcie_ipc": None,
+                "pcie_ipc_allreduce": None,
+                "fastest": "unfused",
+                "max_abs_error": {"norm": 0.5, "residual": 0.25},
+                "tolerance": {"atol": 0.03},
+                "ok": False,
+            },
+        ],
+        "verdict": {
+            "kind": "mixed",
+            "advice": "indicative only (why): advice",
+            "indicative": True,
+            "crossover_tokens": 4096,
+        },
+        "estimate": {
+            "model": {"layers": 2, "hidden": 64, "moe": None, "source": "flags"},
+            "sites_per_step": 4,
+            "fusion_max_tokens": 2048,
+            "steps": [
+                {
+                    "tokens": 1,
+                    "fused_applies": True,
+                    "off_us": 60.1,
+                    "on_us": 20.0,
+                    "saved_us": 40.1,
+                    "saved_pct": 66.73,
+                },
+                {
+                    "tokens": 4096,
+                    "fused_applies": False,
+                    "off_us": 800.0,
+                    "on_us": 800.0,
+                    "saved_us": 0.0,
+                    "saved_pct": 0.0,
+                },
+            ],
+            "summary": "2 layers (a model, hidden 64): 4 allreduce + add + RMSNorm sites a step; fusion on runs them "
+            "as 4 fused kernels instead of 4 allreduces and 4 norm kernels, up to 2048 tokens a batch (unfused "
+            "above); saves up to 40 µs a step (67 %, 1 tokens)",
+        },
+        "notes": ["a note"],
+    }
+
+
+def test_the_whole_text_of_a_result() -> None:
+    buffer = io.StringIO()
+    render.render(small_result(), Console(file=buffer, width=200, no_color=True))
+    assert [line.rstrip() for line in buffer.getvalue().splitlines()] == [
+        "allreduce + RMSNorm, TP 2, hidden 1024, fp16: µs per call,",
+        "median/p90 of the slowest rank",
+        "┏━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━━━━┓",
+        "┃ tokens ┃   fused ┃   unfused ┃ AR alone ┃ vs unfused ┃   max err ┃",
+        "┡━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━━━━━━┩",
+        "│      1 │ 5.0/6.0 │ 15.0/22.0 │  4.0/4.5 │    -66.7 % │      0.01 │",
+        "│   4096 │ 300/310 │   200/210 │  150/155 │    +50.0 % │ 0.5 WRONG │",
+        "└────────┴─────────┴───────────┴──────────┴────────────┴───────────┘",
+        "GPUs: 2× G (cc 12.0)",
+        "fused: fi; FlashInfer None trtllm, arguments of sglang 0.5.9 (f.py:1, f)",
+        "unfused (stand-ins (sglang's code did not run here)): custom at 1 tokens; NCCL at 4096 tokens (over 8 MiB); "
+        "then torch",
+        "torch 2.11 (CUDA None), NCCL None, driver None",
+        "a note",
+        "per step, 4 sites: allreduce + norm µs,",
+        "fusion off / on",
+        "┏━━━━━━━━┳━━━━━━┳━━━━━━┳━━━━━━━━┳━━━━━━━┓",
+        "┃ tokens ┃  off ┃   on ┃  saved ┃       ┃",
+        "┡━━━━━━━━╇━━━━━━╇━━━━━━╇━━━━━━━━╇━━━━━━━┩",
+        "│      1 │ 60.1 │ 20.0 │ +40 µs │ +67 % │",
+        "│   4096 │  800 │  800 │  +0 µs │  +0 % │",
+        "└────────┴──────┴──────┴────────┴───────┘",
+        "2 layers (a model, hidden 64): 4 allreduce + add + RMSNorm sites a step; fusion on runs them as 4 fused "
+        "kernels instead of 4 allreduces and 4 norm kernels, up to 2048 tokens a batch (unfused above);",
+        "saves up to 40 µs a step (67 %, 1 tokens)",
+        "indicative only (why): advice",
+    ]
+
+
+def coloured(result: BenchResult) -> list[str]:
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=200, force_terminal=True, color_system="standard", no_color=False)
+    render.render(result, console)
+    return buffer.getvalue().splitlines()
+
+
+def test_the_colours_say_faster_slower_wrong_and_the_verdict() -> None:
+    lines = coloured(small_result())
+    dim, end = "\x1b[2m", "\x1b[0m"
+    assert lines[:3] + lines[4:16] + lines[17:] == [
+        "\x1b[3mallreduce + RMSNorm, TP 2, hidden 1024, fp16: µs per call,          \x1b[0m",
+        "\x1b[3mmedian/p90 of the slowest rank                                      \x1b[0m",
+        "┏━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━━━━┓",
+        "┡━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━━━━━━┩",
+        "│      1 │ 5.0/6.0 │ 15.0/22.0 │  4.0/4.5 │ \x1b[32m   -66.7 %\x1b[0m │      0.01 │",
+        "│   4096 │ 300/310 │   200/210 │  150/155 │ \x1b[31m   +50.0 %\x1b[0m │ \x1b[1;31m0.5 WRONG\x1b[0m │",
+        "└────────┴─────────┴───────────┴──────────┴────────────┴───────────┘",
+        f"{dim}GPUs: 2× G (cc 12.0){end}",
+        f"{dim}fused: fi; FlashInfer None trtllm, arguments of sglang 0.5.9 (f.py:1, f){end}",
+        f"{dim}unfused (stand-ins (sglang's code did not run here)): custom at 1 tokens; NCCL at 4096 tokens "
+        f"(over 8 MiB); then torch{end}",
+        f"{dim}torch 2.11 (CUDA None), NCCL None, driver None{end}",
+        f"{dim}a note{end}",
+        "\x1b[3mper step, 4 sites: allreduce + norm µs,  \x1b[0m",
+        "\x1b[3mfusion off / on                          \x1b[0m",
+        "┏━━━━━━━━┳━━━━━━┳━━━━━━┳━━━━━━━━┳━━━━━━━┓",
+        "┡━━━━━━━━╇━━━━━━╇━━━━━━╇━━━━━━━━╇━━━━━━━┩",
+        "│      1 │ 60.1 │ 20.0 │ \x1b[32m+40 µs\x1b[0m │ \x1b[32m+67 %\x1b[0m │",
+        "│   4096 │  800 │  800 │ \x1b[2m +0 µs\x1b[0m │ \x1b[2m +0 %\x1b[0m │",
+        "└────────┴──────┴──────┴────────┴───────┘",
+        f"{dim}2 layers (a model, hidden 64): 4 allreduce + add + RMSNorm sites a step; fusion on runs them as 4 "
+        "fused kernels instead of 4 allreduces and 4 norm kernels, up to 2048 tokens a batch (unfused above); "
+        f"{end}",
+        f"{dim}saves up to 40 µs a step (67 %, 1 tokens){end}",
+        "\x1b[1;33mindicative only (why): advice\x1b[0m",
+    ]
+    assert len(lines) == 24
+
+
+def test_the_estimate_colours_a_step_from_3_percent_saved_or_lost() -> None:
+    result = small_result()
+    result.model = Model(2, 64, True, "config.json")  # 4 sites
+    result.rows = [
+        Row(1, Timing(24.25, 1.0), Timing(25.0, 1.0), Timing(1.0, 1.0), {"norm": 0.0}, {}, True),  # saves 3 %
+        Row(2, Timing(25.75, 1.0), Timing(25.0, 1.0), Timing(1.0, 1.0), {"norm": 0.0}, {}, True),  # loses 3 %
+        Row(4, Timing(24.3, 1.0), Timing(25.0, 1.0), Timing(1.0, 1.0), {"norm": 0.0}, {}, True),  # 2.8 %
+        Row(8, Timing(25.7, 1.0), Timing(25.0, 1.0), Timing(1.0, 1.0), {"norm": 0.0}, {}, True),  # -2.8 %
+    ]
+    steps = [line for line in coloured(result) if "µs" in line and line.startswith("│")]
+    assert steps == [
+        "│      1 │ 100 │ 97.0 │ \x1b[32m+3 µs\x1b[0m │ \x1b[32m+3 %\x1b[0m │",
+        "│      2 │ 100 │  103 │ \x1b[31m-3 µs\x1b[0m │ \x1b[31m-3 %\x1b[0m │",
+        "│      4 │ 100 │ 97.2 │ \x1b[2m+3 µs\x1b[0m │ \x1b[2m+3 %\x1b[0m │",
+        "│      8 │ 100 │  103 │ \x1b[2m-3 µs\x1b[0m │ \x1b[2m-3 %\x1b[0m │",
+    ]
+
+
+def test_microseconds_keep_a_decimal_below_100() -> None:
+    assert [render._us(v) for v in (99.94, 100.0, 100.5, 1234.5)] == ["99.9", "100", "100", "1,234"]
+
+
+def test_a_span_without_a_name_is_an_allreduce() -> None:
+    rows = [
+        Row(1, Timing(1.0, 1.0), Timing(1.0, 1.0), Timing(1.0, 1.0), {}, {}, True),
+        Row(8, Timing(1.0, 1.0), Timing(1.0, 1.0), Timing(1.0, 1.0), {}, {}, True),
+        Row(64, Timing(1.0, 1.0), Timing(1.0, 1.0), Timing(1.0, 1.0), {}, {}, True, "NCCL", "why"),
+        Row(128, Timing(1.0, 1.0), Timing(1.0, 1.0), Timing(1.0, 1.0), {}, {}, True),
+    ]
+    assert render.allreduce_spans(rows) == "allreduce at 1-8 tokens; NCCL at 64 tokens (why); allreduce at 128 tokens"
+
+
+def test_the_estimate_rounds_each_figure_to_a_tenth() -> None:
+    result = small_result()
+    result.rows = [Row(1, Timing(5.0123, 1.0), Timing(15.0, 1.0), Timing(1.0, 1.0), {"norm": 0.0}, {}, True)]
+    (step,) = render.to_json(result)["estimate"]["steps"]
+    assert step == {
+        "tokens": 1,
+        "fused_applies": True,
+        "off_us": 60.0,
+        "on_us": 20.0,
+        "saved_us": 40.0,
+        "saved_pct": 66.58,
+    }
+
+
+def test_a_plot_target_is_a_png_or_svg_file_and_needs_matplotlib(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI's --plot check (cli._plot_target), run before anything is measured."""
+    import click
+
+    from sm120patch.cli import _plot_target
+
+    for name in ("a.png", "a.svg", "a.SVG", "a.PNG"):
+        assert _plot_target(None, None, str(tmp_path / name)) == tmp_path / name
+    assert _plot_target(None, None, None) is None
+    with pytest.raises(click.BadParameter) as raised:
+        _plot_target(None, None, str(tmp_path / "a.pdf"))
+    assert raised.value.message == f"{tmp_path / 'a.pdf'}: the file must end in .png or .svg"
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "ro" / "a.png").write_bytes(b"")
+    (tmp_path / "ro" / "a.png").chmod(0o444)
+    if not os.access(tmp_path / "ro" / "a.png", os.W_OK):  # root writes anyway
+        with pytest.raises(click.BadParameter, match="cannot write there"):
+            _plot_target(None, None, str(tmp_path / "ro" / "a.png"))
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    with pytest.raises(click.BadParameter) as raised:
+        _plot_target(None, None, str(tmp_path / "a.png"))
+    assert raised.value.message == "--plot needs matplotlib: pip install 'sm120patch[plot]'"
+
+
+class Recorder:
+    """Stands in for matplotlib (and its pyplot, figure and axes): records every call."""
+
+    def __init__(self, calls: list[tuple], name: str = "matplotlib") -> None:
+        self._calls, self._name = calls, name
+
+    def __getattr__(self, attr: str) -> Recorder:
+        return Recorder(self._calls, f"{self._name}.{attr}")
+
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        self._calls.append((self._name, args, kwargs))
+        if self._name.endswith("subplots"):
+            return Recorder(self._calls, "fig"), Recorder(self._calls, "ax")
+        return None
+
+
+def test_the_plot_draws_three_lines_on_log_axes_with_the_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[tuple] = []
+    fake = Recorder(calls)
+    monkeypatch.setitem(sys.modules, "matplotlib", fake)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", Recorder(calls, "plt"))
+    fake.pyplot = sys.modules["matplotlib.pyplot"]  # type: ignore[attr-defined]
+    target = tmp_path / "bench.svg"
+    render.plot(small_result(), target)
+    named = [(name, tuple(getattr(a, "_name", a) for a in args), kwargs) for name, args, kwargs in calls]
+    assert named == [
+        ("matplotlib.use", ("Agg",), {}),
+        ("plt.subplots", (), {"figsize": (7, 4.5)}),
+        ("ax.plot", ([1, 4096], [5.0, 300.0]), {"marker": "o", "label": "fused (FlashInfer trtllm)"}),
+        ("ax.plot", ([1, 4096], [15.03, 200.0]), {"marker": "o", "label": "unfused (custom / NCCL, then torch)"}),
+        ("ax.plot", ([1, 4096], [4.0, 150.0]), {"marker": "o", "label": "allreduce alone"}),
+        ("ax.set_xscale", ("log",), {"base": 2}),
+        ("ax.set_xticks", ([1, 4096], ["1", "4096"]), {}),
+        ("ax.minorticks_off", (), {}),
+        ("ax.set_yscale", ("log",), {}),
+        ("ax.set_xlabel", ("tokens",), {}),
+        ("ax.set_ylabel", ("µs per call (median, slowest rank)",), {}),
+        ("ax.set_title", ("TP 2, hidden 1024, fp16",), {}),
+        ("ax.grid", (True,), {"which": "both", "alpha": 0.3}),
+        ("ax.legend", (), {"fontsize": 7}),
+        ("fig.text", (0.01, 0.01, "indicative only (why): advice"), {"fontsize": 6, "wrap": True}),
+        ("fig.tight_layout", (), {"rect": (0, 0.05, 1, 1)}),
+        ("fig.savefig", (target,), {}),
+        ("plt.close", ("fig",), {}),
+    ]
+
+
+def test_the_facts_name_each_gpu_kind_each_version_and_a_fused_call_left_unnamed() -> None:
+    mixed = result(baseline=Baseline("sglang", (CA,), "sglang RMSNorm.forward", ""))
+    mixed.probe = {
+        "gpus": [
+            {"index": 0, "name": "NVIDIA RTX PRO 6000", "capability": [12, 0]},
+            {"index": 1, "name": "NVIDIA H200", "capability": [9, 0]},
+            {"index": 2, "name": "NVIDIA B200", "capability": [10, 0]},
+        ]
+    }
+    buffer = io.StringIO()
+    render.render(mixed, Console(file=buffer, width=200, no_color=True))
+    lines = buffer.getvalue().splitlines()
+    start = lines.index("GPUs: 2× NVIDIA H200 (cc 9.0), NVIDIA RTX PRO 6000 (cc 12.0)")
+    assert lines[start : start + 4] == [
+        "GPUs: 2× NVIDIA H200 (cc 9.0), NVIDIA RTX PRO 6000 (cc 12.0)",
+        "fused: FlashInfer allreduce_fusion; FlashInfer 0.6.18 trtllm, arguments of sglang 0.5.23's call (the newest "
+        "release read): no sglang located (--python / --sglang-path)",
+        f"unfused (sglang's own code): {CA} at 1-2048 tokens; then sglang RMSNorm.forward",
+        "torch 2.11.0+cu130 (CUDA 13.0), NCCL 2.27.7, driver 13.0",
+    ]
+
+
+def test_on_a_narrow_terminal_each_row_stays_one_line() -> None:
+    buffer = io.StringIO()
+    render.render(result(model=Model(78, 7168, True, "c")), Console(file=buffer, width=44, no_color=True))
+    lines = buffer.getvalue().splitlines()
+    tables = [i for i, line in enumerate(lines) if line.startswith("┡")]
+    bottoms = [i for i, line in enumerate(lines) if line.startswith("└")]
+    assert [bottom - top - 1 for top, bottom in zip(tables, bottoms, strict=True)] == [3, 3]
+    assert lines[tables[0] + 1].startswith("│  1 │ 5.2/… │")

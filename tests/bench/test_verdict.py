@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sm120patch.bench.verdict import NOISE_PCT, Compare, Kind, Point, judge
+from sm120patch.bench.verdict import NOISE_PCT, Compare, Kind, Point, Verdict, judge
 
 
 def rows(*pairs: tuple[int, float], unfused: float = 100.0) -> list[Point]:
@@ -70,3 +70,89 @@ def test_a_wrong_result_outranks_every_timing() -> None:
 def test_order_of_the_rows_does_not_matter() -> None:
     ordered = rows((1, 50.0), (16, 70.0), (128, 130.0))
     assert judge(list(reversed(ordered)), tp=8) == judge(ordered, tp=8)
+
+
+def test_every_advice_is_one_whole_sentence_with_how_to_keep_fusion_off() -> None:
+    off = "`sm120patch apply --skip server-args-auto-enable`"
+    assert judge(rows((1, 50.0), (128, 130.0)), tp=8, keep_off=off).advice == (
+        "fusion is faster below 128 tokens and slower from 128 tokens at TP 8: it pays for decode-sized batches; "
+        f"keep it off ({off}) where batches of 128+ tokens dominate"
+    )
+    assert judge(rows((1, 130.0), (512, 80.0)), tp=4, keep_off=off).advice == (
+        "fusion is slower below 512 tokens and faster from 512 tokens at TP 4: small decode batches lose; "
+        f"keep it off ({off}) for latency-bound serving"
+    )
+    assert judge(rows((1, 50.0), (16, 150.0), (64, 50.0)), tp=4, keep_off=off).advice == (
+        "fusion is faster at 1, 64 tokens and slower at 16 tokens at TP 4: no clear crossover; measure your "
+        "workload end to end before keeping it"
+    )
+    assert judge(rows((1, 100.0), (8, 101.0)), tp=2).advice == (
+        "fusion makes no measurable difference at TP 2 (within ±3 % at every size): either way"
+    )
+    assert judge([Point(16, 10.0, 100.0, False)], tp=2).advice == (
+        "the fused kernel gave wrong results at 16 tokens on these GPUs: keep fusion off "
+        "(`--enforce-disable-flashinfer-allreduce-fusion` / `sm120patch apply --skip server-args-auto-enable`) "
+        "and upgrade FlashInfer"
+    )
+
+
+def test_no_rows_at_all_make_no_difference() -> None:
+    assert judge([], tp=2) == Verdict(Kind.EVEN, judge(rows((1, 100.0)), tp=2).advice, None)
+
+
+@pytest.mark.parametrize(
+    ("pairs", "says"),
+    [
+        (((1, 50.0),), "50 % faster at 1 token:"),
+        (((2, 50.0),), "50 % faster at 2 tokens:"),
+        (((1, 50.0), (2, 50.4)), "50 % faster at 1 to 2 tokens:"),
+        (((1, 50.0), (2, 49.6)), "50 % faster at 1 to 2 tokens:"),
+        (((1, 50.0), (2, 51.0)), "49 % to 50 % faster at 1 to 2 tokens:"),
+    ],
+)
+def test_one_size_is_one_token_count_and_one_rounded_percentage(
+    pairs: tuple[tuple[int, float], ...], says: str
+) -> None:
+    assert says in judge(rows(*pairs), tp=2).advice
+
+
+def test_an_indicative_verdict_says_why_before_the_advice() -> None:
+    plain = judge(rows((1, 50.0)), tp=2)
+    assert plain.text == plain.advice == "fusion pays here at TP 2: 50 % faster at 1 token: leave it on"
+    flagged = judge(rows((1, 50.0)), tp=2, indicative=["stand-in norm", "eager mode"])
+    assert flagged == Verdict(Kind.PAYS, plain.advice, None, ("stand-in norm", "eager mode"))
+    assert flagged.text == f"indicative only (stand-in norm; eager mode): {plain.advice}"
+
+
+@pytest.mark.parametrize(
+    ("pairs", "crossover"),
+    [
+        (((1, 50.0), (16, 100.0), (64, 150.0)), 64),  # even sizes between the two runs belong to neither
+        (((1, 100.0), (16, 50.0), (64, 150.0)), 64),  # the lower run may start even
+        (((1, 50.0), (16, 150.0), (64, 100.0)), 16),  # and the upper one may end even
+        (((1, 150.0), (16, 100.0), (64, 50.0)), 64),
+        (((1, 50.0), (2, 50.0), (16, 150.0), (64, 150.0)), 16),
+        (((1, 150.0), (2, 150.0), (16, 50.0), (64, 50.0)), 16),
+    ],
+)
+def test_the_crossover_is_the_first_size_of_the_upper_run(pairs: tuple[tuple[int, float], ...], crossover: int) -> None:
+    assert judge(rows(*pairs), tp=2).crossover == crossover
+
+
+@pytest.mark.parametrize(
+    "pairs",
+    [
+        ((1, 50.0), (16, 150.0), (64, 50.0)),
+        ((1, 150.0), (16, 50.0), (64, 150.0)),
+        ((1, 50.0), (16, 150.0), (64, 100.0), (128, 50.0)),
+    ],
+)
+def test_sizes_that_interleave_have_no_crossover(pairs: tuple[tuple[int, float], ...]) -> None:
+    verdict = judge(rows(*pairs), tp=2)
+    assert (verdict.kind, verdict.crossover) == (Kind.MIXED, None)
+    assert verdict.advice.endswith("no clear crossover; measure your workload end to end before keeping it")
+
+
+def test_the_delta_is_fused_against_unfused() -> None:
+    assert Point(1, 75.0, 100.0, True).delta_pct == -25.0
+    assert Point(1, 150.0, 100.0, True).delta_pct == 50.0

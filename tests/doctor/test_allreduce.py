@@ -130,3 +130,87 @@ def test_host_facts_nvlink_answer_is_typed(answer: object, read: object) -> None
     if answer is not None:
         data["nvlink"] = answer
     assert parse_host_facts(data).nvlink == read
+
+
+def with_p2p(found: Host, ok: object) -> Host:
+    """``found`` with P2P between GPUs i and j as ``ok(i, j)`` says."""
+    pairs = tuple(PeerAccess(p.source, p.target, bool(ok(p.source, p.target))) for p in found.facts.p2p)  # type: ignore[operator]
+    return replace(found, facts=replace(found.facts, p2p=pairs))
+
+
+@pytest.mark.parametrize(
+    ("version", "release", "name"),
+    [
+        ("0.5.12.post1", "sglang 0.5.12.post1", "custom allreduce (up to 8 MiB)"),
+        ("0.5.14", "sglang 0.5.14", "custom allreduce V2 (up to 16 MiB)"),
+        ("main", "sglang main", "custom allreduce V2 (up to 16 MiB)"),  # not a version: the newest code
+        ("", "sglang", "custom allreduce V2 (up to 16 MiB)"),
+    ],
+)
+def test_the_release_names_the_nvlink_allreduce(tmp_path: Path, version: str, release: str, name: str) -> None:
+    summary, _ = one(allreduce(tree(tmp_path, version), host(2, nvlink=True), 2))
+    assert summary == f"{release} allreduce at TP 2: {name}, NCCL above"
+
+
+def test_no_tree_is_sglang_with_the_newest_allreduce(tmp_path: Path) -> None:
+    assert one(allreduce(None, host(4, nvlink=True), None)) == (
+        "sglang allreduce at TP 4: custom allreduce V2 (up to 16 MiB), NCCL above",
+        "every GPU pair has NVLink (NVML), so sglang keeps its custom allreduce at any TP",
+    )
+    assert one(allreduce(None, host(4, nvlink=False), None))[0] == "sglang allreduce at TP 4: NCCL"
+
+
+def test_the_tp_asked_for_wins_over_the_gpus_seen(tmp_path: Path) -> None:
+    assert one(allreduce(tree(tmp_path, "0.5.20"), host(4, nvlink=False), None)) == (
+        "sglang 0.5.20 allreduce at TP 4: NCCL",
+        "no full NVLink: sglang turns its custom allreduce off with more than 2 GPUs without full NVLink",
+    )
+    assert one(allreduce(tree(tmp_path, "0.5.20"), host(4, nvlink=False), 2))[0] == (
+        "sglang 0.5.20 allreduce at TP 2: custom allreduce up to 8 MiB, NCCL above"
+    )
+    assert allreduce(tree(tmp_path, "0.5.20"), host(4, nvlink=False), 1) == []
+
+
+def test_nvlink_on_some_pairs_only_or_some_pairs_unsaid_is_not_full(tmp_path: Path) -> None:
+    found = host(4, nvlink=True)
+    links = found.facts.nvlink or ()
+    broken = tuple(replace(link, ok=(link.source, link.target) != (2, 3)) for link in links)
+    unsaid = tuple(link for link in links if (link.source, link.target) != (3, 2))
+    for nvlink in (broken, unsaid):
+        odd = replace(found, facts=replace(found.facts, nvlink=nvlink))
+        summary, detail = one(allreduce(tree(tmp_path, "0.5.20"), odd, 4))
+        assert summary == "sglang 0.5.20 allreduce at TP 4: NCCL"
+        assert detail.startswith("no full NVLink: sglang turns")
+
+
+def test_p2p_only_among_the_first_tp_gpus_counts(tmp_path: Path) -> None:
+    found = with_p2p(host(4, nvlink=False), lambda i, j: i < 2 and j < 2)
+    assert one(allreduce(tree(tmp_path, "0.5.20"), found, 2))[0] == (
+        "sglang 0.5.20 allreduce at TP 2: custom allreduce up to 8 MiB, NCCL above"
+    )
+    one_way = with_p2p(host(2, nvlink=False), lambda i, j: (i, j) == (0, 1))
+    assert one(allreduce(tree(tmp_path, "0.5.20"), one_way, 2))[0] == "sglang 0.5.20 allreduce at TP 2: NCCL"
+    unsaid = host(2, nvlink=False)
+    unsaid = replace(unsaid, facts=replace(unsaid.facts, p2p=unsaid.facts.p2p[:1]))
+    assert one(allreduce(tree(tmp_path, "0.5.20"), unsaid, 2))[0] == "sglang 0.5.20 allreduce at TP 2: NCCL"
+
+
+@pytest.mark.parametrize("value", ["0", "true", ""])
+def test_the_option_set_to_anything_but_1_is_not_said_to_be_set(tmp_path: Path, value: str) -> None:
+    found = host(4, nvlink=False, SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=value)
+    _, detail = one(allreduce(tree(tmp_path, "0.5.23", pcie_ipc=True), found, 4))
+    assert "sglang#34528), a competitor to fusion on this host" in detail
+
+
+def test_the_pcie_ipc_option_is_pointed_at_only_for_sm12x_gpus_in_the_tp(tmp_path: Path) -> None:
+    release = tree(tmp_path, "0.5.23", pcie_ipc=True)
+    hopper = host(4, nvlink=False, name=H200)
+    _, detail = one(allreduce(release, hopper, 4))
+    assert detail == "no full NVLink: sglang turns its custom allreduce off with more than 2 GPUs without full NVLink"
+    mixed = host(4, nvlink=False)
+    later = (*gpus(3, H200, (9, 0)), Gpu(3, RTX_PRO_6000, (12, 0)))
+    mixed = replace(mixed, facts=replace(mixed.facts, gpus=later))
+    _, detail = one(allreduce(release, mixed, 3))
+    assert "PCIE_IPC" not in detail
+    _, detail = one(allreduce(release, mixed, 4))
+    assert detail.endswith("`SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1 sm120patch bench --tp 4` measures it")

@@ -110,3 +110,148 @@ def test_said_finds_each_fallback_line_once() -> None:
         "the workspace preflight (cuMulticastGetGranularity) failed",
     ]
     assert found[0][0] == lines[0]
+
+
+def test_the_whole_parse_of_a_run() -> None:
+    assert parse.parse([line + "\n" for line in OUTPUT.splitlines()], SWEEP) == parse.Parsed(
+        warmup=[
+            parse.Measurement(1, None, None, 0.05, 20480.0, 0.011, 90.91, 0.4, 3000.0, [(0, 1, 0.012, 83.33)]),
+        ],
+        runs=[
+            parse.Measurement(
+                1, 256, 64, 0.04, 6400.0, 0.0097, 103.09, 0.65, 492.31, [(0, 1, 0.01, 100.0), (1, 1, 0.0095, 105.26)]
+            ),
+            parse.Measurement(32, 256, 64, 0.3, 27306.67, 0.0145, 2206.9, 1.25, 8192.0, [(0, 32, 0.015, 2133.33)]),
+        ],
+        skipped=[(8, 256, 64)],
+        max_total_num_tokens=123456,
+    )
+
+
+def test_without_a_sweep_sizes_come_from_the_output_and_every_skip_is_kept() -> None:
+    parsed = parse.parse(OUTPUT.splitlines())
+    assert [(m.batch_size, m.input_len, m.output_len) for m in parsed.runs] == [(1, None, None), (32, None, None)]
+    assert parsed.skipped == [(8, 256, 64)]
+
+
+def test_a_skip_in_the_warm_up_is_not_the_sweeps() -> None:
+    text = OUTPUT.replace("Warmup ...\n", "Warmup ...\nskipping (64, 256, 64) due to max batch size limit\n")
+    parsed = parse.parse(text.splitlines(), SWEEP)
+    assert parsed.skipped == [(8, 256, 64)]
+    assert [m.batch_size for m in parsed.runs] == [1, 32]
+
+
+def test_lines_outside_a_measurement_are_not_read_into_one() -> None:
+    text = (
+        "Decode 0. Batch size: 4, latency: 0.5 s, throughput: 8 token/s\n"
+        "Decode.  median latency: 0.5 s, median throughput: 8 token/s\n"
+        "Benchmark ...\n"
+        "Decode 0. Batch size: 4, latency: 0.5 s, throughput: 8 token/s\n"
+        "Prefill. latency: 0.1 s, throughput: 10 token/s\n"
+        "Decode 0. Batch size: 2, latency: 0.25 s, throughput: 8 token/s\n"
+        "Total. latency: 1 s, throughput: 2 token/s\n"
+        "Decode 0. Batch size: 4, latency: 0.5 s, throughput: 8 token/s\n"
+        "Decode.  median latency: 0.5 s, median throughput: 8 token/s\n"
+    )
+    parsed = parse.parse(text.splitlines(), [(2, 8, 1)])
+    assert parsed == parse.Parsed(
+        runs=[parse.Measurement(2, 8, 1, 0.1, 10.0, None, None, 1.0, 2.0, [(0, 2, 0.25, 8.0)])]
+    )
+    assert parsed.runs[0].decode_ms is None
+
+
+def test_a_warm_up_after_the_benchmark_does_not_count_against_the_sweep() -> None:
+    block = (
+        "Prefill. latency: 0.1 s, throughput: 10 token/s\n"
+        "Decode 0. Batch size: 2, latency: 0.25 s, throughput: 8 token/s\n"
+        "Total. latency: 1 s, throughput: 2 token/s\n"
+    )
+    parsed = parse.parse(
+        f"Benchmark ...\n{block}Warmup ...\n{block}Benchmark ...\n{block}".splitlines(), [(2, 8, 1)] * 2
+    )
+    assert [(m.batch_size, m.input_len) for m in parsed.runs] == [(2, 8), (2, 8)]
+    assert [(m.batch_size, m.input_len) for m in parsed.warmup] == [(2, None)]
+
+
+def test_each_mismatch_is_said_whole() -> None:
+    dropped = OUTPUT.replace("skipping (8, 256, 64) due to max batch size limit\n", "")
+    with pytest.raises(parse.ParseError) as raised:
+        parse.parse(dropped.splitlines(), SWEEP)
+    assert str(raised.value) == (
+        "batch size 32 printed where 8 was expected: 'Decode 0. Batch size: 32, latency: 0.01500 s, throughput:   "
+        "2133.33 token/s'"
+    )
+    with pytest.raises(parse.ParseError) as raised:
+        parse.parse(dropped.splitlines(), [(1, 256, 64)])
+    assert (
+        str(raised.value)
+        == "more results than the 1 asked for: 'Prefill. latency: 0.30000 s, throughput:  27306.67 token/s'"
+    )
+    with pytest.raises(parse.ParseError) as raised:
+        parse.parse(OUTPUT.splitlines(), [(1, 256, 64)])
+    assert str(raised.value) == "skipped (8, 256, 64), which is not the next of the sweep [(1, 256, 64)]"
+    with pytest.raises(parse.ParseError) as raised:
+        parse.parse(OUTPUT.splitlines(), [(1, 256, 64), (32, 256, 64), (8, 256, 64)])
+    assert str(raised.value) == (
+        "skipped (8, 256, 64), which is not the next of the sweep [(1, 256, 64), (32, 256, 64), (8, 256, 64)]"
+    )
+
+
+def test_a_line_is_one_phase_the_first_it_starts() -> None:
+    assert parse.milestone("Load weight begin; max_total_num_tokens=5") == "loading weights"
+
+
+def test_said_keeps_a_line_once_under_the_first_text_it_holds_stripped() -> None:
+    both = "  FlashInfer comm not available; flashinfer.comm is not available  \n"
+    table = (("flashinfer.comm is not available", "second"), ("FlashInfer comm not available", "first"))
+    assert parse.said([both, both.strip(), "other"], table) == [(both.strip(), "second")]
+    assert parse.said([both], parse.FALLBACKS) == [(both.strip(), "flashinfer.comm is not importable")]
+    assert parse.said(["x", "y"], ()) == []
+
+
+def test_two_skips_in_a_row_each_take_their_place_in_the_sweep() -> None:
+    text = OUTPUT.replace(
+        "skipping (8, 256, 64) due to max batch size limit\n",
+        "skipping (8, 256, 64) due to max batch size limit\nskipping (16, 256, 64) due to max batch size limit\n",
+    )
+    parsed = parse.parse(text.splitlines(), [(1, 256, 64), (8, 256, 64), (16, 256, 64), (32, 256, 64)])
+    assert parsed.skipped == [(8, 256, 64), (16, 256, 64)]
+    assert [(m.batch_size, m.input_len, m.output_len) for m in parsed.runs] == [(1, 256, 64), (32, 256, 64)]
+
+
+def test_output_before_any_warm_up_or_benchmark_line_is_not_the_sweeps() -> None:
+    text = (
+        "skipping (4, 8, 1) due to max batch size limit\n"
+        "Prefill. latency: 0.1 s, throughput: 10 token/s\n"
+        "Decode 0. Batch size: 2, latency: 0.25 s, throughput: 8 token/s\n"
+        "Total. latency: 1 s, throughput: 2 token/s\n"
+    )
+    parsed = parse.parse(text.splitlines(), [(4, 8, 1)])
+    assert parsed == parse.Parsed(
+        warmup=[parse.Measurement(2, None, None, 0.1, 10.0, None, None, 1.0, 2.0, [(0, 2, 0.25, 8.0)])]
+    )
+
+
+def test_a_mismatch_quotes_the_line_as_printed() -> None:
+    text = (
+        "Benchmark ...\n"
+        "Prefill. latency: 0.1 s, throughput: 10 token/s\n"
+        "Decode 0. Batch size: 2, latency: 0.25 s, throughput: 8 token/s on GPU X\n"
+    )
+    with pytest.raises(parse.ParseError) as raised:
+        parse.parse(text.splitlines(keepends=True), [(4, 8, 1)])
+    assert str(raised.value) == (
+        "batch size 2 printed where 4 was expected: "
+        "'Decode 0. Batch size: 2, latency: 0.25 s, throughput: 8 token/s on GPU X'"
+    )
+
+
+def test_each_run_moves_on_one_place_in_the_sweep() -> None:
+    block = (
+        "Prefill. latency: 0.1 s, throughput: 10 token/s\n"
+        "Decode 0. Batch size: {size}, latency: 0.25 s, throughput: 8 token/s\n"
+        "Total. latency: 1 s, throughput: 2 token/s\n"
+    )
+    text = "Benchmark ...\n" + "".join(block.format(size=size) for size in (1, 8, 32))
+    parsed = parse.parse(text.splitlines(), [(1, 16, 4), (8, 16, 4), (32, 16, 4)])
+    assert [(m.batch_size, m.input_len, m.output_len) for m in parsed.runs] == [(1, 16, 4), (8, 16, 4), (32, 16, 4)]
