@@ -105,6 +105,11 @@ SGLANG_CARRY = {
         "asttokens==3.0.2",
         "pure-eval==0.2.4",
         "libcst==1.9.0",  # sm120patch's own, to apply and verify there (pyyaml is on the device)
+        # bench --server (sglang's bench_one_batch) also imports these; fastapi 0.120 is the last
+        # without opentelemetry-api (annotated-doc is on the device)
+        "fastapi==0.120.4",
+        "uvicorn==0.54.0",
+        "setproctitle==1.3.8",
     ],
 }
 SGL_KERNEL_FOLDER = "a"
