@@ -495,3 +495,70 @@ def test_a_wrong_row_is_exit_1() -> None:
     assert result([good]).exit_code is ExitCode.OK
     assert result([good, bad]).exit_code is ExitCode.NOT_AS_ASKED
     assert result([]).exit_code is ExitCode.OK
+
+
+class PcieRanks(Ranks):
+    """The ranks of a 0.5.23 PCIe host: a first pass with sglang's own code (no full NVLink,
+    plain allreduces routed to kAllReduce), then the unfused pass with the PCIe-IPC allreduce."""
+
+    def launch(
+        self, python: str, script: str, args: list[str], world: int, env: dict, timeout: float, on_event: Any
+    ) -> list[RankLog]:
+        self.launched.append(
+            {"python": python, "script": script, "args": args, "world": world, "env": env, "timeout": timeout}
+        )
+        if len(self.launched) == 1:
+            routed = {"allreduce_on": timing(6.0)}
+            rows = [row_event(1, 5.0, 20.0, **routed), row_event(2048, 150.0, 100.0, **routed)]
+            done = {"event": "done", "source": "sglang", "full_nvlink": False, "norm": "sglang RMSNorm", "notes": []}
+            return [RankLog(0, events=[*rows, done]), RankLog(1, events=rows)]
+        if self.failure is not None:
+            raise self.failure
+        ipc = "FlashInfer PCIe-IPC allreduce (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE)"
+        second = [
+            {"event": "row", "tokens": 1, "unfused": timing(4.0), "allreduce_name": ipc},
+            {"event": "row", "tokens": 2048, "unfused": timing(120.0), "allreduce_name": "NCCL"},
+        ]
+        return [RankLog(0, events=second), RankLog(1, events=second)]
+
+
+def test_a_pcie_host_of_a_release_with_the_option_measures_it_in_a_second_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ranks = PcieRanks(monkeypatch, probe(2), {})
+    result = measure.run(settings(pcie_ipc=True), read_call(None, None), "`--off`")
+    first, second = ranks.launched
+    assert "only_unfused" not in json.loads(first["args"][1])
+    assert json.loads(second["args"][1]) == {**json.loads(first["args"][1]), "only_unfused": True}
+    assert second["env"] == {**first["env"], measure.PCIE_IPC_FLAG: "1"}
+    assert SGLANG_NOTE_PCIE in result.notes
+    assert [(r.tokens, r.pcie_ipc, r.pcie_ipc_name, r.fastest) for r in result.rows] == [
+        (1, Timing(4.0, 8.0), "FlashInfer PCIe-IPC allreduce (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE)", "pcie-ipc"),
+        (2048, Timing(120.0, 240.0), "NCCL", "unfused"),
+    ]
+    assert [r.allreduce_on for r in result.rows] == [Timing(6.0, 12.0), Timing(6.0, 12.0)]
+    assert result.notes[-2] == (
+        "with fusion on, this release also sends plain allreduces (attention-TP and MoE groups) to FlashInfer's "
+        "kAllReduce instead of its own allreduce: 6.0 vs 10.0 µs at 1 tokens, 6.0 vs 50.0 µs at 2048 tokens"
+    )
+
+
+SGLANG_NOTE_PCIE = (
+    f"this release has {measure.PCIE_IPC_FLAG}=1 and these GPUs have no full NVLink: sglang's unfused path "
+    "was measured again with it (column PCIe-IPC)"
+)
+
+
+def test_a_second_pass_that_fails_is_said_and_the_first_stands(monkeypatch: pytest.MonkeyPatch) -> None:
+    ranks = PcieRanks(monkeypatch, probe(2), {})
+    ranks.failure = RankFailure(1, "tokens 1", "failure", "exit 1: boom")
+    result = measure.run(settings(pcie_ipc=True), read_call(None, None), "`--off`")
+    assert len(ranks.launched) == 2
+    assert result.notes[-1] == f"{measure.PCIE_IPC_FLAG}=1 could not be measured: rank 1, phase tokens 1: exit 1: boom"
+    assert all(r.pcie_ipc is None for r in result.rows) and result.exit_code is ExitCode.OK
+
+
+def test_no_second_pass_without_the_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    ranks = PcieRanks(monkeypatch, probe(2), {})
+    result = measure.run(settings(pcie_ipc=False), read_call(None, None), "`--off`")
+    assert len(ranks.launched) == 1 and SGLANG_NOTE_PCIE not in result.notes
