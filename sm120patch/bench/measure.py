@@ -211,11 +211,14 @@ def _timing(event: dict[str, Any], name: str) -> Timing:
     return Timing(float(event[name]["median_us"]), float(event[name]["p90_us"]))
 
 
-def slowest(events: list[dict[str, Any]], name: str) -> Timing | None:
-    """The slowest rank's timing of ``name``; None where a rank did not time it."""
-    if not all(name in e for e in events):
-        return None
+def slowest(events: list[dict[str, Any]], name: str) -> Timing:
+    """The slowest rank's timing of ``name``: each figure the largest of the ranks'."""
     return Timing(max(_timing(e, name).median_us for e in events), max(_timing(e, name).p90_us for e in events))
+
+
+def slowest_if_timed(events: list[dict[str, Any]], name: str) -> Timing | None:
+    """As ``slowest``, for a path not every pass times; None where a rank did not time it."""
+    return slowest(events, name) if all(name in e for e in events) else None
 
 
 def combine(logs: list[launch.RankLog]) -> list[Row]:
@@ -227,7 +230,7 @@ def combine(logs: list[launch.RankLog]) -> list[Row]:
                 by_tokens.setdefault(int(event["tokens"]), []).append(event)
     rows = []
     for tokens, events in sorted(by_tokens.items()):
-        timings = {name: slowest(events, name) or Timing(0.0, 0.0) for name in ("fused", "unfused", "allreduce")}
+        timings = {name: slowest(events, name) for name in ("fused", "unfused", "allreduce")}
         errors = {key: max(float(e["max_abs_error"][key]) for e in events) for key in events[0]["max_abs_error"]}
         rows.append(
             Row(
@@ -240,7 +243,7 @@ def combine(logs: list[launch.RankLog]) -> list[Row]:
                 ok=all(e["ok"] for e in events),
                 allreduce_name=str(events[0].get("allreduce_name", "")),
                 allreduce_why=str(events[0].get("allreduce_why", "")),
-                allreduce_on=slowest(events, "allreduce_on"),
+                allreduce_on=slowest_if_timed(events, "allreduce_on"),
             )
         )
     return rows

@@ -507,6 +507,7 @@ class PcieRanks(Ranks):
         self.launched.append(
             {"python": python, "script": script, "args": args, "world": world, "env": env, "timeout": timeout}
         )
+        on_event(0, {"event": "phase", "phase": f"pass {len(self.launched)}"})
         if len(self.launched) == 1:
             routed = {"allreduce_on": timing(6.0)}
             rows = [row_event(1, 5.0, 20.0, **routed), row_event(2048, 150.0, 100.0, **routed)]
@@ -516,8 +517,9 @@ class PcieRanks(Ranks):
             raise self.failure
         ipc = "FlashInfer PCIe-IPC allreduce (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE)"
         second = [
+            {"event": "phase", "phase": "tokens 1"},  # not a row: passed over
             {"event": "row", "tokens": 1, "unfused": timing(4.0), "allreduce_name": ipc},
-            {"event": "row", "tokens": 2048, "unfused": timing(120.0), "allreduce_name": "NCCL"},
+            {"event": "row", "tokens": 2048, "unfused": timing(120.0)},  # a rank that named none
         ]
         return [RankLog(0, events=second), RankLog(1, events=second)]
 
@@ -526,15 +528,32 @@ def test_a_pcie_host_of_a_release_with_the_option_measures_it_in_a_second_pass(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     ranks = PcieRanks(monkeypatch, probe(2), {})
-    result = measure.run(settings(pcie_ipc=True), read_call(None, None), "`--off`")
+    ports = iter([29512, 29513])
+    monkeypatch.setattr(measure, "free_port", lambda: next(ports))
+    seen: list[tuple[int, dict]] = []
+    result = measure.run(
+        settings(pcie_ipc=True), read_call(None, None), "`--off`", on_event=lambda r, e: seen.append((r, e))
+    )
     first, second = ranks.launched
     assert "only_unfused" not in json.loads(first["args"][1])
+    assert second["args"][0] == "run"
     assert json.loads(second["args"][1]) == {**json.loads(first["args"][1]), "only_unfused": True}
-    assert second["env"] == {**first["env"], measure.PCIE_IPC_FLAG: "1"}
+    assert (second["python"], second["script"], second["world"], second["timeout"]) == (
+        PY,
+        bench_rank.__file__,
+        2,
+        300.0,
+    )
+    assert second["env"] == {**first["env"], measure.PCIE_IPC_FLAG: "1", "MASTER_PORT": "29513"}
+    assert seen == [
+        (0, {"event": "phase", "phase": "pass 1"}),
+        (0, {"event": "phase", "phase": f"unfused again with {measure.PCIE_IPC_FLAG}=1"}),
+        (0, {"event": "phase", "phase": "pass 2"}),
+    ]
     assert SGLANG_NOTE_PCIE in result.notes
     assert [(r.tokens, r.pcie_ipc, r.pcie_ipc_name, r.fastest) for r in result.rows] == [
         (1, Timing(4.0, 8.0), "FlashInfer PCIe-IPC allreduce (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE)", "pcie-ipc"),
-        (2048, Timing(120.0, 240.0), "NCCL", "unfused"),
+        (2048, Timing(120.0, 240.0), "", "unfused"),
     ]
     assert [r.allreduce_on for r in result.rows] == [Timing(6.0, 12.0), Timing(6.0, 12.0)]
     assert result.notes[-2] == (

@@ -212,3 +212,9 @@ def test_the_oneshot_note_is_added_after_the_notes_before(tmp_path: Path) -> Non
         assert base.for_world(world) is base
     explicit = SglangCall({**REFERENCE_CALL, "use_oneshot": False}, "src")
     assert explicit.for_world(16) is explicit
+
+
+def test_the_call_for_a_world_keeps_whether_the_release_routes_plain_allreduces() -> None:
+    call = read_call(None, None)
+    assert call.routes_allreduce is True
+    assert call.for_world(16).routes_allreduce is True  # the note added, nothing else lost
