@@ -520,7 +520,19 @@ def run(config: Dict[str, Any]) -> None:
     else:
         dev = torch.device("cpu")
     if native is not None:
-        native.init(world, rank, backend, bool(config.get("custom_allreduce", True)))
+        try:
+            native.init(world, rank, backend, bool(config.get("custom_allreduce", True)))
+        except Exception as exc:  # a release whose parallel state wants what only its server sets up
+            if baseline == "sglang":
+                message = "sglang's parallel state cannot be set up here: %s" % last_line(exc)
+                raise BenchError("environment", message) from exc
+            why = "sglang %s's parallel state cannot be set up outside its server (%s)" % (
+                native.version or "",
+                last_line(exc),
+            )
+            native = None
+    if native is not None or dist.is_initialized():  # sglang's, or as far as sglang got: used as it is
+        pass
     elif device == "cuda":
         dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev)
     else:

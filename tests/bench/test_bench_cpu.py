@@ -138,3 +138,44 @@ def test_baseline_sglang_refuses_instead_of_measuring_stand_ins(cpu_torch_python
 
     with pytest.raises(EnvironmentProblem, match="sglang's modules do not import here: ModuleNotFoundError"):
         run(settings(cpu_torch_python, tokens=(1,), baseline="sglang"), read_call(None, None), "`--off`")
+
+
+def fake_sglang_without_a_server(root: Path) -> Path:
+    """FakeSglang: modules that import, and a parallel state that refuses to be set up, as a
+    release does whose parallel state reads the config only its server's launcher publishes."""
+    files = {
+        "sglang/__init__.py": "",
+        "sglang/srt/__init__.py": "",
+        "sglang/srt/distributed/__init__.py": "",
+        "sglang/srt/distributed/parallel_state.py": (
+            "_ENABLE_CUSTOM_ALL_REDUCE = True\n"
+            "def set_custom_all_reduce(enable):\n    pass\n"
+            "def init_distributed_environment(world_size=-1, rank=-1, distributed_init_method='env://',"
+            " local_rank=-1, backend='nccl'):\n"
+            "    raise ValueError(\"config namespace 'parallel' not published\")\n"
+        ),
+        "sglang/srt/layers/__init__.py": "",
+        "sglang/srt/layers/flashinfer_comm_fusion.py": "",
+        "sglang/srt/layers/layernorm.py": "",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def test_a_parallel_state_that_cannot_be_set_up_falls_back_to_named_stand_ins(
+    cpu_torch_python: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sm120patch.errors import EnvironmentProblem
+
+    monkeypatch.setenv("PYTHONPATH", str(fake_sglang_without_a_server(tmp_path)))
+    result = run(settings(cpu_torch_python, tokens=(1, 8)), read_call(None, None), "`--off`", sglang_version="0.5.23")
+    assert result.baseline.source == "stand-in"
+    assert result.baseline.why == (
+        "sglang 0.5.23's parallel state cannot be set up outside its server (ValueError: config namespace "
+        "'parallel' not published)",
+    )
+    assert result.exit_code == 0 and all(row.ok for row in result.rows)
+    with pytest.raises(EnvironmentProblem, match="sglang's parallel state cannot be set up here: ValueError"):
+        run(settings(cpu_torch_python, tokens=(1,), baseline="sglang"), read_call(None, None), "`--off`")
