@@ -16,6 +16,7 @@ from sm120patch.bench.measure import Settings, run
 from sm120patch.bench.mirror import read_call
 from sm120patch.bench.verdict import KEEP_OFF_DEFAULT
 from sm120patch.errors import EnvironmentProblem, ExitCode, NotAsAsked, ToolError
+from sm120patch.report.as_text import StatusLine
 
 HATCH = "--enforce-disable-flashinfer-allreduce-fusion"
 DEFAULT_HIDDEN = 7168  # DeepSeek-V3's, the model family this tool was first written for
@@ -84,10 +85,16 @@ def bench(
     )
     call = read_call(tree.package_dir if tree else None, tree.version if tree else None)
     hatch = keep_off(doctor.release_options(tree) if tree else None)
-    progress = _Progress(enabled=not as_json and sys.stderr.isatty())
+    progress = StatusLine(enabled=not as_json and sys.stderr.isatty(), first="starting the ranks")
+
+    def on_event(rank: int, event: dict[str, Any]) -> None:
+        text = phase_text(rank, event)
+        if text is not None:
+            progress.update(text)
+
     try:
         with progress:
-            result = run(settings, call, hatch, progress.on_event, tree.version if tree else None, model)
+            result = run(settings, call, hatch, on_event, tree.version if tree else None, model)
     except launch.RankFailure as exc:
         if exc.kind == "timeout":
             raise EnvironmentProblem(f"bench stopped: {exc}") from exc
@@ -129,33 +136,13 @@ def with_problem(data: dict[str, Any], problem: str | None) -> dict[str, Any]:
     return data
 
 
-class _Progress:
-    """Rank 0's phases as a rich status line on stderr (on a terminal only)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self._status: Any = None
-
-    def __enter__(self) -> _Progress:
-        if self.enabled:
-            from sm120patch.report.as_text import console
-
-            self._status = console().status("starting the ranks")
-            self._status.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._status is not None:
-            self._status.__exit__(None, None, None)
-
-    def on_event(self, rank: int, event: dict[str, Any]) -> None:
-        if self._status is None or rank != 0 or event.get("event") != "phase":
-            return
-        phase = str(event.get("phase"))
-        if phase == "workspace":
-            text = "creating FlashInfer's workspace (the first run builds its trtllm_comm module: minutes)"
-        elif phase.startswith("tokens"):
-            text = f"measuring {phase} ({int(event.get('index', 0)) + 1}/{event.get('total')})"
-        else:
-            text = phase
-        self._status.update(text)
+def phase_text(rank: int, event: dict[str, Any]) -> str | None:
+    """Rank 0's phase as words for the status line; None for anything else."""
+    if rank != 0 or event.get("event") != "phase":
+        return None
+    phase = str(event.get("phase"))
+    if phase == "workspace":
+        return "creating FlashInfer's workspace (the first run builds its trtllm_comm module: minutes)"
+    if phase.startswith("tokens"):
+        return f"measuring {phase} ({int(event.get('index', 0)) + 1}/{event.get('total')})"
+    return phase

@@ -10,6 +10,7 @@ from typing import Any
 from sm120patch.bench.launch import RankFailure
 from sm120patch.commands.bench import draw_plot, with_problem
 from sm120patch.errors import EnvironmentProblem, ExitCode, ToolError
+from sm120patch.report.as_text import StatusLine
 
 #: Options that belong to the kernel bench only, and to --server only (for a clear refusal).
 KERNEL_ONLY = ("tokens", "replays", "model_config", "baseline", "no_custom_allreduce")
@@ -82,7 +83,7 @@ def bench_server(
         dtype=dtype,
         server_args=tuple(server_args),
     )
-    status = _Status(enabled=not as_json and sys.stderr.isatty())
+    status = StatusLine(not as_json and sys.stderr.isatty(), "asking the serving interpreter for its GPUs")
     with status:
         result = driver.run(settings, status.update)
         beside = kernel_beside(result, tree, status.update) if kernel else None
@@ -159,27 +160,3 @@ def _render_kernel(beside: Any, out: Any) -> None:
         out.print(Text(beside, style="dim"), width=width)
     else:
         kernel_render.render(beside, out)
-
-
-class _Status:
-    """What sglang is doing, as a rich status line on stderr (on a terminal only)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self._status: Any = None
-
-    def __enter__(self) -> _Status:
-        if self.enabled:
-            from sm120patch.report.as_text import console
-
-            self._status = console().status("asking the serving interpreter for its GPUs")
-            self._status.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._status is not None:
-            self._status.__exit__(None, None, None)
-
-    def update(self, text: str) -> None:
-        if self._status is not None:
-            self._status.update(text)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sm120patch.locate.tree import InstallKind
 from sm120patch.patchkit.model import State
@@ -35,6 +35,28 @@ def printable(text: object) -> str:
     as the terminal should show it: an escape sequence or carriage return spelled out, never
     obeyed.  JSON output needs no such care (json escapes them)."""
     return str(text).translate(_CONTROL)
+
+
+class StatusLine:
+    """A rich status line on stderr while something long runs (on a terminal only)."""
+
+    def __init__(self, enabled: bool, first: str) -> None:
+        self.enabled, self.first = enabled, first
+        self._status: Any = None
+
+    def __enter__(self) -> StatusLine:
+        if self.enabled:
+            self._status = console().status(self.first)
+            self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.__exit__(None, None, None)
+
+    def update(self, text: str) -> None:
+        if self._status is not None:
+            self._status.update(text)
 
 
 def console() -> Console:
