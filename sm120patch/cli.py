@@ -231,6 +231,10 @@ class _Cli(click.Group):
         **extra: Any,
     ) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
+        from sm120patch.probes import allow_probes
+
+        # A Ctrl-C ends the probes of its own command only (main may run again in one process).
+        allow_probes()
         try:
             code = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
         except click.ClickException as exc:

@@ -27,6 +27,18 @@ os.environ.setdefault("COLUMNS", "200")
 TARGETS = (COMMUNICATOR, ADD_NORM, SERVER_ARGS, OVERRIDES, COMM_FUSION)
 
 
+@pytest.fixture(autouse=True)
+def short_stop_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The waits between SIGTERM and SIGKILL, shortened: the tests' hung processes ignore
+    SIGTERM on purpose, and what is tested is that SIGKILL follows and nothing is left, not
+    how long a real rank is given to exit."""
+    from sm120patch import probes
+    from sm120patch.bench import launch
+
+    monkeypatch.setattr(probes, "GRACE_S", 0.2)
+    monkeypatch.setattr(launch, "KILL_GRACE_S", 0.3)
+
+
 @pytest.fixture
 def release(tmp_path: Path) -> Callable[..., Path]:
     """``release("0.5.9")`` -> a private, pip-installed sglang package dir of that release."""
@@ -66,8 +78,9 @@ def release_cycle(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], d
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """The cached installs are shared by hard links: prove no test wrote into them in place."""
-    if not TREES.is_dir():
+    """The cached installs are shared by hard links: prove no test wrote into them in place
+    (once, in the process that started the run: pytest-xdist's workers end before it)."""
+    if not TREES.is_dir() or hasattr(session.config, "workerinput"):
         return
     for site in TREES.iterdir():
         package = site / "sglang"

@@ -101,6 +101,7 @@ def test_in_the_image_sm120patch_is_on_path_and_looks_at_the_image_python() -> N
     assert re.search(r"(^|&& )sm120patch apply --strict$", runs)  # from PATH, on SM120PATCH_PYTHON
 
 
+@pytest.mark.slow  # builds the wheel (or the context) in full
 def test_the_build_context_holds_the_project_and_nothing_local(tmp_path: Path) -> None:
     """What .dockerignore leaves of the repository root builds sm120patch's wheel, offline."""
     files = context_files(REPO, REPO / ".dockerignore")
@@ -399,6 +400,7 @@ def test_playbook_shows_which_hosts_cannot_run_the_fused_path_and_strict_fails_t
     assert counts["oldfi"]["failed"] == 1
 
 
+@pytest.mark.slow  # ansible-playbook: a second or more
 @needs_ansible
 def test_playbook_stops_on_a_path_that_names_nothing(tmp_path: Path) -> None:
     """Offline: the host fails before anything is installed, with a message that says why."""
@@ -409,6 +411,7 @@ def test_playbook_stops_on_a_path_that_names_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "tool").exists()
 
 
+@pytest.mark.slow  # builds the wheel (or the context) in full
 def test_controller_wheel_is_the_same_bytes_every_time_and_the_checkout_stays_clean(tmp_path: Path) -> None:
     """Offline (setuptools from the test extras): what makes a rerun of the default "ok"."""
     checkout = snapshot(tmp_path)

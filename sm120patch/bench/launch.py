@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from sm120patch.probes import RUNNER
+from sm120patch.probes import RUNNER, interrupts_deferred
 
 #: A phase allowed to take ``LONG_PHASE_FACTOR`` times the limit: the first workspace builds
 #: FlashInfer's trtllm_comm module, which takes minutes.
@@ -124,7 +124,7 @@ def launch(
         try:
             for rank in range(world):
                 rank_env = dict(env, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world))
-                with open(stderr_paths[rank], "w", encoding="utf-8") as err:
+                with open(stderr_paths[rank], "w", encoding="utf-8") as err, interrupts_deferred():
                     proc = subprocess.Popen(
                         [python, "-c", RUNNER, script, *args],
                         stdout=subprocess.PIPE,
@@ -137,7 +137,7 @@ def launch(
                         cwd=scratch,
                         start_new_session=True,
                     )
-                procs.append(proc)
+                    procs.append(proc)  # before a held-back Ctrl-C: the finally below stops it
                 assert proc.stdout is not None
                 threading.Thread(target=_reader, args=(rank, proc.stdout, lines), daemon=True).start()
             _watch(procs, logs, lines, stderr_paths, timeout, on_event)

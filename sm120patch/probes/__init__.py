@@ -10,6 +10,7 @@ path starts with the (scratch) working directory instead.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -17,7 +18,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,34 +92,61 @@ def run_isolated(
     or when this process is interrupted, its whole process group is ended, so what a hung
     interpreter started never outlives the command.  subprocess.TimeoutExpired or OSError
     when it ran too long or could not start."""
-    with subprocess.Popen(
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=None if env is None else dict(env),
-        start_new_session=True,  # its own group: Ctrl-C reaches us, and we end the group
-    ) as proc:
-        _RUNNING.add(proc)
-        try:
-            if _STOPPED.is_set():
-                raise KeyboardInterrupt
-            stdout, stderr = proc.communicate(timeout=timeout)
-        except BaseException:  # the timeout, and Ctrl-C too
+    started: list[subprocess.Popen[bytes]] = []  # filled before a held-back Ctrl-C is delivered
+    try:
+        with interrupts_deferred():
+            started.append(
+                subprocess.Popen(
+                    list(argv),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    cwd=cwd,
+                    env=None if env is None else dict(env),
+                    start_new_session=True,  # its own group: Ctrl-C reaches us, and we end the group
+                )
+            )
+            _RUNNING.add(started[0])
+        if _STOPPED.is_set():
+            raise KeyboardInterrupt
+        stdout, stderr = started[0].communicate(timeout=timeout)
+    except BaseException:  # the timeout, and Ctrl-C too
+        for proc in started:
             end_group(proc)
-            raise
-        finally:
+        raise
+    finally:
+        for proc in started:
             _RUNNING.discard(proc)
-    return proc.returncode, stdout, stderr
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+    return started[0].returncode, stdout, stderr
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold back Ctrl-C while a process is started and recorded, then deliver it.  A
+    KeyboardInterrupt inside ``subprocess.Popen`` would lose the process it had just started
+    (in a session of its own, so the terminal's SIGINT never reaches it) and leave it running.
+    Only the main thread receives KeyboardInterrupt, so elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[Any] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held and callable(previous):
+        previous(signal.SIGINT, held[0])
 
 
 def end_all() -> None:
     """End every probe still running, those of other threads too: Ctrl-C reaches only the
     main thread, and a probe in its own session does not see the terminal's SIGINT."""
     _STOPPED.set()
-    for proc in list(_RUNNING):
-        end_group(proc)
+    _end_groups(list(_RUNNING))
 
 
 def allow_probes() -> None:
@@ -128,15 +156,24 @@ def allow_probes() -> None:
 
 def end_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM to ``proc``'s process group, SIGKILL to what is left after ``GRACE_S``."""
+    _end_groups([proc])
+
+
+def _end_groups(procs: Sequence[subprocess.Popen[bytes]]) -> None:
+    # Every group is signalled before any is waited for: two hung probes cost one grace, not two.
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
+        signalled = []
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                continue
+            signalled.append(proc)
         deadline = time.monotonic() + GRACE_S
-        while time.monotonic() < deadline and _group_alive(proc):
+        while time.monotonic() < deadline and any(_group_alive(proc) for proc in signalled):
             time.sleep(0.02)
-    proc.wait()
+    for proc in procs:
+        proc.wait()
 
 
 def _group_alive(proc: subprocess.Popen[bytes]) -> bool:

@@ -193,9 +193,16 @@ def faults(draw: st.DrawFn) -> tuple[str, str, Point, str]:
     return setup, command, point, draw(st.sampled_from(ERRNOS))
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(faults())
 def test_an_oserror_anywhere_is_exit_2_naming_the_path(fault: tuple[str, str, Point, str]) -> None:
+    check_one_fault(*fault)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(faults())
+def test_many_more_oserrors_are_exit_2_naming_the_path(fault: tuple[str, str, Point, str]) -> None:
     check_one_fault(*fault)
 
 

@@ -58,3 +58,28 @@ def test_a_probe_started_after_ctrl_c_ends_at_once() -> None:
     finally:
         probes.allow_probes()
     assert probes.run_isolated(["true"], timeout=10)[0] == 0
+
+
+def test_ctrl_c_with_two_deaf_probes_costs_one_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """doctor runs the host facts and nvidia-smi side by side; when both ignore SIGTERM, Ctrl-C
+    waits out the grace once for both, then SIGKILLs both."""
+    import subprocess
+    import time
+
+    from sm120patch import probes
+
+    monkeypatch.setattr(probes, "GRACE_S", 0.6)
+    deaf = ["sh", "-c", "trap '' TERM; exec sleep 30"]  # one process: nothing left to reap after SIGKILL
+    procs = [subprocess.Popen(deaf, start_new_session=True) for _ in range(2)]
+    time.sleep(0.2)  # both shells have set their trap
+    monkeypatch.setattr(probes, "_RUNNING", set(procs))
+    try:
+        start = time.monotonic()
+        probes.end_all()
+        elapsed = time.monotonic() - start
+    finally:
+        probes.allow_probes()
+        for proc in procs:
+            proc.kill()
+    assert 0.6 <= elapsed < 1.0
+    assert [proc.returncode for proc in procs] == [-9, -9]

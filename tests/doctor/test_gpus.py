@@ -358,7 +358,7 @@ def test_the_names_query_gets_only_the_time_left(on_path: Path) -> None:
 def test_a_hanging_names_query_is_bounded_by_the_overall_timeout(on_path: Path) -> None:
     fake_nvidia_smi(on_path, two_rtx(), main=b"", main_rc=2, main_err=NO_COMPUTE_CAP, sleeps={"names": 30})
     started = time.monotonic()
-    report = from_nvidia_smi(timeout=1.0)
+    report = from_nvidia_smi(timeout=0.6)
     assert time.monotonic() - started < 10
     assert report == GpuReport((), COMMAND, f"nvidia-smi failed: {NO_COMPUTE_CAP.decode()}")
 
@@ -366,7 +366,7 @@ def test_a_hanging_names_query_is_bounded_by_the_overall_timeout(on_path: Path) 
 def test_a_hanging_uuid_query_is_bounded_by_the_overall_timeout(on_path: Path) -> None:
     fake_nvidia_smi(on_path, two_rtx(), sleeps={"uuid": 30})
     started = time.monotonic()
-    report = from_nvidia_smi(timeout=1.0)
+    report = from_nvidia_smi(timeout=0.6)
     assert time.monotonic() - started < 10
     assert nvidia_smi_calls(on_path) == ["main", "uuid"]
     assert report == GpuReport((Gpu(0, RTX_PRO_6000, (12, 0)), Gpu(1, RTX_PRO_6000, (12, 0))), COMMAND)

@@ -41,11 +41,22 @@ json_values = st.recursive(
 KEYS = ("python", "environ", "torch", "gpus", "p2p", "driver", "devices")
 
 
-@settings(max_examples=400, deadline=None)
-@given(st.dictionaries(st.sampled_from(KEYS), json_values))
-def test_any_json_object_parses_without_an_exception(data: dict) -> None:
+def parses_and_is_judged(data: dict) -> None:
     facts = parse_host_facts(data)
     diagnose(None, None, {}, _host(facts), tp=2)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(st.sampled_from(KEYS), json_values))
+def test_any_json_object_parses_without_an_exception(data: dict) -> None:
+    parses_and_is_judged(data)
+
+
+@pytest.mark.slow
+@settings(max_examples=2000, deadline=None)
+@given(st.dictionaries(st.sampled_from(KEYS), json_values))
+def test_many_more_json_objects_parse_without_an_exception(data: dict) -> None:
+    parses_and_is_judged(data)
 
 
 def _host(facts: HostFacts) -> Host:

@@ -29,6 +29,7 @@ from typing import IO
 
 from sm120patch.bench import launch as rank_launch
 from sm120patch.bench.server import parse
+from sm120patch.probes import interrupts_deferred
 
 STARTING = "starting (importing sglang)"
 #: Phases that may take a multiple of --timeout: JIT builds of FlashInfer / sgl-kernel modules.
@@ -124,20 +125,26 @@ def run(
     phase, since, started = STARTING, time.monotonic(), time.monotonic()
     on_phase(phase)
     out: queue.Queue[str | None] = queue.Queue()
-    proc = subprocess.Popen(
-        list(command),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        encoding="utf-8",
-        errors="replace",
-        env=dict(env),
-        cwd=cwd,
-        start_new_session=True,
-    )
-    groups = {proc.pid}
+    procs: list[subprocess.Popen[str]] = []  # filled before a held-back Ctrl-C is delivered
+    groups: set[int] = set()
     try:
+        with interrupts_deferred():
+            procs.append(
+                subprocess.Popen(
+                    list(command),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    text=True,
+                    encoding="utf-8",
+                    errors="replace",
+                    env=dict(env),
+                    cwd=cwd,
+                    start_new_session=True,
+                )
+            )
+        proc = procs[0]
+        groups.add(proc.pid)
         assert proc.stdout is not None
         threading.Thread(target=_reader, args=(proc.stdout, out), daemon=True).start()
         scanned = 0.0
@@ -180,8 +187,9 @@ def run(
                 lines[-TAIL:],
             ) from None
     finally:
-        groups |= descendant_groups(proc.pid)
-        stop(proc, groups)
+        for one in procs:
+            groups |= descendant_groups(one.pid) | {one.pid}
+            stop(one, groups)
     phases.append((phase, time.monotonic() - since))
     if proc.returncode != 0:
         how = f"exit {proc.returncode}" if proc.returncode > 0 else f"killed by signal {-proc.returncode}"
