@@ -376,3 +376,65 @@ def test_state_from_an_older_release_over_changed_files_is_refused_naming_both_r
     assert outcome.state == saved_state(mini, stale=True)
     assert contents(mini) == {**ORIGINAL, SERVER_ARGS: edited}
     assert state_files(mini) == old_state
+
+
+def test_state_from_an_older_release_over_two_changed_files_names_both(mini: Path) -> None:
+    applied(mini)
+    upgrade(mini, "0.5.12")
+    edit(mini, COMM, "# edited\n")
+    edit(mini, SERVER_ARGS, "# edited\n")
+    outcome = revert(from_directory(mini))
+    assert outcome.exit_code == ExitCode.NOT_AS_ASKED
+    assert f"and its {COMM}, {SERVER_ARGS} differ from its RECORD;" in outcome.headline
+
+
+def without_rows(package: Path, rels: list[str]) -> None:
+    """The installed RECORD without the rows of ``rels`` (a RECORD cut short by hand)."""
+    [record] = package.parent.glob("sglang-*.dist-info/RECORD")
+    rows = [row for row in record.read_text().splitlines() if not any(row.startswith(f"sglang/{r},") for r in rels)]
+    record.write_text("\n".join(rows) + "\n")
+
+
+def test_files_the_new_record_does_not_list_are_named_as_unknown(mini: Path) -> None:
+    applied(mini)
+    upgrade(mini, "0.5.12")
+    without_rows(mini, [COMM, SERVER_ARGS])
+    outcome = revert(from_directory(mini))
+    assert outcome.exit_code == ExitCode.OK, outcome.headline
+    assert outcome.notes[0] == (
+        f"cannot tell whether {COMM}, {SERVER_ARGS} are as released (not in sglang 0.5.12's RECORD)"
+    )
+    assert outcome.notes[1].startswith("the state of sglang 0.5.11 is kept in ")
+
+
+def test_without_a_usable_record_the_unknown_files_say_why(mini: Path) -> None:
+    applied(mini)
+    upgrade(mini, "0.5.12")
+    [record] = mini.parent.glob("sglang-*.dist-info/RECORD")
+    record.write_text("other/file.py,,\n")
+    outcome = revert(from_directory(mini), dry_run=True)
+    assert outcome.exit_code == ExitCode.OK, outcome.headline
+    assert outcome.notes == [
+        f"cannot tell whether {', '.join(TARGETS)} are as released "
+        f"({record} lists no file of {mini}: the pristine check is off)"
+    ]
+
+
+def test_a_state_of_another_release_that_cannot_be_removed_says_where(mini: Path, monkeypatch) -> None:
+    from sm120patch.transaction.state import StateDir
+
+    applied(mini)
+    upgrade(mini, "0.5.12")
+    root = mini / ".sm120patch"
+
+    def refused(self: StateDir) -> list[str]:
+        """Stands in for a state folder the user may not delete (EACCES)."""
+        raise OSError(errno.EACCES, os.strerror(errno.EACCES), str(root / "lock"))
+
+    monkeypatch.setattr(StateDir, "remove", refused)
+    with pytest.raises(EnvironmentProblem) as raised:
+        revert(from_directory(mini))
+    assert str(raised.value) == (
+        f"{root / 'lock'} could not be removed (Permission denied) once the revert was done "
+        f"(nothing to revert); remove {root} by hand"
+    )

@@ -415,6 +415,16 @@ def test_metadata_fields_end_at_the_first_blank_line(tmp_path: Path) -> None:
     assert from_directory(package).version is None  # the description is no header; no checkout either
 
 
+def test_metadata_with_bytes_that_are_not_utf8_is_still_read(tmp_path: Path) -> None:
+    """A METADATA written by an old tool in Latin-1 (an author's name): the fields around it read."""
+    site = tmp_path / "site"
+    package = write_mini_sglang(site, "0.5.9")
+    (site / "sglang-0.5.9.dist-info" / "METADATA").write_bytes(
+        b"Metadata-Version: 2.1\nName: sglang\nAuthor: Jos\xe9\nVersion: 0.5.9\n"
+    )
+    assert from_directory(package).version == "0.5.9"
+
+
 def test_sglang_path_on_an_editable_install_is_editable(tmp_path: Path) -> None:
     site = tmp_path / "site"
     package = write_mini_sglang(site, "0.5.9")
