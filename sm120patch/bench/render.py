@@ -57,6 +57,7 @@ def to_json(result: BenchResult) -> dict[str, Any]:
         "tool_version": __version__,
         "command": "bench",
         "exit_code": int(result.exit_code),
+        "ok": result.exit_code == 0,  # as in every other command's object
         "tp": result.tp,
         "hidden": settings.hidden,
         "dtype": settings.dtype,

@@ -82,7 +82,7 @@ def result(ok: bool = True, baseline: Baseline = STANDIN, model: Model | None = 
 
 def test_json_holds_rows_baseline_gpus_versions_and_verdict() -> None:
     data = json.loads(json.dumps(render.to_json(result())))  # plain JSON types only
-    assert data["command"] == "bench" and data["exit_code"] == 0 and data["tp"] == 2
+    assert data["command"] == "bench" and data["exit_code"] == 0 and data["ok"] is True and data["tp"] == 2
     assert [r["tokens"] for r in data["rows"]] == [1, 128, 2048]
     first = data["rows"][0]
     assert first["fused"] == {"median_us": 5.2, "p90_us": 5.6}
@@ -140,7 +140,7 @@ def test_a_wrong_row_makes_exit_1_and_the_verdict_wrong() -> None:
     wrong = result(ok=False)
     wrong.verdict = judge([r.point for r in wrong.rows], 2)
     data = render.to_json(wrong)
-    assert data["exit_code"] == 1 and data["verdict"]["kind"] == "wrong"
+    assert data["exit_code"] == 1 and data["ok"] is False and data["verdict"]["kind"] == "wrong"
     assert [r["ok"] for r in data["rows"]] == [True, False, True]
 
 
@@ -257,6 +257,7 @@ def test_the_whole_json_of_a_result() -> None:
         "tool_version": __version__,
         "command": "bench",
         "exit_code": 1,
+        "ok": False,
         "tp": 2,
         "hidden": 1024,
         "dtype": "fp16",
