@@ -67,15 +67,15 @@ def insert_after(site: ImportSite, name: str) -> cst.ImportFrom:
     names = imported_names(site.node)
     index = next(i for i, alias in enumerate(names) if alias is site.anchor)
     anchor = names[index]
-    # The separator between two items of this block: after a middle item's comma, or the
-    # opening parenthesis' whitespace for a block of one.
+    # The separator between two items of this block: after a middle item's comma, or, for a
+    # block of one, the opening parenthesis' line break (``(name)`` on one line: a space).
     separator: cst.BaseParenthesizableWhitespace = cst.SimpleWhitespace(" ")
     for alias in names[:-1]:
         if isinstance(alias.comma, cst.Comma):
             separator = without_comment(alias.comma.whitespace_after)
             break
     else:
-        if site.node.lpar is not None:
+        if site.node.lpar is not None and isinstance(site.node.lpar.whitespace_after, cst.ParenthesizedWhitespace):
             separator = without_comment(site.node.lpar.whitespace_after)
     item_indent = separator.last_line if isinstance(separator, cst.ParenthesizedWhitespace) else None
 

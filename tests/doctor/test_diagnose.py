@@ -13,11 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.doctor.diagnose import diagnose
+from sm120patch.doctor.diagnose import diagnose, refusal
 from sm120patch.doctor.findings import DoctorReport, Severity
 from sm120patch.doctor.gpus import Gpu, GpuReport
-from sm120patch.doctor.host import Host, parse_host_facts
+from sm120patch.doctor.host import DriverFacts, Host, parse_host_facts
+from sm120patch.doctor.patch_states import patch_states
+from sm120patch.locate.tree import from_directory
 from sm120patch.patchkit.model import State
+from tests.doctor.facts import host_with
 from tests.support.cli import jrun_process, process_env
 from tests.support.fakes import RTX_PRO_6000, fake_nvidia_smi
 from tests.support.realtrees import serving_env
@@ -202,3 +205,85 @@ def test_the_tp_finding_points_to_bench(mini: Path, tp: int, severity: Severity)
     finding = {f.id: f for f in diagnose(tree, None, APPLIED, host(), tp).findings}["tp"]
     assert finding.severity is severity
     assert f"`sm120patch bench --tp {tp}`" in finding.detail
+
+
+# --- one report, in order, and what decides error against warning (no processes) ------------------
+
+PATCH_IDS = [
+    "patch:communicator-import",
+    "patch:communicator-flag",
+    "patch:communicator-fusion-gate",
+    "patch:fusion-backend-resolver",
+    "patch:workspace-preflight",
+    "patch:server-args-auto-enable",
+]
+H200S = tuple(Gpu(i, "NVIDIA H200", (9, 0)) for i in (0, 1))
+
+
+def test_the_report_on_the_miniature_release_in_its_order(mini: Path) -> None:
+    tree = from_directory(mini)
+    report = diagnose(tree, None, patch_states(tree), host_with(), tp=2)
+    assert [f.id for f in report.findings] == [
+        "gpus", "sglang", "flashinfer", *PATCH_IDS, "p2p", "allreduce", "multicast", "gdr", "alloc-conf",
+        "tp-gpus", "launch", "tp",
+    ]  # fmt: skip
+    assert report.gpus == TWO_SM120.gpus and report.refusal is None
+
+
+def test_the_variable_torch_and_the_skipped_checks_have_their_places(mini: Path) -> None:
+    tree = from_directory(mini)
+    host = host_with(
+        torch_gpus=TWO_SM120.gpus[:1],
+        serving_environ={"CUDA_VISIBLE_DEVICES": "0"},
+        driver=DriverFacts(False, error="no bindings"),
+    )
+    report = diagnose(tree, None, patch_states(tree), host)
+    assert [f.id for f in report.findings] == [
+        "gpus", "sglang", "cuda-visible-devices", "torch-gpus", "flashinfer", *PATCH_IDS, "host-checks", "p2p",
+        "alloc-conf", "launch",
+    ]  # fmt: skip
+
+
+def test_without_a_tree_no_flashinfer_launch_or_tp_advice() -> None:
+    states = {"communicator-fusion-gate": State.PENDING}
+    report = diagnose(None, "no sglang found", states, host_with(), tp=2)
+    assert [f.id for f in report.findings] == [
+        "gpus", "sglang", "patch:communicator-fusion-gate", "p2p", "allreduce", "multicast", "gdr", "alloc-conf",
+        "tp-gpus",
+    ]  # fmt: skip
+    assert report.refusal is None  # nothing to refuse without a tree, whatever the states say
+    refused = diagnose(None, "no sglang found", {"communicator-fusion-gate": State.REFUSED}, host_with())
+    assert refused.refusal is None and "patch:communicator-fusion-gate" in {f.id for f in refused.findings}
+
+
+def test_an_sm12x_gpu_that_only_torch_sees_makes_blockers_errors(mini: Path) -> None:
+    tree = from_directory(mini)
+    states = patch_states(tree)
+
+    def judged(torch_gpus: tuple[Gpu, ...]) -> dict[str, Severity]:
+        host = host_with(smi=H200S, torch_gpus=torch_gpus, p2p=(False, False))
+        return {f.id: f.severity for f in diagnose(tree, None, states, host).findings}
+
+    hopper, blackwell = judged(H200S), judged(TWO_SM120.gpus)
+    for blocker in ("flashinfer", "patch:communicator-fusion-gate", "p2p", "multicast"):
+        assert (hopper[blocker], blackwell[blocker]) == (Severity.WARNING, Severity.ERROR), blocker
+
+
+def test_refusal(mini: Path) -> None:
+    tree = from_directory(mini)
+    assert refusal(None, {"communicator-flag": State.REFUSED}) is None
+    assert refusal(tree, {"communicator-flag": State.PENDING, "workspace-preflight": State.DRIFT}) is None
+    assert refusal(tree, {}) is None
+    # the states say refused, the release's code does not tell why: the generic word
+    assert refusal(tree, {"communicator-flag": State.APPLIED, "workspace-preflight": State.REFUSED}) == (
+        "sm120patch refuses this release (see `sm120patch apply`)"
+    )
+    common = mini / "srt/utils/common.py"
+    text = common.read_text()
+    start = text.index("def is_sm120_supported")
+    common.write_text(text[:start] + text[text.index("\n\n\n", start) + 3 :])
+    os.utime(common, ns=(10**18, 10**18))  # read again, however fast the edit came
+    assert refusal(tree, {"communicator-flag": State.REFUSED}) == (
+        f"sglang {tree.version} has no SM12x probe (sglang.srt.utils.is_sm120_supported, added in 0.5.4), so its "
+        "fusion gates cannot be widened without adding GPU detection to sglang. Upgrade to sglang >= 0.5.4."
+    )

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sm120patch.doctor import launch
-from sm120patch.doctor.findings import Severity
+from sm120patch.doctor.findings import HostFinding, Severity
 from sm120patch.locate.tree import InstallKind, SglangTree
 
 BACKEND = {launch.BACKEND, launch.ENABLE, launch.HATCH}
@@ -99,3 +99,127 @@ def test_default_python(tmp_path: Path) -> None:
     assert launch.default_python(tree, None) == "/serving/bin/python"
     assert launch.default_python(tree, "/other/python") == "/other/python"
     assert launch.default_python(None, None) == sys.executable
+
+
+# --- exact findings and boundaries ------------------------------------------------------------
+
+ON_NOTE = "auto resolves to trtllm on one node once fusion-backend-resolver is applied"
+HATCH_NOTE = "--enforce-disable-flashinfer-allreduce-fusion turns it off again, also for the models sglang auto-enables"
+NO_HATCH = (
+    "no option turns off the auto-enable here; `sm120patch apply --skip server-args-auto-enable` keeps fusion opt-in"
+)
+
+
+def test_the_fusion_options_are_spelled_as_sglang_spells_them() -> None:
+    assert launch.FUSION_OPTIONS == (
+        "--flashinfer-allreduce-fusion-backend",
+        "--enable-flashinfer-allreduce-fusion",
+        "--enforce-disable-flashinfer-allreduce-fusion",
+    )
+
+
+def test_release_options_read_every_argument_file_below_arg_groups(tmp_path: Path) -> None:
+    tree = tree_with(
+        tmp_path,
+        "HELP = '--enforce-disable-flashinfer-allreduce-fusion'\n",
+        {
+            "deep/comm.py": "class A:\n    enable_flashinfer_allreduce_fusion: bool = False\n",
+            "other.py": "class B:\n    flashinfer_allreduce_fusion_backend: Annotated[str, Opt(no_cli=False)]\n",
+            "nul.py": "x = 1\0\n",
+        },
+    )
+    (tree.path("srt/arg_groups") / "dir.py").mkdir()  # a directory with a .py name: passed over
+    assert launch.release_options(tree) == BACKEND
+
+
+def test_only_an_annotated_field_of_that_name_is_an_option(tmp_path: Path) -> None:
+    tree = tree_with(
+        tmp_path,
+        "enable_flashinfer_allreduce_fusion = False\n"
+        "self.flashinfer_allreduce_fusion_backend: str = 'auto'\n"
+        "flashinfer_allreduce_fusion: bool = False\n"
+        "add_argument('--enable-flashinfer-allreduce-fusion-x')\n",
+    )
+    assert launch.release_options(tree) == set()
+
+
+@pytest.mark.parametrize(
+    ("options", "flag"),
+    [
+        (BACKEND, ("--flashinfer-allreduce-fusion-backend trtllm", ON_NOTE)),
+        ({launch.BACKEND}, ("--flashinfer-allreduce-fusion-backend trtllm", ON_NOTE)),
+        ({launch.ENABLE, launch.HATCH}, ("--enable-flashinfer-allreduce-fusion", "")),
+        ({launch.HATCH}, None),
+        (set(), None),
+    ],
+)
+def test_fusion_flag(options: set[str], flag: tuple[str, str] | None) -> None:
+    assert launch.fusion_flag(options) == flag
+
+
+def test_escape() -> None:
+    assert launch.escape({launch.HATCH}) == HATCH_NOTE
+    assert launch.escape(OLD) == NO_HATCH
+
+
+def test_launch_findings_in_full(tmp_path: Path) -> None:
+    tree = tree_with(tmp_path, "")
+    source = f"{tree.path('srt/server_args.py')} (and arg_groups/)"
+    assert launch.launch(tree, BACKEND) == [
+        HostFinding(
+            "launch",
+            Severity.INFO,
+            "turn fusion on with --flashinfer-allreduce-fusion-backend trtllm",
+            f"{ON_NOTE}; {HATCH_NOTE}",
+            source,
+        )
+    ]
+    assert launch.launch(tree, {launch.ENABLE, launch.HATCH}) == [
+        HostFinding(
+            "launch", Severity.INFO, "turn fusion on with --enable-flashinfer-allreduce-fusion", HATCH_NOTE, source
+        )
+    ]
+    assert launch.launch(tree, {launch.BACKEND}) == [
+        HostFinding(
+            "launch",
+            Severity.INFO,
+            "turn fusion on with --flashinfer-allreduce-fusion-backend trtllm",
+            f"{ON_NOTE}; {NO_HATCH}",
+            source,
+        )
+    ]
+    assert launch.launch(tree, {launch.HATCH}) == [
+        HostFinding("launch", Severity.WARNING, "no fusion option found in this release's arguments", "", source)
+    ]
+
+
+def test_tp_findings_in_full() -> None:
+    one = HostFinding("tp", Severity.INFO, "TP 1: no allreduce to fuse", "", "--tp")
+    assert launch.tp(1, BACKEND) == [one] and launch.tp(0, OLD) == [one]
+    assert launch.tp(2, OLD) == [
+        HostFinding(
+            "tp",
+            Severity.INFO,
+            "TP 2: upstream measured +5.2 % median decode with fusion on SM12x",
+            "2x RTX PRO 6000, PCIe; measure it on this host: `sm120patch bench --tp 2`",
+            "sglang#30700 (comment), sglang#32330",
+        )
+    ]
+    assert launch.tp(3, BACKEND) == [
+        HostFinding(
+            "tp",
+            Severity.WARNING,
+            "TP 3: a regression was reported at TP4 on PCIe",
+            "measure fused against unfused on this host before keeping it: `sm120patch bench --tp 3`; " + HATCH_NOTE,
+            "sglang#32330 (closing comment)",
+        )
+    ]
+    assert launch.tp(2, {launch.HATCH}) == []  # no flag to turn fusion on: no advice
+
+
+def test_default_python_takes_an_empty_python_as_none(tmp_path: Path) -> None:
+    tree = tree_with(tmp_path, "", python="/serving/bin/python")
+    assert launch.default_python(tree, "") == "/serving/bin/python"
+    bare = tree_with(tmp_path / "bare", "")
+    assert launch.default_python(bare, None) == sys.executable
+    assert launch.default_python(tree_with(tmp_path / "empty", "", python=""), None) == sys.executable

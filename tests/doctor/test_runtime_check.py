@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
+
 import pytest
 
-from sm120patch.doctor.runtime import ModuleImport, RuntimeCheck, Sm120Probe, TorchImport, judge, parse
-from sm120patch.errors import ExitCode
+from sm120patch.doctor.runtime import (
+    ModuleImport,
+    RuntimeCheck,
+    SglangImport,
+    Sm120Probe,
+    TorchImport,
+    check,
+    dotted,
+    judge,
+    parse,
+    spelling,
+)
+from sm120patch.errors import EnvironmentProblem, ExitCode
+from sm120patch.locate.tree import from_directory
+from tests.support.fakes import fake_torch_package
 
 PASSED: dict = {
     "python": "/env/bin/python",
@@ -118,3 +135,206 @@ def test_judge_steps_not_reached() -> None:
         ExitCode.NOT_AS_ASKED,
         "sglang does not import in py: None (is this the interpreter that serves sglang, with its dependencies?)",
     )
+
+
+# --- exact headlines ----------------------------------------------------------------------------
+
+
+def test_judge_headlines_in_full() -> None:
+    torch_missing = RuntimeCheck(None, None, None, None, (), 3)
+    assert judge(torch_missing, "py") == (
+        ExitCode.ENVIRONMENT,
+        "torch does not import in py (None): the runtime check needs the interpreter that serves sglang (--python)",
+    )
+    failed_torch = parse({**PASSED, "torch": {"ok": False, "error": "E"}, "sglang": {"ok": False}}, 3)
+    assert judge(failed_torch, "py") == (
+        ExitCode.ENVIRONMENT,
+        "torch does not import in py (E): the runtime check needs the interpreter that serves sglang (--python)",
+    )
+    assert judge(parse(ANSWERS[3], 4), "py") == (
+        ExitCode.NOT_AS_ASKED,
+        "sglang does not import in py: ModuleNotFoundError: x (is this the interpreter that serves sglang, with its "
+        "dependencies?)",
+    )
+    no_probe = RuntimeCheck(None, TorchImport(True), SglangImport(True), None, (), 0)
+    assert judge(no_probe, "py") == (ExitCode.NOT_AS_ASKED, "the release's SM120 probe failed in py: None")
+    assert judge(parse(ANSWERS[4], 0), "py") == (ExitCode.NOT_AS_ASKED, "the release's SM120 probe failed in py: E")
+
+
+def test_judge_names_the_first_module_that_does_not_import() -> None:
+    modules = [
+        {"module": "a", "ok": True, "flags": {}},
+        {"module": "b", "ok": False, "error": "ImportError: b"},
+        {"module": "c", "ok": False, "error": "ImportError: c"},
+    ]
+    result = parse({**PASSED, "modules": modules, "probe": {"ok": False, "error": "E"}}, 0)
+    assert judge(result, "py") == (ExitCode.NOT_AS_ASKED, "the patched tree does not import in py: b: ImportError: b")
+
+
+def test_judge_shows_the_capability_torch_reports() -> None:
+    gb10 = parse({**PASSED, "torch": {"ok": True, "capability": [12, 1]}}, 0)
+    assert "in py (cc 12.1): this host takes the SM12x branches" in judge(gb10, "py")[1]
+
+
+# --- odd answers --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("torch", "typed"),
+    [
+        ({"ok": "yes"}, TorchImport(False)),
+        ({"ok": True, "capability": [12, 0, 1]}, TorchImport(True)),
+        ({"ok": True, "capability": [True, 0]}, TorchImport(True)),
+        ({"ok": True, "capability": [12, 0.0]}, TorchImport(True)),
+        ({"ok": True, "capability": (12, 0)}, TorchImport(True)),
+        ({"ok": True, "capability": [9, 0], "device": 7}, TorchImport(True, capability=(9, 0), device="7")),
+        ({"ok": False, "error": 3}, TorchImport(False, error="3")),
+    ],
+)
+def test_torch_sections_of_another_shape(torch: dict, typed: TorchImport) -> None:
+    assert parse({"torch": torch}, 0).torch == typed
+
+
+def test_other_sections_of_another_shape() -> None:
+    result = parse({"python": 3, "sglang": {"ok": 1, "error": None}, "probe": {"ok": True, "value": 1}}, 0)
+    assert result.python == "3"
+    assert result.sglang == SglangImport(False, None)
+    assert result.probe == Sm120Probe(True, None, None, None)
+    assert parse({"probe": {"ok": "true", "error": "E", "value": False}}, 0).probe == Sm120Probe(
+        False, None, False, "E"
+    )
+
+
+def odd(entry: dict) -> ModuleImport:
+    return ModuleImport(str(entry.get("module")), False, error=f"odd import_check entry: {entry!r}")
+
+
+@pytest.mark.parametrize(
+    ("entry", "module"),
+    [
+        ({"module": "", "ok": True, "flags": {}}, ModuleImport("(unnamed)", True, {})),
+        ({"ok": False, "error": "E"}, ModuleImport("(unnamed)", False, error="E")),
+        ({"module": "a", "ok": False}, odd({"module": "a", "ok": False})),
+        ({"module": "a", "ok": 1, "flags": {}}, odd({"module": "a", "ok": 1, "flags": {}})),
+        ({"module": "a", "ok": True, "flags": [True]}, odd({"module": "a", "ok": True, "flags": [True]})),
+        (
+            {"module": 5, "ok": True, "flags": {"_is_sm120_supported": True}},
+            ModuleImport("5", True, {"_is_sm120_supported": True}),
+        ),
+    ],
+)
+def test_module_entries_of_another_shape(entry: dict, module: ModuleImport) -> None:
+    assert parse({"modules": [entry]}, 0).modules == (module,)
+
+
+def test_to_json_of_a_partial_answer() -> None:
+    assert TorchImport(True, "2.9", None, None, "GPU").to_json() == {
+        "ok": True,
+        "version": "2.9",
+        "cuda": None,
+        "device": "GPU",
+    }
+    assert TorchImport(True, capability=(12, 0)).to_json() == {
+        "ok": True,
+        "version": None,
+        "cuda": None,
+        "capability": [12, 0],
+    }
+    assert TorchImport(False, "2.9", error="E").to_json() == {"ok": False, "error": "E"}
+    assert Sm120Probe(False, "x", True, "E").to_json() == {"ok": False, "error": "E"}
+    assert SglangImport(False, "E").to_json() == {"ok": False, "error": "E"}
+    assert SglangImport(True, "E").to_json() == {"ok": True}
+    assert ModuleImport("a", False, {"f": True}, "E").to_json() == {"module": "a", "ok": False, "error": "E"}
+    assert ModuleImport("a", True, {"f": True}, "E").to_json() == {"module": "a", "ok": True, "flags": {"f": True}}
+
+
+# --- the check itself, run from this process ----------------------------------------------------
+
+
+def test_dotted() -> None:
+    assert dotted("srt/layers/communicator.py") == "sglang.srt.layers.communicator"
+    assert dotted("srt/server_args.py") == "sglang.srt.server_args"
+    assert dotted("srt/py/x.py") == "sglang.srt.py.x"
+
+
+def test_spelling_follows_the_release_s_own_probe(mini: Path) -> None:
+    tree = from_directory(mini)
+    assert spelling(tree) == "helper"
+    (mini / "srt/runtime_context.py").write_text("def get_platform():\n    return None\n")
+    assert spelling(tree) == "platform"
+
+
+def test_check_imports_the_miniature_tree_in_the_serving_interpreter(
+    mini: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FakeTorch (tests/support/fakes.py) stands for torch: one GPU of cc 12.0."""
+    torch = fake_torch_package(tmp_path / "faketorch", (12, 0))
+    monkeypatch.setenv("PYTHONPATH", str(torch))
+    result = check(from_directory(mini), ["srt/layers/communicator.py"], sys.executable, 60)
+    assert result.exit_code == 0 and result.python == sys.executable
+    assert result.torch == TorchImport(True, "0.0-fake", "12.9", (12, 0), "FakeGPU")
+    assert result.sglang == SglangImport(True)
+    assert result.probe == Sm120Probe(True, "is_sm120_supported()", True)
+    assert [m.module for m in result.modules] == ["sglang.srt.layers.communicator"]
+    assert result.modules[0].ok
+
+
+def answering_python(tmp_path: Path, body: str) -> str:
+    """FakeRuntimePython: a shell script standing for the serving interpreter.  It is run as
+    ``python -c RUNNER import_check.py OUT SPELLING MODULE...``, so ``$4`` is the answer file,
+    ``$5`` the spelling and ``$6`` on the modules."""
+    exe = tmp_path / "python"
+    exe.write_text(f"#!/bin/sh\n{body}\n")
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def test_check_passes_the_tree_the_spelling_and_the_modules(
+    mini: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    python = answering_python(
+        tmp_path,
+        'printf \'{"python": "%s|%s|%s|%s|%s", "modules": []}\' "$PYTHONPATH" "$5" "$6" "$7" "$(basename "$PWD")" '
+        '> "$4"; exit 4',
+    )
+    tree = from_directory(mini)
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    result = check(tree, ["srt/layers/communicator.py", "srt/server_args.py"], python, 30)
+    assert result.exit_code == 4
+    assert result.python is not None
+    path, spelled, first, second, cwd = result.python.split("|")
+    assert path == f"{mini.parent}{os.pathsep}/elsewhere"
+    assert (spelled, first, second) == ("helper", "sglang.srt.layers.communicator", "sglang.srt.server_args")
+    assert cwd.startswith("sm120patch-runtime-")
+    monkeypatch.delenv("PYTHONPATH")
+    alone = check(tree, [], python, 30).python
+    assert alone is not None and alone.startswith(f"{mini.parent}|helper|||sm120patch-runtime-")
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("echo 'Traceback: boom' >&2; exit 1", "{python} could not import the patched modules: Traceback: boom"),
+        ("printf '{' > \"$4\"; exit 0", "{python} could not import the patched modules: exit 0"),
+        ("printf '[1, 2]' > \"$4\"", "{python} answered the runtime check with a JSON list"),
+        ('printf \'"x"\' > "$4"', "{python} answered the runtime check with a JSON str"),
+    ],
+)
+def test_a_check_without_an_answer_is_an_environment_problem(
+    mini: Path, tmp_path: Path, body: str, message: str
+) -> None:
+    python = answering_python(tmp_path, body)
+    with pytest.raises(EnvironmentProblem) as error:
+        check(from_directory(mini), [], python, 30)
+    assert str(error.value) == message.format(python=python)
+
+
+def test_a_check_that_cannot_start_or_hangs_is_an_environment_problem(mini: Path, tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-python")
+    with pytest.raises(EnvironmentProblem) as error:
+        check(from_directory(mini), [], missing, 30)
+    assert str(error.value) == f"could not run {missing} to import the patched modules: No such file or directory"
+    python = answering_python(tmp_path, "exec sleep 30")
+    with pytest.raises(EnvironmentProblem) as hung:
+        check(from_directory(mini), [], python, 0.3)
+    assert str(hung.value) == f"{python} did not import the patched modules within 0.3 s (--timeout raises the limit)"

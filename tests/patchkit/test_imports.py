@@ -43,6 +43,30 @@ def added(source: str, anchor: str | None = "is_sm100_supported") -> str:
             "from sglang.srt.utils import (\n    is_cuda,\n    is_sm100_supported,  # dc\n    is_sm120_supported,\n"
             "    log_info,\n)\n",
         ),
+        (  # a block of one on one line: a space, as between any two names
+            "from sglang.srt.utils import (is_sm100_supported)\n",
+            "from sglang.srt.utils import (is_sm100_supported, is_sm120_supported)\n",
+        ),
+        (
+            "from sglang.srt.utils import is_sm100_supported\n",
+            "from sglang.srt.utils import is_sm100_supported, is_sm120_supported\n",
+        ),
+        (  # a block of one over lines: the opening parenthesis' line break and indent
+            "from sglang.srt.utils import (\n    is_sm100_supported\n)\n",
+            "from sglang.srt.utils import (\n    is_sm100_supported,\n    is_sm120_supported\n)\n",
+        ),
+        (
+            "from sglang.srt.utils import (\n    is_sm100_supported,\n)\n",
+            "from sglang.srt.utils import (\n    is_sm100_supported,\n    is_sm120_supported,\n)\n",
+        ),
+        (  # the separator is the first comma's, and an anchor sharing its line keeps it shared
+            "from sglang.srt.utils import (\n    a,\n    is_sm100_supported, b,\n)\n",
+            "from sglang.srt.utils import (\n    a,\n    is_sm100_supported, is_sm120_supported, b,\n)\n",
+        ),
+        (
+            "from sglang.srt.utils import (\n    a, b,\n    is_sm100_supported\n)\n",
+            "from sglang.srt.utils import (\n    a, b,\n    is_sm100_supported, is_sm120_supported\n)\n",
+        ),
     ],
 )
 def test_the_name_goes_right_after_the_anchor_in_the_blocks_own_layout(before: str, after: str) -> None:
@@ -86,3 +110,20 @@ def test_without_comment_drops_the_comment_and_blank_lines_but_keeps_the_indent(
     assert plain.last_line == operator.whitespace_before.last_line
     simple = cst.SimpleWhitespace(" ")
     assert without_comment(simple) is simple
+
+
+def test_without_an_anchor_a_star_import_is_passed_over_and_equal_names_do_not_sort_before() -> None:
+    module = cst.parse_module("from sglang.srt.utils import *\nfrom sglang.srt.utils import a, is_sm120_supported, z\n")
+    site = find_import_site(module, UTILS, None, NEW)
+    assert site is not None and site.source == "sglang.srt.utils"
+    assert site.node is module.body[1].body[0] and site.anchor.name.value == "a"
+
+
+def test_the_first_import_of_the_anchor_is_the_site() -> None:
+    module = cst.parse_module(
+        "from sglang.srt.utils import is_cuda\n"
+        "from sglang.srt.utils.common import is_sm100_supported\n"
+        "from sglang.srt.utils import is_sm100_supported\n"
+    )
+    site = find_import_site(module, UTILS, "is_sm100_supported")
+    assert site is not None and site.source == "sglang.srt.utils.common" and site.node is module.body[1].body[0]
