@@ -238,6 +238,16 @@ def test_evidence_only_in_verify_and_apply_and_not_in_the_demo(
     assert "    3     import z" not in lines
 
 
+def test_a_long_evidence_line_folds_inside_its_column(capsys: pytest.CaptureFixture[str]) -> None:
+    code = "".join(f"{n:03d}" for n in range(100))  # 300 characters, no space to wrap at
+    reports = (a_report("gate", "srt/a.py", State.APPLIED, evidence=(Evidence(7, code),)),)
+    lines = shown(capsys, an_outcome(Command.VERIFY, reports=reports))
+    at = lines.index("  sglang/srt/a.py", lines.index("evidence:"))
+    first, second = lines[at + 1 : at + 3]
+    assert first.startswith("    7     ") and second.startswith(" " * 10)
+    assert first[10:] + second[10:] == code
+
+
 def test_no_evidence_no_heading(capsys: pytest.CaptureFixture[str]) -> None:
     lines = shown(capsys, an_outcome(Command.VERIFY, reports=(a_report("gate", "srt/a.py", State.PENDING),)))
     assert lines == [HEADER, "sglang/srt/a.py", "  gate   pending", "done"]
