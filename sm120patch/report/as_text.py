@@ -103,8 +103,12 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
             table.add_column(overflow="fold")
             for r in (r for r in plan.reports if r.file == rel):
                 state = r.state_after or r.state
+                # Text, not str: a cell given as a str is read as rich markup ("sizes[i]" would
+                # lose "[i]", "[/x]" would raise).
                 table.add_row(
-                    r.id, Text(labels[id(r)], style=_STYLE[state]), r.summary if show_docs else printable(r.detail)
+                    Text(r.id),
+                    Text(labels[id(r)], style=_STYLE[state]),
+                    Text(r.summary if show_docs else printable(r.detail)),
                 )
             out.print(table)
         evidence = sorted({(r.file, e) for r in plan.reports for e in r.evidence}, key=lambda x: (x[0], x[1].line))
@@ -118,7 +122,7 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
                 table.add_column(no_wrap=True, justify="right", style="dim")
                 table.add_column(overflow="fold")
                 for _, e in (item for item in evidence if item[0] == rel):
-                    table.add_row(str(e.line), printable(e.text.strip()))
+                    table.add_row(Text(str(e.line)), Text(printable(e.text.strip())))
                 out.print(table)
     if show_docs:  # the docs are the output asked for: stdout, rendered
         from rich.console import Console
@@ -196,7 +200,9 @@ def render_doctor(result: DoctorReport) -> None:
         for i, line in enumerate(lines):
             line.rstrip()
             lead = Text(f"{severity:<{indent}}", style=_SEVERITY_STYLE[severity]) if i == 0 else Text(" " * indent)
-            out.print(Text.assemble(lead, line), no_wrap=True, crop=False)
+            # overflow="ignore": under 28 columns a line (the 20-column floor) is wider than
+            # the terminal, which wraps it; rich would cut it.
+            out.print(Text.assemble(lead, line), no_wrap=True, crop=False, overflow="ignore")
     style = "bold green" if result.exit_code == 0 else "bold red"
     out.print(Text(printable(result.headline), style=style))
 

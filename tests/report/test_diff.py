@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -54,3 +55,49 @@ def test_cut_diff_applies_to_the_whole_file(base: list[str], changes: list) -> N
     diff = unified_diff("x.py", "".join(base).encode(), "".join(new).encode())
     assert patch(base, diff) == new
     assert (diff == "") == (base == new)
+
+
+def whole_file_diff(old: list[str], new: list[str], context: int = 3) -> str:
+    """What difflib makes of the whole files (slow on long ones; the reference here)."""
+    import difflib
+
+    return "".join(difflib.unified_diff(old, new, "a/sglang/x.py", "b/sglang/x.py", n=context))
+
+
+NUMBERED = [f"line {n}\n" for n in range(1, 21)]
+
+
+def test_a_change_in_the_middle_has_its_line_numbers_in_the_whole_file() -> None:
+    new = [*NUMBERED[:9], "changed\n", *NUMBERED[10:]]
+    diff = unified_diff("x.py", "".join(NUMBERED).encode(), "".join(new).encode())
+    assert diff == (
+        "--- a/sglang/x.py\n+++ b/sglang/x.py\n@@ -7,7 +7,7 @@\n"
+        " line 7\n line 8\n line 9\n-line 10\n+changed\n line 11\n line 12\n line 13\n"
+    )
+
+
+@pytest.mark.parametrize("context", [0, 1, 2, 3, 5])
+@pytest.mark.parametrize(
+    "new",
+    [
+        ["first\n", *NUMBERED[1:]],  # at the top: less context above than asked
+        [*NUMBERED[:19], "last\n"],  # at the end: less below
+        [*NUMBERED[:2], *NUMBERED[4:]],  # two lines removed
+        [*NUMBERED[:5], "a\n", "b\n", *NUMBERED[5:]],  # two added
+        [*NUMBERED[:3], "x\n", *NUMBERED[4:15], "y\n", *NUMBERED[16:]],  # two hunks
+        [*NUMBERED[:8], "x\n", *NUMBERED[9:12], "y\n", *NUMBERED[13:]],  # close enough for one hunk at 3
+    ],
+)
+def test_the_cut_diff_is_the_whole_file_diff(context: int, new: list[str]) -> None:
+    diff = unified_diff("x.py", "".join(NUMBERED).encode(), "".join(new).encode(), context=context)
+    assert diff == whole_file_diff(NUMBERED, new, context)
+
+
+def test_the_default_context_is_three_lines() -> None:
+    new = [*NUMBERED[:9], "changed\n", *NUMBERED[10:]]
+    assert unified_diff("x.py", "".join(NUMBERED).encode(), "".join(new).encode()) == whole_file_diff(NUMBERED, new, 3)
+
+
+def test_bytes_that_are_not_utf8_are_shown_replaced() -> None:
+    diff = unified_diff("srt/a.py", b"ok\nbad \xff\n", b"ok\nbad \xfe!\n")
+    assert diff == "--- a/sglang/srt/a.py\n+++ b/sglang/srt/a.py\n@@ -1,2 +1,2 @@\n ok\n-bad \ufffd\n+bad \ufffd!\n"

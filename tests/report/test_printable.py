@@ -24,6 +24,13 @@ def test_control_characters_are_spelled_out_newlines_and_tabs_kept() -> None:
     assert printable("plain ü ✓") == "plain ü ✓"
 
 
+def test_the_control_ranges_end_to_end() -> None:
+    """C0 (0x00-0x1f), DEL and C1 (0x80-0x9f) are spelled out; their neighbours are text."""
+    assert printable("\x00\x1f\x7f\x80\x9f") == "\\x00\\x1f\\x7f\\x80\\x9f"
+    assert printable(" ~\xa0\xff") == " ~\xa0\xff"
+    assert printable(12) == "12"
+
+
 def shouting_python(path: Path) -> Path:
     """An interpreter that fails, whatever it is asked, with a coloured error."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,660 @@
+"""What people read on stderr: the patch report of apply / verify / revert / list, verify
+--runtime's imports, doctor's findings, errors, the diff and the status line, line by line and
+colour by colour.
+
+The reports are built by hand (``PatchReport``, ``Plan``, ``Outcome``), so each shape the
+commands can produce is rendered without running a command; rich renders them as on a
+200-column terminal without colour, or (the ``colour`` fixture) as on an 8-colour one.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sm120patch.doctor.findings import DoctorReport, HostFinding, Severity
+from sm120patch.doctor.runtime import ModuleImport, RuntimeCheck, SglangImport, Sm120Probe, TorchImport
+from sm120patch.errors import ExitCode
+from sm120patch.locate.tree import InstallKind, SglangTree, from_directory
+from sm120patch.patchkit.model import State
+from sm120patch.plan.types import Evidence, FilePlan, PatchReport, Plan
+from sm120patch.report import as_text
+from sm120patch.report.as_text import StatusLine, print_diff, render, render_doctor
+from sm120patch.report.outcome import Command, FileStatus, Outcome, Recorded
+
+PACKAGE = Path("/site/sglang")
+HEADER = "sglang 0.5.11  /site/sglang  [wheel]"
+NO_METADATA = "no install metadata (not installed from a wheel)"
+
+
+@pytest.fixture(autouse=True)
+def wide_plain_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("NO_COLOR", "1")
+
+
+@pytest.fixture
+def colour(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A colour terminal as rich sees one: FORCE_COLOR, an xterm (8 colours), NO_COLOR unset."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("COLORTERM", raising=False)
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("TERM", "xterm")
+
+
+def a_tree(version: str | None = "0.5.11", kind: InstallKind = InstallKind.WHEEL, **more: Any) -> SglangTree:
+    """A tree that exists only as these facts (nothing on disk is read to render it)."""
+    return SglangTree(more.pop("package_dir", PACKAGE), version, kind, more.pop("dist_info", None), "a test", **more)
+
+
+def a_report(
+    ident: str,
+    file: str,
+    state: State,
+    detail: str = "",
+    after: State | None = None,
+    evidence: tuple[Evidence, ...] = (),
+    summary: str = "",
+) -> PatchReport:
+    return PatchReport(ident, summary, (), file, state, detail, evidence=list(evidence), state_after=after)
+
+
+def an_outcome(
+    command: Command = Command.LIST,
+    reports: tuple[PatchReport, ...] | None = None,
+    tree: SglangTree | None = None,
+    code: int = ExitCode.OK,
+    headline: str = "done",
+    **more: Any,
+) -> Outcome:
+    tree = tree or a_tree()
+    plan = None
+    if reports is not None:
+        files: dict[str, list[PatchReport]] = {}
+        for r in reports:  # files in the order their first report comes, as given
+            files.setdefault(r.file, []).append(r)
+        plan = Plan(tree, [FilePlan(rel, tree.path(rel), b"", reports=group) for rel, group in files.items()])
+    return Outcome(command, tree, ExitCode(code), headline, plan, **more)
+
+
+def shown(capsys: pytest.CaptureFixture[str], outcome: Outcome, **options: bool) -> list[str]:
+    """``render``'s stderr, line by line, without the padding at the ends of lines."""
+    render(outcome, **options)
+    return [line.rstrip() for line in capsys.readouterr().err.splitlines()]
+
+
+# --- the header ----------------------------------------------------------------------------
+
+
+def test_header_names_release_location_and_install_kind_then_the_headline(capsys: pytest.CaptureFixture[str]) -> None:
+    assert shown(capsys, an_outcome(headline="nothing to do")) == [HEADER, "nothing to do"]
+
+
+def test_a_tree_of_unknown_version_or_a_bare_directory(capsys: pytest.CaptureFixture[str]) -> None:
+    tree = a_tree(None, InstallKind.PATH, package_dir=Path("/opt/\x1b[2Jsrc/sglang"))
+    assert shown(capsys, an_outcome(tree=tree)) == ["sglang (unknown version)  /opt/\\x1b[2Jsrc/sglang  [path]", "done"]
+    assert shown(capsys, an_outcome(tree=a_tree("0.5\x07"))) == ["sglang 0.5\\x07  /site/sglang  [wheel]", "done"]
+
+
+def test_an_editable_install_warns_that_the_checkout_is_edited(capsys: pytest.CaptureFixture[str]) -> None:
+    assert shown(capsys, an_outcome(tree=a_tree(kind=InstallKind.EDITABLE))) == [
+        "sglang 0.5.11  /site/sglang  [editable]",
+        "note: editable install: this edits your sglang checkout",
+        "done",
+    ]
+
+
+# --- the patch tables ----------------------------------------------------------------------
+
+
+def test_one_table_per_file_in_path_order_columns_aligned_across_files(capsys: pytest.CaptureFixture[str]) -> None:
+    reports = (
+        a_report("longer-id", "srt/b.py", State.PENDING, "will widen \x1b[31m", after=State.APPLIED),
+        a_report("c", "srt/b.py", State.DRIFT, "the gate moved"),
+        a_report("aa", "srt/a.py", State.NOT_NEEDED, "nothing to do", after=State.NOT_NEEDED),
+        a_report("s", "srt/c.py", State.SKIPPED, "left out", after=None),
+    )
+    assert shown(capsys, an_outcome(reports=reports)) == [
+        HEADER,
+        "sglang/srt/a.py",
+        "  aa          not-needed           nothing to do",
+        "sglang/srt/b.py",
+        "  longer-id   pending -> applied   will widen \\x1b[31m",
+        "  c           drift                the gate moved",
+        "sglang/srt/c.py",
+        "  s           skipped              left out",
+        "done",
+    ]
+
+
+def test_a_dry_run_says_would_apply(capsys: pytest.CaptureFixture[str]) -> None:
+    reports = (
+        a_report("gate", "srt/a.py", State.PENDING, "will widen", after=State.APPLIED),
+        a_report("flag", "srt/a.py", State.APPLIED, "there", after=State.APPLIED),
+    )
+    assert shown(capsys, an_outcome(reports=reports), dry_run=True)[1:4] == [
+        "sglang/srt/a.py",
+        "  gate   pending, would apply   will widen",
+        "  flag   applied                there",
+    ]
+
+
+def test_cells_are_shown_as_they_are_not_read_as_markup(capsys: pytest.CaptureFixture[str]) -> None:
+    """sglang's code and the patches' details hold brackets (``sizes[i]``); a closing
+    ``[/x]`` once made rich raise (exit 70)."""
+    reports = (
+        a_report(
+            "gate[i]",
+            "srt/a.py",
+            State.PENDING,
+            "sizes[i] and [bold]x[/bold] [/x]",
+            evidence=(Evidence(4, "x = sizes[i] [/y]"),),
+        ),
+    )
+    assert shown(capsys, an_outcome(Command.VERIFY, reports=reports))[2:6] == [
+        "  gate[i]   pending   sizes[i] and [bold]x[/bold] [/x]",
+        "evidence:",
+        "  sglang/srt/a.py",
+        "    4     x = sizes[i] [/y]",
+    ]
+
+
+def test_list_docs_shows_each_summary_and_prints_the_docs_on_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    reports = (a_report("gate", "srt/a.py", State.PENDING, "the detail \x1b", summary="widen the gate"),)
+    render(an_outcome(reports=reports), show_docs=True)
+    captured = capsys.readouterr()
+    assert [line.rstrip() for line in captured.err.splitlines()] == [
+        HEADER,
+        "sglang/srt/a.py",
+        "  gate   pending   widen the gate",
+        "done",
+    ]
+    out = captured.out.splitlines()
+    assert out[:2] == [
+        "",
+        "communicator-import: import is_sm120_supported next to is_sm100_supported in the fusion-gate module",
+    ]
+    assert "  where it looks:" in out
+
+
+def test_a_detail_longer_than_the_terminal_folds_inside_its_column(capsys: pytest.CaptureFixture[str]) -> None:
+    detail = "".join(f"{n:03d}" for n in range(100))  # 300 characters, no space to wrap at
+    lines = shown(capsys, an_outcome(reports=(a_report("gate", "srt/a.py", State.PENDING, detail),)))[2:-1]
+    prefix = "  gate   pending   "
+    assert len(lines) == 2 and lines[0].startswith(prefix)
+    assert all(len(line) <= 200 for line in lines)
+    assert lines[1][: len(prefix)] == " " * len(prefix)
+    assert lines[0][len(prefix) :] + lines[1][len(prefix) :] == detail
+
+
+def test_on_a_narrow_terminal_ids_and_states_stay_whole(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "60")
+    reports = (a_report("communicator-fusion-gate", "srt/a.py", State.PENDING, "will widen " * 8, after=State.APPLIED),)
+    lines = shown(capsys, an_outcome(reports=reports))[2:-1]
+    assert lines[0].startswith("  communicator-fusion-gate   pending -> applied   will")
+    assert all(line.startswith(" " * 49) for line in lines[1:])
+    assert " ".join(" ".join(line.split()) for line in lines).count("will widen") == 8
+
+
+# --- evidence --------------------------------------------------------------------------------
+
+
+EVIDENCE = (
+    a_report("gate", "srt/b.py", State.APPLIED, "ok", evidence=(Evidence(120, "  x = 1  "), Evidence(7, "y \x1b"))),
+    a_report("flag", "srt/b.py", State.APPLIED, "ok", evidence=(Evidence(7, "y \x1b"),)),  # the same line again
+    a_report("import", "srt/a.py", State.APPLIED, "ok", evidence=(Evidence(3, "import z"),)),
+)
+EVIDENCE_LINES = [
+    "  sglang/srt/a.py",
+    "    3     import z",
+    "  sglang/srt/b.py",
+    "      7     y \\x1b",
+    "    120     x = 1",
+]
+
+
+@pytest.mark.parametrize("command", [Command.VERIFY, Command.APPLY])
+def test_evidence_per_file_then_by_line_each_line_once(capsys: pytest.CaptureFixture[str], command: Command) -> None:
+    lines = shown(capsys, an_outcome(command, reports=EVIDENCE))
+    at = lines.index("evidence:")
+    assert lines[at + 1 :] == [*EVIDENCE_LINES, "done"]
+
+
+@pytest.mark.parametrize(
+    ("command", "options"),
+    [(Command.LIST, {}), (Command.REVERT, {}), (Command.VERIFY, {"brief": True}), (Command.APPLY, {"brief": True})],
+)
+def test_evidence_only_in_verify_and_apply_and_not_in_the_demo(
+    capsys: pytest.CaptureFixture[str], command: Command, options: dict[str, bool]
+) -> None:
+    lines = shown(capsys, an_outcome(command, reports=EVIDENCE), **options)
+    assert not any(line.startswith("evidence") for line in lines)
+    assert "    3     import z" not in lines
+
+
+def test_a_long_evidence_line_folds_inside_its_column(capsys: pytest.CaptureFixture[str]) -> None:
+    code = "".join(f"{n:03d}" for n in range(100))  # 300 characters, no space to wrap at
+    reports = (a_report("gate", "srt/a.py", State.APPLIED, evidence=(Evidence(7, code),)),)
+    lines = shown(capsys, an_outcome(Command.VERIFY, reports=reports))
+    at = lines.index("  sglang/srt/a.py", lines.index("evidence:"))
+    first, second = lines[at + 1 : at + 3]
+    assert first.startswith("    7     ") and second.startswith(" " * 10)
+    assert first[10:] + second[10:] == code
+
+
+def test_no_evidence_no_heading(capsys: pytest.CaptureFixture[str]) -> None:
+    lines = shown(capsys, an_outcome(Command.VERIFY, reports=(a_report("gate", "srt/a.py", State.PENDING),)))
+    assert lines == [HEADER, "sglang/srt/a.py", "  gate   pending", "done"]
+
+
+def test_evidence_of_a_change_not_written_is_what_apply_would_write(capsys: pytest.CaptureFixture[str]) -> None:
+    planned = (a_report("gate", "srt/a.py", State.PENDING, after=State.APPLIED, evidence=(Evidence(3, "x"),)),)
+    lines = shown(capsys, an_outcome(Command.APPLY, reports=planned))
+    assert "evidence, as apply would write it:" in lines and "evidence:" not in lines
+    lines = shown(capsys, an_outcome(Command.APPLY, reports=planned, written=["srt/a.py"]))
+    assert "evidence:" in lines and "evidence, as apply would write it:" not in lines
+    unchanged = (
+        a_report("gate", "srt/a.py", State.APPLIED, after=State.APPLIED, evidence=(Evidence(3, "x"),)),
+        a_report("flag", "srt/a.py", State.APPLIED, after=None, evidence=(Evidence(4, "y"),)),
+    )
+    lines = shown(capsys, an_outcome(Command.APPLY, reports=unchanged))
+    assert "evidence:" in lines and "evidence, as apply would write it:" not in lines
+
+
+# --- files ---------------------------------------------------------------------------------
+
+
+FILES = [
+    FileStatus("srt/c.py", "h1", "h2", Recorded.PATCHED),
+    FileStatus("srt/a.py", "h", "h", None),
+    FileStatus("srt/b.py", "h", None, Recorded.ORIGINAL),
+]
+
+
+@pytest.mark.parametrize("command", [Command.VERIFY, Command.REVERT])
+def test_each_file_against_the_release_and_the_saved_state(
+    capsys: pytest.CaptureFixture[str], command: Command
+) -> None:
+    assert shown(capsys, an_outcome(command, files=FILES)) == [
+        HEADER,
+        "  sglang/srt/a.py: matches the release (RECORD)",
+        f"  sglang/srt/b.py: no RECORD hash ({NO_METADATA}), original per saved state",
+        "  sglang/srt/c.py: differs from the release, patched per saved state",
+        "done",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("command", "options"), [(Command.APPLY, {}), (Command.LIST, {}), (Command.VERIFY, {"brief": True})]
+)
+def test_files_only_in_verify_and_revert_and_not_in_the_demo(
+    capsys: pytest.CaptureFixture[str], command: Command, options: dict[str, bool]
+) -> None:
+    assert shown(capsys, an_outcome(command, files=FILES), **options) == [HEADER, "done"]
+
+
+def test_a_file_the_record_does_not_list(capsys: pytest.CaptureFixture[str], mini: Path) -> None:
+    tree = from_directory(mini)  # the miniature release: a RECORD that reads
+    assert tree.record.problem is None
+    lines = shown(capsys, an_outcome(Command.VERIFY, tree=tree, files=[FileStatus("srt/x.py", "h", None, None)]))
+    assert lines[1:] == ["  sglang/srt/x.py: no RECORD entry", "done"]
+
+
+def test_why_the_record_is_off_is_shown_spelled_out(capsys: pytest.CaptureFixture[str]) -> None:
+    tree = a_tree(dist_info=Path("/gone/\x1b]0;x\x07sglang.dist-info"))
+    lines = shown(capsys, an_outcome(Command.VERIFY, tree=tree, files=[FileStatus("srt/x.py", "h", None, None)]))
+    assert lines[1].startswith(
+        "  sglang/srt/x.py: no RECORD hash (cannot read /gone/\\x1b]0;x\\x07sglang.dist-info/RECORD ("
+    )
+    assert "\x1b" not in "".join(lines)
+
+
+# --- notes, warnings, headline -------------------------------------------------------------
+
+
+def test_notes_then_warnings_each_once_then_the_headline(capsys: pytest.CaptureFixture[str]) -> None:
+    outcome = an_outcome(
+        notes=["first", "second \x1b", "first"],
+        warnings=["w1", "w2 \x07", "w1"],
+        headline="head \x1b[0m",
+        code=ExitCode.NOT_AS_ASKED,
+    )
+    assert shown(capsys, outcome) == [
+        HEADER,
+        "first",
+        "second \\x1b",
+        "warning: w1",
+        "warning: w2 \\x07",
+        "head \\x1b[0m",
+    ]
+
+
+# --- verify --runtime ----------------------------------------------------------------------
+
+TORCH = TorchImport(True, "2.9.0", "12.9", (12, 0), "RTX PRO 6000")
+SGLANG = SglangImport(True)
+LONG = "x" * 250  # longer than the terminal: such lines are not wrapped (soft wrap)
+
+
+def runtime_lines(capsys: pytest.CaptureFixture[str], check: RuntimeCheck) -> list[str]:
+    return shown(capsys, an_outcome(Command.VERIFY, runtime=check))[1:-1]
+
+
+def a_check(torch: TorchImport | None = TORCH, sglang: SglangImport | None = SGLANG, **more: Any) -> RuntimeCheck:
+    return RuntimeCheck(
+        more.get("python", "/env/bin/python"), torch, sglang, more.get("probe"), more.get("modules", ()), 0
+    )
+
+
+def test_runtime_imports_probe_and_each_module_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    modules = (
+        ModuleImport(
+            "sglang.srt.layers.communicator", True, {"_is_sm120_supported": True, "_is_sm100_supported": False}
+        ),
+        ModuleImport("sglang.srt.server_args", True, {}),
+        ModuleImport("sglang.srt.layers.flashinfer_comm_fusion", False, error="ImportError: no \x1b"),
+    )
+    probe = Sm120Probe(True, "is_sm120_supported()", True)
+    assert runtime_lines(capsys, a_check(probe=probe, modules=modules)) == [
+        "runtime (/env/bin/python):",
+        "  torch 2.9.0 (CUDA 12.9), RTX PRO 6000 (cc 12.0)",
+        "  is_sm120_supported() = True",
+        "  sglang.srt.layers.communicator: imports; _is_sm120_supported=True _is_sm100_supported=False",
+        "  sglang.srt.server_args: imports; (no cached SM flags)",
+        "  sglang.srt.layers.flashinfer_comm_fusion: ImportError: no \\x1b",
+    ]
+
+
+def test_runtime_without_a_gpu_and_a_failed_probe(capsys: pytest.CaptureFixture[str]) -> None:
+    torch = TorchImport(True, "2.9.0+cpu", None, None, None)
+    assert runtime_lines(capsys, a_check(torch, probe=Sm120Probe(False, error="NameError: x"))) == [
+        "runtime (/env/bin/python):",
+        "  torch 2.9.0+cpu (CUDA None), no CUDA GPU visible",
+        "  SM120 probe failed: NameError: x",
+    ]
+    assert runtime_lines(capsys, a_check(torch, probe=None))[-1] == "  SM120 probe failed: None"
+
+
+def test_runtime_stops_at_the_first_import_that_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    probe, modules = Sm120Probe(True, "p", True), (ModuleImport("m", True),)
+    assert runtime_lines(capsys, a_check(TorchImport(False, error="No module named 'torch'"), probe=probe)) == [
+        "runtime (/env/bin/python):",
+        "  torch: No module named 'torch'",
+    ]
+    assert runtime_lines(capsys, a_check(None, python=None, probe=probe)) == ["runtime (None):", "  torch: None"]
+    assert runtime_lines(capsys, a_check(sglang=SglangImport(False, "boom \x1b"), probe=probe, modules=modules))[
+        2:
+    ] == ["  import sglang: boom \\x1b"]
+    assert runtime_lines(capsys, a_check(sglang=None, probe=probe, modules=modules))[2:] == ["  import sglang: None"]
+
+
+def test_long_runtime_lines_are_not_wrapped(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each is one line a user can copy (an error, a module's flags), however wide."""
+    torch = TorchImport(True, LONG, "12.9", None, None)
+    modules = (ModuleImport("ok", True, {LONG: True}), ModuleImport("bad", False, error=LONG))
+    lines = runtime_lines(capsys, a_check(torch, probe=Sm120Probe(False, error=LONG), modules=modules))
+    assert lines == [
+        "runtime (/env/bin/python):",
+        f"  torch {LONG} (CUDA 12.9), no CUDA GPU visible",
+        f"  SM120 probe failed: {LONG}",
+        f"  ok: imports; {LONG}=True",
+        f"  bad: {LONG}",
+    ]
+    assert runtime_lines(capsys, a_check(TorchImport(False, error=LONG)))[1:] == [f"  torch: {LONG}"]
+    assert runtime_lines(capsys, a_check(sglang=SglangImport(False, LONG)))[2:] == [f"  import sglang: {LONG}"]
+
+
+# --- colours -------------------------------------------------------------------------------
+
+
+def test_each_state_has_its_colour(capsys: pytest.CaptureFixture[str], colour: None) -> None:
+    reports = (
+        a_report("a", "srt/a.py", State.PENDING, after=State.APPLIED),
+        a_report("b", "srt/a.py", State.NOT_NEEDED),
+        a_report("c", "srt/a.py", State.PENDING),
+        a_report("d", "srt/a.py", State.DRIFT),
+        a_report("e", "srt/a.py", State.REFUSED),
+        a_report("f", "srt/a.py", State.SKIPPED),
+    )
+    err = "".join(shown(capsys, an_outcome(reports=reports)))
+    for painted in (
+        "\x1b[32mpending -> applied",
+        "\x1b[36mnot-needed",
+        "\x1b[33mpending ",
+        "\x1b[1;31mdrift ",
+        "\x1b[1;31mrefused ",
+        "\x1b[2mskipped ",
+    ):
+        assert painted in err
+
+
+def test_the_rest_of_the_report_in_colour(capsys: pytest.CaptureFixture[str], colour: None) -> None:
+    outcome = an_outcome(
+        Command.VERIFY,
+        reports=(a_report("gate", "srt/a.py", State.APPLIED, evidence=(Evidence(12, "x"),)),),
+        tree=a_tree(kind=InstallKind.EDITABLE),
+        files=[FileStatus("srt/a.py", "h", "h", None)],
+        runtime=a_check(TorchImport(False, error="gone")),
+        warnings=["careful"],
+    )
+    err = "\n".join(shown(capsys, outcome))
+    for painted in (
+        "\x1b[1msglang \x1b[0m\x1b[1m0.5.11\x1b[0m  /site/sglang  \x1b[2m[editable]\x1b[0m",
+        "\x1b[33mnote: editable install: this edits your sglang checkout\x1b[0m",
+        "\x1b[1msglang/srt/a.py\x1b[0m",
+        "\x1b[1mevidence:\x1b[0m",
+        "\x1b[2m  sglang/srt/a.py\x1b[0m",
+        "\x1b[2m12\x1b[0m",
+        "\x1b[2msglang/srt/a.py: matches the release (RECORD)\x1b[0m",
+        "\x1b[1mruntime (/env/bin/python):\x1b[0m",
+        "\x1b[31m  torch: gone\x1b[0m",
+        "\x1b[1;33mwarning: \x1b[0m\x1b[33mcareful\x1b[0m",
+        "\x1b[1;32mdone\x1b[0m",
+    ):
+        assert painted in err
+    assert "\x1b[1;31mfailed\x1b[0m" in "".join(
+        shown(capsys, an_outcome(code=ExitCode.NOT_AS_ASKED, headline="failed"))
+    )
+
+
+def test_runtime_failures_in_red(capsys: pytest.CaptureFixture[str], colour: None) -> None:
+    modules = (ModuleImport("good", True, {"f": True}), ModuleImport("bad", False, error="e"))
+    err = "\n".join(shown(capsys, an_outcome(runtime=a_check(probe=Sm120Probe(False, error="p"), modules=modules))))
+    assert "\x1b[31m  SM120 probe failed: p\x1b[0m" in err and "\x1b[31m  bad: e\x1b[0m" in err
+    assert "\n  good: imports; f=True\n" in err and "\n  torch 2.9.0 (CUDA 12.9), RTX PRO 6000 (cc 12.0)\n" in err
+    err = "\n".join(shown(capsys, an_outcome(runtime=a_check(sglang=SglangImport(False, "s")))))
+    assert "\x1b[31m  import sglang: s\x1b[0m" in err
+    err = "\n".join(shown(capsys, an_outcome(runtime=a_check(probe=Sm120Probe(True, "p", False)))))
+    assert "\n  p = False\n" in err
+
+
+# --- doctor --------------------------------------------------------------------------------
+
+
+def doctor_lines(capsys: pytest.CaptureFixture[str], *findings: HostFinding) -> list[str]:
+    render_doctor(DoctorReport(list(findings)))
+    return capsys.readouterr().err.splitlines()
+
+
+def test_doctor_one_block_per_finding_under_its_severity(capsys: pytest.CaptureFixture[str]) -> None:
+    lines = doctor_lines(
+        capsys,
+        HostFinding("gpus", Severity.OK, "2 SM12x GPUs"),
+        HostFinding("kernel", Severity.ERROR, "no kernel \x1b", "upgrade FlashInfer", "flashinfer/jit/comm.py \x07"),
+        HostFinding("p2p", Severity.WARNING, "no P2P", source="nvidia-smi topo -m"),
+        HostFinding("pin", Severity.INFO, "pinned", detail="0.6.16"),
+    )
+    assert lines == [
+        "ok      gpus: 2 SM12x GPUs",
+        "error   kernel: no kernel \\x1b",
+        "        upgrade FlashInfer",
+        "        from: flashinfer/jit/comm.py \\x07",
+        "warning p2p: no P2P",
+        "        from: nvidia-smi topo -m",
+        "info    pin: pinned",
+        "        0.6.16",
+        "1 error(s) stand between this host and the fused allreduce: kernel",
+    ]
+
+
+def test_doctor_wraps_at_words_inside_the_indent_with_no_trailing_space(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "40")
+    detail = "alpha beta gamma delta epsilon zeta eta theta iota kappa"
+    lines = doctor_lines(capsys, HostFinding("x", Severity.WARNING, "s", detail, "/" + "p" * 40))
+    assert lines == [
+        "warning x: s",
+        "        alpha beta gamma delta epsilon",
+        "        zeta eta theta iota kappa",
+        "        from:",
+        "        /ppppppppppppppppppppppppppppppp",  # a word wider than the column is folded
+        "        ppppppppp",
+        "no blocking error; 1 warning(s) to read",
+    ]
+
+
+def test_doctor_keeps_twenty_columns_on_a_tiny_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under 28 columns each line is wider than the terminal, which wraps it: none is cut."""
+    monkeypatch.setenv("COLUMNS", "24")
+    lines = doctor_lines(
+        capsys, HostFinding("x", Severity.INFO, "s", "alpha beta gamma delta epsilon zeta " + "a" * 45)
+    )
+    assert lines[1:6] == [
+        "        alpha beta gamma",
+        "        delta epsilon zeta",
+        "        " + "a" * 20,
+        "        " + "a" * 20,
+        "        " + "a" * 5,
+    ]
+
+
+def test_doctor_in_colour(capsys: pytest.CaptureFixture[str], colour: None) -> None:
+    err = "\n".join(
+        doctor_lines(
+            capsys,
+            HostFinding("a", Severity.OK, "s", source="src"),
+            HostFinding("b", Severity.INFO, "s"),
+            HostFinding("c", Severity.WARNING, "s"),
+        )
+    )
+    for painted in (
+        "\x1b[32mok      \x1b[0m\x1b[1ma\x1b[0m: s",
+        "        \x1b[2mfrom: src\x1b[0m",
+        "\x1b[36minfo    \x1b[0m\x1b[1mb\x1b[0m: s",
+        "\x1b[33mwarning \x1b[0m\x1b[1mc\x1b[0m: s",
+        "\x1b[1;32mno blocking error; 1 warning(s) to read\x1b[0m",
+    ):
+        assert painted in err
+    err = "\n".join(doctor_lines(capsys, HostFinding("d", Severity.ERROR, "s")))
+    assert "\x1b[1;31merror   \x1b[0m" in err
+    assert "\x1b[1;31m1 error(s) stand between this host and the fused allreduce: d\x1b[0m" in err
+
+
+# --- errors, the diff, the status line -----------------------------------------------------
+
+
+def test_an_error_is_one_line_however_long_and_spelled_out(capsys: pytest.CaptureFixture[str]) -> None:
+    as_text.error(f"cannot write {LONG} \x1b[31m")
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == f"error: cannot write {LONG} \\x1b[31m\n"
+
+
+def test_an_error_in_colour(capsys: pytest.CaptureFixture[str], colour: None) -> None:
+    as_text.error("no")
+    assert capsys.readouterr().err == "\x1b[1;31merror: \x1b[0mno\n"
+
+
+class Terminal(io.StringIO):
+    """A stand-in for stdout on a terminal: a StringIO that says it is a tty."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+DIFF = "--- a/sglang/x.py\n+++ b/sglang/x.py\n@@ -1,2 +1,2 @@\n keep\n-old\n+new\n"
+
+
+def test_a_piped_diff_is_written_as_it_is(capsys: pytest.CaptureFixture[str]) -> None:
+    print_diff(DIFF)
+    assert capsys.readouterr().out == DIFF
+
+
+def test_no_diff_prints_nothing_even_on_a_terminal(monkeypatch: pytest.MonkeyPatch, colour: None) -> None:
+    monkeypatch.setattr(sys, "stdout", Terminal())
+    print_diff("")
+    assert sys.stdout.getvalue() == ""
+
+
+def test_a_diff_on_a_terminal_is_highlighted_in_the_terminals_colours(
+    monkeypatch: pytest.MonkeyPatch, colour: None
+) -> None:
+    monkeypatch.setattr(sys, "stdout", Terminal())
+    print_diff(DIFF)
+    out = sys.stdout.getvalue()
+    # ansi_dark: the terminal's own (bright) green and red, on its default background
+    assert "\x1b[92;49m+new\x1b[0m\n" in out and "\x1b[91;49m-old\x1b[0m\n" in out
+    assert "\x1b[49mkeep\x1b[0m\n" in out
+
+
+class StandInStatus:
+    """A stand-in for rich's Status: records what the status line was asked to do."""
+
+    def __init__(self, text: str, calls: list[tuple[str, object]]) -> None:
+        self.calls = calls
+        calls.append(("status", text))
+
+    def __enter__(self) -> StandInStatus:
+        self.calls.append(("enter", None))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.calls.append(("exit", exc))
+
+    def update(self, text: str) -> None:
+        self.calls.append(("update", text))
+
+
+class StandInConsole:
+    """A stand-in for ``as_text.console()`` whose ``status`` is a ``StandInStatus``."""
+
+    def __init__(self, calls: list[tuple[str, object]]) -> None:
+        self.calls = calls
+
+    def status(self, text: str) -> StandInStatus:
+        return StandInStatus(text, self.calls)
+
+
+def test_a_status_line_shows_the_first_text_then_each_update(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, object]] = []
+    monkeypatch.setattr(as_text, "console", lambda: StandInConsole(calls))
+    with StatusLine(True, "asking for GPUs") as status:
+        status.update("measuring tokens=1 (1/3)")
+    assert calls == [
+        ("status", "asking for GPUs"),
+        ("enter", None),
+        ("update", "measuring tokens=1 (1/3)"),
+        ("exit", (None, None, None)),
+    ]
+
+
+def test_no_status_line_off_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, object]] = []
+    monkeypatch.setattr(as_text, "console", lambda: StandInConsole(calls))
+    with StatusLine(False, "asking for GPUs") as status:
+        status.update("measuring")
+    assert calls == []
+
+
+def test_the_console_writes_to_stderr_unhighlighted() -> None:
+    out = as_text.console()
+    assert out.file is sys.stderr
+    assert out.render_str("0.5.11 at /tmp 'x'").spans == []  # no repr highlighting of numbers or paths
