@@ -7,10 +7,12 @@
   GPU majors its trtllm kernel is built for.
 * Fake ranks (``rank_script``): processes that speak bench_rank's JSON-line protocol and
   then hang, fail or exit, for the watchdog.
+* ``StatusRecorder``: the status line, recorded; ``Terminal``: stderr on a terminal.
 """
 
 from __future__ import annotations
 
+import io
 import textwrap
 from pathlib import Path
 
@@ -74,3 +76,32 @@ def rank_script(path: Path, body: str) -> Path:
         "    print(json.dumps(fields), flush=True)\n" + textwrap.dedent(body)
     )
     return path
+
+
+class StatusRecorder:
+    """Stands in for ``report.as_text.StatusLine`` (a rich status line on a terminal): records
+    how each was made (enabled, first words) and every update."""
+
+    def __init__(self) -> None:
+        self.made: list[tuple[bool, str]] = []
+        self.said: list[str] = []
+
+    def __call__(self, enabled: bool, first: str) -> StatusRecorder:
+        self.made.append((enabled, first))
+        return self
+
+    def __enter__(self) -> StatusRecorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, text: str) -> None:
+        self.said.append(text)
+
+
+class Terminal(io.StringIO):
+    """Stands in for stderr on a terminal: text kept, ``isatty()`` true."""
+
+    def isatty(self) -> bool:
+        return True
