@@ -207,13 +207,75 @@ def test_unknown_shapes_give_none(source: bytes) -> None:
 
 
 def test_effect_sentences_name_the_release_and_what_it_does() -> None:
-    crash = effect_sentence("0.5.9", Effect.CRASH)
-    assert crash.startswith("sglang 0.5.9 creates FlashInfer's workspace inside CUDA-graph capture with no fallback")
-    assert "Capture cuda graph failed" in crash
+    assert effect_sentence("0.5.9", Effect.CRASH) == (
+        "sglang 0.5.9 creates FlashInfer's workspace inside CUDA-graph capture with no fallback: "
+        "the server would not start ('Capture cuda graph failed')"
+    )
     assert effect_sentence("0.5.13", Effect.FALLBACK) == (
         "sglang 0.5.13 catches the failure and runs unfused: the patches would change nothing"
     )
     assert Effect.CRASH.value == "the server does not start" and Effect.FALLBACK.value == "runs unfused"
+
+
+def test_an_alias_beside_a_direct_call_keeps_the_direct_call() -> None:
+    """A module-level alias of the creator is followed, and the creator's own name still counts."""
+    source = LAZY_LEGACY.replace(
+        b"import flashinfer.comm as comm\n",
+        b"import flashinfer.comm as comm\n_create = comm.create_allreduce_fusion_workspace\n",
+    )
+    assert missing_kernel_effect(source) is Effect.CRASH
+
+
+def test_both_creators_rebound_under_their_own_names() -> None:
+    """``name = comm.name`` for both FlashInfer functions: the names found are the names known."""
+    source = LAZY_LEGACY.replace(
+        b"import flashinfer.comm as comm\n",
+        b"import flashinfer.comm as comm\n"
+        b"trtllm_create_ipc_workspace_for_all_reduce_fusion = comm.trtllm_create_ipc_workspace_for_all_reduce_fusion\n"
+        b"create_allreduce_fusion_workspace = comm.create_allreduce_fusion_workspace\n",
+    )
+    assert missing_kernel_effect(source) is Effect.CRASH
+
+
+def test_a_raise_nested_in_the_handler_counts_and_one_in_a_nested_def_does_not() -> None:
+    nested_raise = CAUGHT_UNIFIED.replace(b"            return\n", b"            if rank:\n                raise\n", 1)
+    assert missing_kernel_effect(nested_raise) is Effect.CRASH
+    raise_in_def = CAUGHT_UNIFIED.replace(
+        b"            return\n",
+        b"            def later():\n                raise RuntimeError\n            return\n",
+        1,
+    )
+    assert missing_kernel_effect(raise_in_def) is Effect.FALLBACK
+
+
+def test_a_creation_in_a_decorator_runs_at_import_and_is_not_judged() -> None:
+    """A decorator runs where the def stands (module level here): a shape this does not know."""
+    source = b"""
+import flashinfer.comm as comm
+
+@register(comm.create_allreduce_fusion_workspace())
+def entry(x, *, flag, size=4):
+    return comm.create_allreduce_fusion_workspace(x)
+"""
+    assert missing_kernel_effect(source) is None
+    assert missing_kernel_effect(source.replace(b"@register(comm.create_allreduce_fusion_workspace())\n", b"")) is (
+        Effect.CRASH
+    )
+
+
+def test_functions_that_only_call_each_other_are_not_judged() -> None:
+    """A creation reached only through a cycle (no entry point): unknown, not an endless walk."""
+    source = b"""
+import flashinfer.comm as comm
+
+def make(n):
+    comm.create_allreduce_fusion_workspace()
+    again(n)
+
+def again(n):
+    make(n - 1)
+"""
+    assert missing_kernel_effect(source) is None
 
 
 # --- slow tier: the releases' own code, executed -------------------------------------------------
