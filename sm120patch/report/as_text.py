@@ -65,6 +65,10 @@ def console() -> Console:
     return Console(stderr=True, highlight=False)
 
 
+#: The narrowest detail column the patch table keeps beside its id and state.
+MIN_DETAIL_WIDTH = 24
+
+
 def _label(report: PatchReport, dry_run: bool) -> str:
     after = report.state_after or report.state
     if after is report.state:
@@ -76,6 +80,7 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
     """The patch report: one table per file (files in path order, as verify and doctor list
     them), each row wrapping inside its own column at any terminal width.  ``brief``: no
     evidence and no per-file hashes (the demo)."""
+    from rich.padding import Padding
     from rich.table import Table
     from rich.text import Text
 
@@ -95,6 +100,9 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
     if plan is not None and plan.reports:
         labels = {id(r): _label(r, dry_run) for r in plan.reports}
         widths = (max(len(r.id) for r in plan.reports), max(len(label) for label in labels.values()))
+        # Three columns (each padded by 3) only where the detail keeps room to be read; on a
+        # narrower terminal the detail goes on its own lines under its patch.
+        stacked = widths[0] + widths[1] + 9 + MIN_DETAIL_WIDTH > out.width
         for rel in sorted({r.file for r in plan.reports}):
             out.print(Text(f"sglang/{rel}", style="bold"))
             table = Table(show_header=False, box=None, padding=(0, 1, 0, 2), expand=False)
@@ -105,12 +113,15 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
                 state = r.state_after or r.state
                 # Text, not str: a cell given as a str is read as rich markup ("sizes[i]" would
                 # lose "[i]", "[/x]" would raise).
-                table.add_row(
-                    Text(r.id),
-                    Text(labels[id(r)], style=_STYLE[state]),
-                    Text(r.summary if show_docs else printable(r.detail)),
-                )
-            out.print(table)
+                label = Text(labels[id(r)], style=_STYLE[state])
+                detail = Text(r.summary if show_docs else printable(r.detail))
+                if stacked:
+                    out.print(Text.assemble("  ", r.id, "  ", label), overflow="fold")
+                    out.print(Padding(detail, (0, 0, 0, 4), expand=False))
+                else:
+                    table.add_row(Text(r.id), label, detail)
+            if not stacked:
+                out.print(table)
         evidence = sorted({(r.file, e) for r in plan.reports for e in r.evidence}, key=lambda x: (x[0], x[1].line))
         if evidence and outcome.command in (Command.VERIFY, Command.APPLY) and not brief:
             planned = not outcome.written and any(r.state_after not in (None, r.state) for r in plan.reports)

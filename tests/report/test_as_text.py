@@ -191,15 +191,37 @@ def test_a_detail_longer_than_the_terminal_folds_inside_its_column(capsys: pytes
     assert lines[0][len(prefix) :] + lines[1][len(prefix) :] == detail
 
 
-def test_on_a_narrow_terminal_ids_and_states_stay_whole(
+def test_where_the_detail_has_room_it_is_a_third_column(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "60")
+    monkeypatch.setenv("COLUMNS", "75")  # 24 + 18 + 9 of padding leave the detail its 24 columns
     reports = (a_report("communicator-fusion-gate", "srt/a.py", State.PENDING, "will widen " * 8, after=State.APPLIED),)
     lines = shown(capsys, an_outcome(reports=reports))[2:-1]
     assert lines[0].startswith("  communicator-fusion-gate   pending -> applied   will")
     assert all(line.startswith(" " * 49) for line in lines[1:])
     assert " ".join(" ".join(line.split()) for line in lines).count("will widen") == 8
+
+
+@pytest.mark.parametrize("columns", [74, 60, 40])
+def test_on_a_narrow_terminal_the_detail_goes_under_its_patch(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, columns: int
+) -> None:
+    """Below the width that leaves the detail 24 columns, the id and state make one line and the
+    detail wraps under it: nothing is cropped, however narrow the terminal."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    detail = "apply_flashinfer_allreduce_fusion: will widen (_is_sm90_supported or _is_sm100_supported)"
+    reports = (
+        a_report("communicator-fusion-gate", "srt/a.py", State.PENDING, detail, after=State.APPLIED),
+        a_report("communicator-flag", "srt/a.py", State.APPLIED, "_is_sm120_supported is assigned"),
+    )
+    lines = shown(capsys, an_outcome(reports=reports))[2:-1]
+    assert all(len(line) <= columns for line in lines)
+    first_detail = next(i for i, line in enumerate(lines) if line.startswith("    "))
+    assert " ".join(line.strip() for line in lines[:first_detail]) == "communicator-fusion-gate  pending -> applied"
+    gate_detail = lines[first_detail : lines.index("  communicator-flag  applied")]
+    assert all(line.startswith("    ") for line in gate_detail)
+    assert " ".join(line.strip() for line in gate_detail) == detail
+    assert lines[-1] == "    _is_sm120_supported is assigned"
 
 
 # --- evidence --------------------------------------------------------------------------------
