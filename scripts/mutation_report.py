@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Mutation testing with mutmut against the fast tier, module by module -> docs/mutation.md.
 
-    pip install mutmut
-    python3 scripts/mutation_report.py                        # every module in MODULES
+    pip install -e '.[mutation]'                              # mutmut, pinned
+    python3 scripts/mutation_report.py                        # every module of the package
     python3 scripts/mutation_report.py sm120patch.plan.trust  # some modules (dotted names)
     python3 scripts/mutation_report.py --open                 # only what is not killed yet
     python3 scripts/mutation_report.py --render               # only rewrite the report
@@ -37,35 +37,18 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "docs" / "mutation" / "results.json"
 TRIAGE = REPO / "docs" / "mutation" / "triage.toml"
 
-#: Where a slip costs a user most (the issue "tests that catch the bugs that matter").
-MODULES = [
-    "sm120patch.plan.trust",
-    "sm120patch.transaction.journal",
-    "sm120patch.transaction.state",
-    "sm120patch.transaction.fsutil",
-    "sm120patch.commands.revert",
-    "sm120patch.patchkit.decide",
-    "sm120patch.patchkit.sm_terms",
-    "sm120patch.patches.communicator_import",
-    "sm120patch.patches.communicator_flag",
-    "sm120patch.patches.communicator_fusion_gate",
-    "sm120patch.patches.server_args_auto_enable",
-    "sm120patch.patches.fusion_backend_resolver",
-    "sm120patch.patches.workspace_preflight",
-    "sm120patch.doctor.checks",
-    "sm120patch.doctor.gpus",
-    "sm120patch.locate.flashinfer",
-    "sm120patch.locate.tree",
-    "sm120patch.plan.releases",
-    "sm120patch.bench.estimate",
-    "sm120patch.bench.verdict",
-    "sm120patch.doctor.allreduce",
-    "sm120patch.bench.measure",
-    "sm120patch.bench.server.verdict",
-    "sm120patch.bench.server.parse",
-    "sm120patch.bench.render",
-    "sm120patch.bench.mirror",
-]
+def every_module() -> list[str]:
+    """Each module of the package with code in it; not the probe scripts (``do_not_mutate``)."""
+    package = REPO / "sm120patch"
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(REPO).with_suffix("")
+        if (rel.parent.name == "probes" and rel.name != "__init__") or not path.read_text().strip():
+            continue
+        found.append(".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts))
+    return found
+
+
 #: Not killed: a survivor, or a mutant in code that no fast test runs.
 MISSED = ("survived", "no tests")
 LINE = re.compile(r"^\s*(?P<name>[\w.ǁ]+__mutmut_\d+): (?P<status>.+)$")
@@ -82,15 +65,19 @@ def statuses_now() -> dict[str, str]:
     return found
 
 
+def in_module(name: str, module: str) -> bool:
+    """Whether mutant ``name`` is of ``module`` itself, not of a module under it (a package's
+    ``__init__`` is named like the package): mutmut names a function ``x_f``, a method ``xǁCǁm``."""
+    return name.startswith(module + ".") and name[len(module) + 1 :].startswith(("x_", "xǁ"))
+
+
 def run_module(module: str, budget_s: float, open_only: bool) -> dict[str, str]:
     """Each mutant of ``module`` and its status (killed, survived, timeout, ...)."""
-    targets = [f"{module}.*"]
+    targets = [f"{module}.x_*", f"{module}.xǁ*"]
     if open_only:
         # A mutant killed once stays killed while the tests only grow; mutmut makes new
         # mutants (status "not checked") for each function whose code changed.
-        targets = [
-            name for name, status in statuses_now().items() if name.startswith(module + ".") and status != "killed"
-        ]
+        targets = [name for name, status in statuses_now().items() if in_module(name, module) and status != "killed"]
     if targets:
         # On timeout, what finished is in mutmut's own records; the rest reads "not checked".
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -101,7 +88,7 @@ def run_module(module: str, budget_s: float, open_only: bool) -> dict[str, str]:
                 capture_output=True,
                 text=True,
             )
-    return {name: status for name, status in statuses_now().items() if name.startswith(module + ".")}
+    return {name: status for name, status in statuses_now().items() if in_module(name, module)}
 
 
 def changed_line(name: str) -> str:
@@ -188,7 +175,7 @@ def render(results: dict[str, dict], output: Path) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("modules", nargs="*", help="dotted module names (default: MODULES)")
+    parser.add_argument("modules", nargs="*", help="dotted module names (default: every module)")
     parser.add_argument("--budget", type=float, default=900, help="seconds per module")
     parser.add_argument("--open", action="store_true", help="run only the mutants mutmut has not recorded as killed")
     parser.add_argument("--render", action="store_true", help="only rewrite the report from the kept results")
@@ -196,7 +183,7 @@ def main() -> int:
     args = parser.parse_args()
     results: dict[str, dict] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     if not args.render:
-        for module in args.modules or MODULES:
+        for module in args.modules or every_module():
             start = time.monotonic()
             statuses = run_module(module, args.budget, args.open)
             results[module] = {
