@@ -37,6 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "docs" / "mutation" / "results.json"
 TRIAGE = REPO / "docs" / "mutation" / "triage.toml"
 
+
 def every_module() -> list[str]:
     """Each module of the package with code in it; not the probe scripts (``do_not_mutate``)."""
     package = REPO / "sm120patch"
