@@ -72,8 +72,9 @@ def in_module(name: str, module: str) -> bool:
     return name.startswith(module + ".") and name[len(module) + 1 :].startswith(("x_", "xǁ"))
 
 
-def run_module(module: str, budget_s: float, open_only: bool) -> dict[str, str]:
-    """Each mutant of ``module`` and its status (killed, survived, timeout, ...)."""
+def run_module(module: str, budget_s: float, open_only: bool) -> tuple[dict[str, str], int]:
+    """Each mutant of ``module`` and its status (killed, survived, timeout, ...), and how many
+    of them this run checked (all of them, or with ``open_only`` those not killed before)."""
     targets = [f"{module}.x_*", f"{module}.xǁ*"]
     if open_only:
         # A mutant killed once stays killed while the tests only grow; mutmut makes new
@@ -89,7 +90,8 @@ def run_module(module: str, budget_s: float, open_only: bool) -> dict[str, str]:
                 capture_output=True,
                 text=True,
             )
-    return {name: status for name, status in statuses_now().items() if in_module(name, module)}
+    statuses = {name: status for name, status in statuses_now().items() if in_module(name, module)}
+    return statuses, len(targets) if open_only else len(statuses)
 
 
 def changed_line(name: str) -> str:
@@ -129,9 +131,33 @@ def table(results: dict[str, dict], equivalent: dict[str, str]) -> str:
         score = f"{100 * killed / judged:.0f} %" if judged else "—"
         lines.append(
             f"| `{module}` | {len(statuses)} | {killed} | {counts.get('survived', 0)} | {counts.get('no tests', 0)} "
-            f"| {same} | {len(missed) - same} | {other} | {score} | {entry['seconds']:.0f} s |"
+            f"| {same} | {len(missed) - same} | {other} | {score} | {entry['seconds']:.0f} s{_kind(entry)} |"
         )
     return "\n".join(lines)
+
+
+def _kind(entry: dict) -> str:
+    """How much the module's last run checked: every mutant, or (``--open``) how many."""
+    checked = entry.get("checked")
+    if checked is None or checked >= len(entry["statuses"]):
+        return ""
+    return f" ({checked} open)"
+
+
+def timing(results: dict[str, dict]) -> str:
+    """What the kept runs cost, summed: the runs that checked every mutant, and the --open ones."""
+    full = [e for e in results.values() if not _kind(e)]
+    reruns = [e for e in results.values() if _kind(e)]
+    text = (
+        f"The runs that checked every mutant of their module took {sum(e['seconds'] for e in full) / 60:.0f} min "
+        f"for {sum(len(e['statuses']) for e in full)} mutants in {len(full)} modules on this 2-core machine"
+    )
+    if reruns:
+        text += (
+            f"; the `--open` runs kept here took {sum(e['seconds'] for e in reruns) / 60:.0f} min "
+            f"for {sum(e['checked'] for e in reruns)} mutants in {len(reruns)} modules"
+        )
+    return text + ". A killed mutant costs about a second; one that survives costs every fast test that reaches it."
 
 
 def render(results: dict[str, dict], output: Path) -> list[str]:
@@ -157,7 +183,8 @@ def render(results: dict[str, dict], output: Path) -> list[str]:
         "and why: `docs/mutation/triage.toml`.\n",
         "Score = killed / (killed + survived + no test reaches it − equivalent). *Other* is timeouts and "
         "mutants mutmut could not check. *Time* is the module's last run; a run with `--open` checks only "
-        "the mutants not killed before, so it is shorter than a first run.\n",
+        "the mutants not killed before (their number in brackets), so it is shorter than a first run.\n",
+        timing(results) + "\n",
         table(results, equivalent) + "\n",
         "## Survivors not yet answered\n",
         "Show one with `mutmut show NAME`.\n",
@@ -186,9 +213,10 @@ def main() -> int:
     if not args.render:
         for module in args.modules or every_module():
             start = time.monotonic()
-            statuses = run_module(module, args.budget, args.open)
+            statuses, checked = run_module(module, args.budget, args.open)
             results[module] = {
                 "statuses": statuses,
+                "checked": checked,
                 "seconds": round(time.monotonic() - start),
                 "date": time.strftime("%Y-%m-%d"),
             }
