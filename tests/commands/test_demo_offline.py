@@ -1,0 +1,241 @@
+"""``sm120patch demo`` in this process, without the network: where downloads are cached,
+the pip command that downloads a release, and the whole cycle's report on the miniature
+release packed as a wheel.
+
+Fakes: ``FakePip`` stands for ``pip download`` (demo's only use of ``subprocess``): it records
+the command and "downloads" by copying a wheel built from the miniature release into the
+folder it was given, or fails as pip does.  The slow tier (test_demo.py) downloads real releases.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+import types
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from sm120patch.commands import demo
+from sm120patch.errors import EnvironmentProblem
+from tests.support.cli import run
+from tests.support.mini_sglang import COMM, write_mini_sglang
+
+PLATFORMS = ["manylinux_2_34_x86_64", "manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "any"]
+
+
+def wheel_of(site: Path, wheel: Path) -> Path:
+    """The installed tree under ``site`` packed as a wheel (demo only unzips it)."""
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path in sorted(site.rglob("*")):
+            if path.is_file():
+                archive.write(path, path.relative_to(site).as_posix())
+    return wheel
+
+
+def mini_wheel(tmp: Path, name: str = "sglang-0.5.11-py3-none-any.whl") -> Path:
+    return wheel_of(write_mini_sglang(tmp / "wheel-site").parent, tmp / name)
+
+
+@dataclass
+class FakePip:
+    """Fake ``pip download``: records each command; copies ``wheel`` (if any) into ``-d``
+    under ``name``, exits ``returncode`` and prints ``stderr``."""
+
+    wheel: Path | None
+    name: str = ""
+    returncode: int = 0
+    stderr: str = ""
+    calls: list[tuple[list[str], dict]] = field(default_factory=list)
+
+    def run(self, cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        self.calls.append((cmd, kwargs))
+        if self.wheel is not None:
+            shutil.copy(self.wheel, Path(cmd[cmd.index("-d") + 1]) / self.name)
+        return subprocess.CompletedProcess(cmd, self.returncode, "", self.stderr)
+
+
+@pytest.fixture
+def scratch_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Demo's scratch directories made here, so a test sees only its own."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+def use_pip(monkeypatch: pytest.MonkeyPatch, pip: FakePip) -> FakePip:
+    monkeypatch.setattr(demo, "subprocess", types.SimpleNamespace(run=pip.run))
+    return pip
+
+
+# --- where downloads are kept ---------------------------------------------------------------------
+
+
+def test_the_cache_is_sm120patch_cache_else_xdg_else_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SM120PATCH_CACHE", str(tmp_path / "mine"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("SM120PATCH_WHEEL_CACHE", raising=False)
+    assert demo.cache_root() == tmp_path / "mine"
+    assert demo.wheel_cache() == tmp_path / "mine" / "wheels"
+    monkeypatch.setenv("SM120PATCH_CACHE", "")  # set but empty: not a folder
+    assert demo.cache_root() == tmp_path / "xdg" / "sm120patch"
+    monkeypatch.delenv("SM120PATCH_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", "")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert demo.cache_root() == tmp_path / "home" / ".cache" / "sm120patch"
+    monkeypatch.setenv("SM120PATCH_WHEEL_CACHE", str(tmp_path / "wheels-here"))
+    assert demo.wheel_cache() == tmp_path / "wheels-here"
+
+
+# --- fetching a release ---------------------------------------------------------------------------
+
+
+def test_a_cached_wheel_is_used_without_pip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SM120PATCH_WHEEL_CACHE", str(tmp_path))
+    for name in ("sglang-0.5.9-py3-none-manylinux.whl", "sglang-0.5.9-py3-none-any.whl", "sglang-0.5.10-any.whl"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "flashinfer_python-0.6.17-py3-none-any.whl").write_bytes(b"")
+    pip = use_pip(monkeypatch, FakePip(None))
+    assert demo.fetch_wheel("0.5.9") == tmp_path / "sglang-0.5.9-py3-none-any.whl"  # the first, sorted
+    assert demo.fetch("flashinfer-python", "0.6.17") == tmp_path / "flashinfer_python-0.6.17-py3-none-any.whl"
+    assert pip.calls == []
+
+
+def test_a_release_not_cached_is_downloaded_without_dependencies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache" / "wheels"  # not there yet
+    monkeypatch.setenv("SM120PATCH_WHEEL_CACHE", str(cache))
+    pip = use_pip(monkeypatch, FakePip(mini_wheel(tmp_path), "sglang-0.5.9-py3-none-any.whl"))
+    assert demo.fetch_wheel("0.5.9") == cache / "sglang-0.5.9-py3-none-any.whl"
+    ((cmd, kwargs),) = pip.calls
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert cmd == [
+        sys.executable,
+        *("-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check"),
+        *("--python-version", python, "--implementation", "cp"),
+        *(arg for platform in PLATFORMS for arg in ("--platform", platform)),
+        *("-d", str(cache), "sglang==0.5.9"),
+    ]
+    assert kwargs == {"capture_output": True, "text": True}
+    assert demo.fetch_wheel("0.5.9") == cache / "sglang-0.5.9-py3-none-any.whl" and len(pip.calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("returncode", "stderr", "said"),
+    [
+        (1, "Looking in indexes\nERROR: No matching distribution found for sglang==9.9\n", "ERROR: No matching"),
+        (1, "", "no output"),
+        (0, "  \n", "no output"),  # pip said it worked, yet no wheel is there
+    ],
+)
+def test_a_download_that_fails_says_pips_last_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, returncode: int, stderr: str, said: str
+) -> None:
+    monkeypatch.setenv("SM120PATCH_WHEEL_CACHE", str(tmp_path))
+    use_pip(monkeypatch, FakePip(None, returncode=returncode, stderr=stderr))
+    with pytest.raises(EnvironmentProblem) as raised:
+        demo.fetch_wheel("9.9")
+    message = f"could not download sglang==9.9 with pip: {said}"
+    assert str(raised.value) == (message if said == "no output" else message + " distribution found for sglang==9.9")
+
+
+def test_pip_failing_after_writing_a_wheel_is_a_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SM120PATCH_WHEEL_CACHE", str(tmp_path))
+    use_pip(monkeypatch, FakePip(mini_wheel(tmp_path / "w"), "sglang-0.5.9-x.whl", returncode=1, stderr="killed"))
+    with pytest.raises(EnvironmentProblem, match=r"^could not download sglang==0\.5\.9 with pip: killed$"):
+        demo.fetch_wheel("0.5.9")
+
+
+# --- the cycle ------------------------------------------------------------------------------------
+
+
+def test_demo_downloads_the_pinned_release_and_runs_the_cycle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scratch_tmp: Path
+) -> None:
+    monkeypatch.setenv("SM120PATCH_WHEEL_CACHE", str(tmp_path / "cache"))
+    pip = use_pip(monkeypatch, FakePip(mini_wheel(tmp_path), "sglang-0.5.9-py3-none-any.whl"))
+    code, out, err = run("demo")
+    assert (code, out) == (0, ""), err
+    assert pip.calls[0][0][-1] == "sglang==0.5.9"
+    lines = err.splitlines()
+    assert lines[0].startswith("sm120patch demo: sglang-0.5.9-py3-none-any.whl unpacked into ")
+    scratch = Path(lines[0].rpartition(" unpacked into ")[2])
+    assert scratch.parent == scratch_tmp and scratch.name.startswith("sm120patch-demo-")
+    rules = {line.strip("─ "): i for i, line in enumerate(lines) if line.startswith("───")}
+    assert list(rules) == ["sm120patch apply", "then", "result"]
+    # the first step in full (no evidence, no per-file hashes), each later one in a line
+    full = lines[rules["sm120patch apply"] + 1 : rules["then"]]
+    assert f"sglang 0.5.11  {scratch}/site-packages/sglang  [wheel]" in full
+    assert any(line.startswith("  communicator-fusion-gate   pending -> applied") for line in full)
+    assert full[-1] == f"patched 3 file(s); backups in {scratch}/site-packages/sglang/.sm120patch"
+    assert not any("evidence" in line or "RECORD" in line for line in full)
+    assert "ok sm120patch verify: all patches applied" in lines
+    assert "ok sm120patch apply again (must change nothing): already applied: nothing to change" in lines
+    assert "ok sm120patch revert: restored 3 file(s) byte for byte; state removed" in lines
+    assert err.count("warning: FlashInfer is not installed here") == 1  # said once, not once a step
+    assert err.count("pending -> applied") == 5  # the full report once
+    assert "the gates are open" not in err and "no NVIDIA GPU seen" not in err  # notes are not repeated
+    assert lines[-2:] == [
+        "demo ok: sglang 0.5.11 patched, verified, re-applied as a no-op and reverted; its 3 files match their "
+        "RECORD hashes again",
+        "On the GPU host, in the environment that serves sglang: `sm120patch apply`, then `sm120patch doctor --tp "
+        "N` and `sm120patch bench --tp N` (pipx: add --python /path/to/env/bin/python).",
+    ]
+    assert list(scratch_tmp.iterdir()) == []  # the scratch directory is gone
+
+
+def test_demo_of_another_release_keeps_the_scratch_directory_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scratch_tmp: Path
+) -> None:
+    monkeypatch.setenv("SM120PATCH_WHEEL_CACHE", str(tmp_path / "cache"))
+    pip = use_pip(monkeypatch, FakePip(mini_wheel(tmp_path), "sglang-0.5.11-py3-none-any.whl"))
+    code, _, err = run("demo", "--sglang-version", "0.5.11", "--keep")
+    assert code == 0, err
+    assert pip.calls[0][0][-1] == "sglang==0.5.11"
+    (scratch,) = scratch_tmp.iterdir()
+    assert err.splitlines()[-1] == f"scratch directory kept: {scratch}"
+    assert (scratch / "site-packages" / "sglang" / COMM).read_text() == (
+        tmp_path / "wheel-site/sglang" / COMM
+    ).read_text()
+
+
+def test_a_given_wheel_is_used_and_nothing_is_downloaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scratch_tmp: Path
+) -> None:
+    pip = use_pip(monkeypatch, FakePip(None))
+    wheel = mini_wheel(tmp_path, "sglang-0.5.11-given.whl")
+    code, _, err = run("demo", "--wheel", str(wheel))
+    assert code == 0 and pip.calls == [], err
+    assert err.startswith("sm120patch demo: sglang-0.5.11-given.whl unpacked into ")
+    assert list(scratch_tmp.iterdir()) == []
+
+
+def test_a_refused_release_fails_the_demo_naming_each_failed_step(tmp_path: Path, scratch_tmp: Path) -> None:
+    site = write_mini_sglang(tmp_path / "site").parent
+    utils = site / "sglang" / "srt/utils/common.py"  # no SM12x probe: a release sm120patch refuses
+    utils.write_text(utils.read_text().replace("def is_sm120_supported", "def _gone"))
+    code, _, err = run("demo", "--wheel", str(wheel_of(site, tmp_path / "sglang-0.5.11-py3-none-any.whl")))
+    assert code == 1, err
+    lines = err.splitlines()
+    assert any(line.startswith("FAILED sm120patch verify: sglang 0.5.11 has no SM12x probe") for line in lines)
+    assert any(line.startswith("FAILED sm120patch apply again (must change nothing): ") for line in lines)
+    assert "ok sm120patch revert: nothing to revert: no saved state, files as released" in lines
+    assert lines[-1] == "demo failed: failed: apply, verify, apply again (must change nothing)"
+    assert list(scratch_tmp.iterdir()) == []
+
+
+def test_a_release_whose_files_differ_from_its_record_fails_the_demo(tmp_path: Path, scratch_tmp: Path) -> None:
+    """The cycle works, but the files it ends with are not the release's (RECORD)."""
+    site = write_mini_sglang(tmp_path / "site").parent
+    comm = site / "sglang" / COMM
+    comm.write_text(comm.read_text() + "# changed after the RECORD was written\n")
+    code, _, err = run("demo", "--wheel", str(wheel_of(site, tmp_path / "sglang-0.5.11-py3-none-any.whl")))
+    assert code == 1, err
+    assert "ok sm120patch revert: restored 3 file(s) byte for byte; state removed" in err
+    assert err.splitlines()[-1] == f"demo failed: not as released (RECORD): sglang/{COMM}"

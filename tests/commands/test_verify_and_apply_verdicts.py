@@ -1,0 +1,365 @@
+"""verify's one sentence for each way a tree can be, and what apply says and records on its
+way, in this process on the miniature release (tests/support/mini_sglang.py).
+
+Fakes: a fake ``nvidia-smi`` on PATH (``fake_nvidia_smi``); FakeTorch (``fake_torch_package``)
+on the serving interpreter's path for ``verify --runtime``; a Ctrl-C injected as apply replaces
+its first file (``fsutil.STEP_HOOK``, the reliability suite's hook); and, for a record another
+run changed meanwhile, ``apply._still_current`` answering "changed".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from sm120patch.commands import apply as apply_module
+from sm120patch.commands.verify import verify
+from sm120patch.errors import ExitCode
+from sm120patch.locate.tree import from_directory
+from sm120patch.transaction import fsutil
+from tests.support.cli import jrun, run, tree_hashes
+from tests.support.fakes import RTX_PRO_6000, fake_flashinfer, fake_nvidia_smi, fake_torch_package
+from tests.support.mini_sglang import COMM, FILES, FUSION, SERVER_ARGS, write_mini_sglang
+
+HOST_HINT = (
+    "the gates are open; whether this host runs the fused kernel (FlashInfer's SM12x build, P2P, multicast, "
+    "GPUDirect RDMA) is for `sm120patch doctor` to say"
+)
+NO_GPU = "no NVIDIA GPU seen (nvidia-smi is not on PATH): fine for an image build; the patches act on SM12x hosts"
+RUN = "Run `sm120patch apply`."
+
+
+def verify_json(mini: Path, *args: str) -> tuple[int, dict]:
+    return jrun("verify", "--sglang-path", str(mini), *args)
+
+
+def applied(mini: Path) -> Path:
+    code, data = jrun("apply", "--sglang-path", str(mini))
+    assert code == 0, data
+    return mini / ".sm120patch" / "manifest.json"
+
+
+def edit_manifest(manifest: Path, **fields: object) -> None:
+    data = json.loads(manifest.read_text())
+    data.update(fields)
+    manifest.write_text(json.dumps(data))
+
+
+@pytest.fixture
+def no_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+
+
+# --- verify ---------------------------------------------------------------------------------------
+
+
+def test_a_patched_tree_is_ok_with_the_host_hint(mini: Path) -> None:
+    applied(mini)
+    code, data = verify_json(mini)
+    assert (code, data["headline"]) == (0, "all patches applied")
+    assert data["messages"] == [HOST_HINT]
+
+
+def test_a_fresh_release_is_not_patched_and_gets_no_host_hint(mini: Path) -> None:
+    code, data = verify_json(mini)
+    assert (code, data["headline"]) == (
+        1,
+        f"not patched: the files are sglang 0.5.11's release files (RECORD hashes match). {RUN}",
+    )
+    assert data["messages"] == []
+
+
+def test_a_release_of_no_version_is_this_sglang(mini: Path) -> None:
+    tree = dataclasses.replace(from_directory(mini), version=None)
+    outcome = verify(tree)
+    assert outcome.exit_code is ExitCode.NOT_AS_ASKED
+    assert outcome.headline == f"not patched: the files are this sglang's release files (RECORD hashes match). {RUN}"
+
+
+def test_drift_is_not_as_asked(mini: Path) -> None:
+    (mini / COMM).write_text(FILES[COMM].replace("def apply_flashinfer_allreduce_fusion(", "def fusion_allowed("))
+    code, data = verify_json(mini)
+    assert (code, data["headline"]) == (1, "drift: the code is not what the patches know; see the details")
+    assert HOST_HINT not in data["messages"]
+
+
+def test_files_edited_without_an_apply_are_named(mini: Path) -> None:
+    for rel in (COMM, SERVER_ARGS):
+        (mini / rel).write_text(FILES[rel] + "# a hand edit\n")
+    code, data = verify_json(mini)
+    assert (code, data["headline"]) == (
+        1,
+        f"not patched, and sglang/{COMM}, sglang/{SERVER_ARGS} differ from the release (RECORD): edited by hand or "
+        f"by another tool. {RUN}",
+    )
+
+
+@pytest.mark.parametrize(
+    ("selection", "left_out"),
+    [
+        (("--skip", "server-args-auto-enable"), "server-args-auto-enable"),
+        (("--only", "communicator-fusion-gate"), "workspace-preflight, server-args-auto-enable"),
+    ],
+)
+def test_what_apply_was_asked_to_leave_out_is_named_in_order(
+    mini: Path, selection: tuple[str, str], left_out: str
+) -> None:
+    assert jrun("apply", "--sglang-path", str(mini), *selection)[0] == 0
+    code, data = verify_json(mini)
+    assert (code, data["headline"]) == (
+        0,
+        f"all patches applied, except {left_out}: skipped, as the last apply was asked",
+    )
+    assert data["messages"] == [HOST_HINT]
+
+
+def test_without_record_hashes_it_is_just_not_patched(mini: Path) -> None:
+    (record,) = mini.parent.glob("sglang-*.dist-info/RECORD")
+    record.unlink()
+    code, data = verify_json(mini)
+    assert (code, data["headline"]) == (1, f"not patched. {RUN}")
+
+
+def test_a_reinstall_after_apply(mini: Path) -> None:
+    applied(mini)
+    write_mini_sglang(mini.parent)  # pip install --force-reinstall: the release's files again
+    code, data = verify_json(mini)
+    assert (code, data["headline"]) == (
+        1,
+        f"not patched: sglang 0.5.11 was reinstalled after `apply`; its files are the release's again. {RUN}",
+    )
+    assert data["messages"] == []
+
+
+def test_an_upgrade_after_apply_names_both_releases(mini: Path) -> None:
+    edit_manifest(applied(mini), sglang_version="0.5.10")  # as if applied to 0.5.10, then upgraded
+    write_mini_sglang(mini.parent)
+    code, data = verify_json(mini)
+    assert (code, data["headline"]) == (
+        1,
+        "not patched: sglang was upgraded from 0.5.10 to 0.5.11 after `apply`, which replaced the patched files. "
+        + RUN,
+    )
+    assert data["messages"] == [
+        "the saved state is from sglang 0.5.10, but 0.5.11 is installed: an upgrade or reinstall replaced the "
+        "patched files (apply sets the old state aside)"
+    ]
+
+
+def test_a_file_changed_after_apply_is_named_and_only_the_pending_ones(mini: Path) -> None:
+    applied(mini)
+    (mini / COMM).write_text(FILES[COMM] + "# another tool put the original back, with a comment\n")
+    (mini / SERVER_ARGS).write_text((mini / SERVER_ARGS).read_text() + "# still patched, with a comment\n")
+    code, data = verify_json(mini)
+    assert (code, data["headline"]) == (
+        1,
+        f"not patched: sglang/{COMM} changed after `apply` (a hand edit or another tool: the hash matches neither "
+        f"the release nor what apply wrote). {RUN}",
+    )
+
+
+def test_runtime_imports_are_reported_when_they_work(
+    mini: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    applied(mini)
+    monkeypatch.setenv("PYTHONPATH", str(fake_torch_package(tmp_path / "faketorch", (12, 0))))
+    code, data = verify_json(mini, "--runtime")
+    assert (code, data["headline"]) == (0, "all patches applied")
+    assert data["messages"] == [
+        HOST_HINT,
+        f"runtime: is_sm120_supported() = True in {sys.executable} (cc 12.0): this host takes the SM12x branches; "
+        "every patched module imports",
+    ]
+    assert data["runtime"]["probe"]["value"] is True
+
+
+def test_runtime_is_not_tried_on_a_refused_release(mini: Path) -> None:
+    """No torch here: trying would be exit 2; the refusal is the answer."""
+    utils = mini / "srt/utils/common.py"
+    utils.write_text(utils.read_text().replace("def is_sm120_supported", "def _gone"))
+    code, data = verify_json(mini, "--runtime")
+    assert code == 1 and data["headline"].startswith("sglang 0.5.11 has no SM12x probe")
+    assert data["runtime"] is None
+
+
+# --- apply ----------------------------------------------------------------------------------------
+
+
+def test_apply_on_an_sm12x_host_has_no_gpu_note(mini: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_nvidia_smi(tmp_path / "bin", [(RTX_PRO_6000, "12.0")])
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    code, data = jrun("apply", "--sglang-path", str(mini))
+    assert code == 0 and data["messages"] == [HOST_HINT]
+    assert data["headline"] == f"patched 3 file(s); backups in {mini / '.sm120patch'}"
+
+
+def test_apply_without_a_gpu_says_so_first(mini: Path, no_nvidia_smi: None) -> None:
+    code, data = jrun("apply", "--sglang-path", str(mini), "--only", "server-args-auto-enable")
+    assert code == 0 and data["written"] == [f"sglang/{SERVER_ARGS}"]
+    assert data["messages"] == [NO_GPU, HOST_HINT]
+
+
+def test_dry_runs_say_what_they_would_change(mini: Path, no_nvidia_smi: None) -> None:
+    code, data = jrun("apply", "--sglang-path", str(mini), "--dry-run")
+    assert (code, data["headline"], data["messages"]) == (
+        0,
+        "dry run: would change 3 file(s); nothing written",
+        [NO_GPU],
+    )
+    applied(mini)
+    code, data = jrun("apply", "--sglang-path", str(mini), "--dry-run")
+    assert (code, data["headline"], data["diff"]) == (0, "dry run: nothing to change", "")
+
+
+def test_a_second_apply_trusts_its_record_unless_strict_meets_a_warning(mini: Path) -> None:
+    applied(mini)
+    code, data = jrun("apply", "--sglang-path", str(mini))
+    assert (code, data["headline"]) == (0, "already applied: nothing to change")
+    assert {f["checked_by"] for f in data["files"]} == {"hash"}  # the record, not a parse
+    code, data = jrun("apply", "--sglang-path", str(mini), "--strict")  # no FlashInfer here: one warning
+    assert (code, data["headline"]) == (
+        1,
+        "--strict: nothing was written: 1 warning(s) say the fused path would still not run on SM12x",
+    )
+    assert {f["checked_by"] for f in data["files"]} == {"structure"}
+
+
+def test_a_flashinfer_without_the_kernel_refuses_nothing_when_nothing_is_left_to_write(mini: Path) -> None:
+    fake_flashinfer(mini.parent, "0.6.16", [9, 10])
+    assert jrun("apply", "--sglang-path", str(mini), "--allow-missing-kernel")[0] == 0
+    code, data = jrun("apply", "--sglang-path", str(mini), "--only", "communicator-fusion-gate")
+    assert (code, data["headline"], data["written"]) == (0, "already applied: nothing to change", [])
+
+
+@pytest.mark.parametrize(("version", "label"), [("0.5.10", "0.5.10"), (None, "unknown")])
+def test_the_state_of_another_release_is_set_aside_before_patching(mini: Path, version: str | None, label: str) -> None:
+    edit_manifest(applied(mini), sglang_version=version)
+    write_mini_sglang(mini.parent)  # the new release's files
+    code, data = jrun("apply", "--sglang-path", str(mini))
+    assert code == 0 and len(data["written"]) == 3
+    (aside,) = (mini / ".sm120patch").glob("stale-*")
+    assert aside.name.startswith(f"stale-{label}-") and (aside / "manifest.json").is_file()
+    said = [m for m in data["messages"] if m.startswith("the saved state was for sglang ")]
+    assert said == [
+        f"the saved state was for sglang {version}; 0.5.11 is installed now. Old state and backups kept in {aside}"
+    ]
+    assert json.loads((mini / ".sm120patch" / "manifest.json").read_text())["sglang_version"] == "0.5.11"
+
+
+def test_a_tree_patched_by_hand_without_state_gets_no_state(mini: Path) -> None:
+    """Nothing to write and no record asked for (every patch selected): no state folder."""
+    applied(mini)
+    patched = tree_hashes(mini / ".sm120patch")
+    assert patched  # the state apply left, removed below: as if patched with sed
+    for path in sorted((mini / ".sm120patch").rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
+    (mini / ".sm120patch").rmdir()
+    code, data = jrun("apply", "--sglang-path", str(mini))
+    assert (code, data["headline"], data["written"]) == (0, "already applied: nothing to change", [])
+    assert data["state"]["present"] is False and not (mini / ".sm120patch").exists()
+
+
+def test_a_stale_record_is_written_again_so_verify_checks_by_hash(mini: Path) -> None:
+    manifest = applied(mini)
+    edit_manifest(manifest, fingerprint="0" * 64)  # as a newer sm120patch's code would see it
+    assert {f["checked_by"] for f in verify_json(mini)[1]["files"]} == {"structure"}
+    before = tree_hashes(mini)
+    code, data = jrun("apply", "--sglang-path", str(mini))
+    assert (code, data["headline"], data["written"]) == (0, "already applied: nothing to change", [])
+    assert json.loads(manifest.read_text())["fingerprint"] != "0" * 64
+    assert {f["checked_by"] for f in verify_json(mini)[1]["files"]} == {"hash"}
+    assert {k: v for k, v in tree_hashes(mini).items() if ".sm120patch" not in k} == {
+        k: v for k, v in before.items() if ".sm120patch" not in k
+    }
+
+
+def test_a_record_another_run_changed_meanwhile_is_left_to_it(mini: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    manifest = applied(mini)
+    edit_manifest(manifest, fingerprint="0" * 64)
+    recorded = manifest.read_bytes()
+
+    def changed_meanwhile(plan: object) -> bool:
+        """Fake: another apply or revert wrote the files while this one waited for the lock."""
+        return False
+
+    monkeypatch.setattr(apply_module, "_still_current", changed_meanwhile)
+    assert jrun("apply", "--sglang-path", str(mini))[0] == 0
+    assert manifest.read_bytes() == recorded
+
+
+def test_the_record_of_another_release_is_not_rewritten(mini: Path) -> None:
+    manifest = applied(mini)
+    edit_manifest(manifest, sglang_version="0.5.10")  # upgraded; the new release's files patched by hand
+    recorded = manifest.read_bytes()
+    code, data = jrun("apply", "--sglang-path", str(mini))
+    assert (code, data["headline"]) == (0, "already applied: nothing to change")
+    assert manifest.read_bytes() == recorded
+
+
+def test_ctrl_c_while_replacing_files_is_finished_by_the_next_apply(
+    mini: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = mini / ".sm120patch" / "journal.json"
+
+    def ctrl_c_at_the_first_replace(step: str) -> None:
+        """Fake: the user presses Ctrl-C as apply replaces its first file."""
+        if step == "replace":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(fsutil, "STEP_HOOK", ctrl_c_at_the_first_replace)
+    code, out, err = run("apply", "--sglang-path", str(mini), "--json")
+    said = (
+        "interrupted while sglang's files were being replaced: each is either as before or fully replaced, and the "
+        f"next `sm120patch apply` or `sm120patch revert` finishes what was started ({journal})"
+    )
+    assert (code, json.loads(out)["error"], err.strip()) == (130, said, f"error: {said}")
+    monkeypatch.setattr(fsutil, "STEP_HOOK", None)
+
+    code, data = verify_json(mini)
+    assert code == 1 and data["state"]["interrupted"] is True
+    assert data["messages"] == [
+        f"an apply/revert was interrupted ({journal}); the next `sm120patch apply` or `revert` finishes it"
+    ]
+    code, data = jrun("apply", "--sglang-path", str(mini))
+    assert code == 0 and not journal.exists()
+    assert data["written"] == []  # the interrupted apply's files were finished, nothing planned again
+    assert any(m.startswith("recovered an interrupted apply (pid ") for m in data["messages"])
+    assert verify_json(mini)[1]["headline"] == "all patches applied"
+
+
+def test_drift_that_lands_while_apply_waits_for_the_lock_stops_the_write(
+    mini: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_recover = apply_module.recover
+
+    def recover_then_a_hand_edit(state: object) -> str | None:
+        """Fake: as apply takes the lock, someone renames the fusion gate (the real recover runs first)."""
+        said = real_recover(state)  # type: ignore[arg-type]
+        (mini / COMM).write_text(FILES[COMM].replace("def apply_flashinfer_allreduce_fusion(", "def fusion_allowed("))
+        return said
+
+    monkeypatch.setattr(apply_module, "recover", recover_then_a_hand_edit)
+    code, data = jrun("apply", "--sglang-path", str(mini))
+    assert code == 1 and data["written"] == []
+    assert data["headline"].startswith(
+        "drift in sglang 0.5.11, nothing was written: sglang/srt/layers/communicator.py: "
+    )
+    assert (mini / SERVER_ARGS).read_text() == FILES[SERVER_ARGS]  # its change was ready, and not written
+    assert not (mini / ".sm120patch" / "manifest.json").exists()
+
+
+def test_each_file_is_reported_once_as_it_stands(mini: Path) -> None:
+    code, data = jrun("apply", "--sglang-path", str(mini))
+    assert code == 0
+    files = {f["file"]: (f["recorded"], f["pristine"], f["checked_by"]) for f in data["files"]}
+    assert files == {f"sglang/{rel}": ("patched", False, "structure") for rel in (COMM, FUSION, SERVER_ARGS)}
+    assert sorted(os.listdir(mini / ".sm120patch" / "backups" / "srt" / "layers")) == [
+        "communicator.py",
+        "flashinfer_comm_fusion.py",
+    ]
