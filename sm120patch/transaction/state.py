@@ -34,6 +34,9 @@ from sm120patch.transaction.fsutil import atomic_write, fsync_dir, remove_tree, 
 
 FORMAT = 2  # 2: the manifest also records what the last apply saw in each file (``checked``)
 DIRNAME = ".sm120patch"
+#: Times a writer makes the state directory and opens its lock before giving up: a revert that
+#: finishes meanwhile removes the directory between the two.
+LOCK_OPEN_TRIES = 5
 T = TypeVar("T")
 
 
@@ -272,13 +275,19 @@ class StateDir:
             except OSError as exc:
                 raise EnvironmentProblem(f"cannot read {self.lock_path} ({exc.strerror})") from exc
         try:
-            self.make()
-            return os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            for _ in range(LOCK_OPEN_TRIES - 1):
+                with contextlib.suppress(FileNotFoundError):  # a revert removed the directory meanwhile
+                    return self._make_and_open()
+            return self._make_and_open()
         except OSError as exc:
             raise EnvironmentProblem(
                 f"cannot create the state directory {self.root} ({exc.strerror}: {exc.filename or self.lock_path}); "
                 "run as the user who owns the sglang install"
             ) from exc
+
+    def _make_and_open(self) -> int:
+        self.make()
+        return os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
 
     def _flock(self, fd: int, how: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -387,3 +388,46 @@ def test_consistent_judges_again_under_the_lock_when_a_writer_began_meanwhile(st
 
     assert state.consistent(judge) == 2
     assert calls == [False, True]
+
+
+def test_a_writer_whose_directory_a_revert_removes_before_the_lock_opens_makes_it_again(
+    state: StateDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A revert that finishes between the writer's ``make()`` and its open of the lock removes
+    the whole directory; the writer makes it again rather than failing with "cannot create"."""
+    real = StateDir.make
+    removed: list[int] = []
+
+    def make_then_lose_it(self: StateDir) -> None:
+        """The revert's removal, landing right after the directory was made (twice)."""
+        real(self)
+        if len(removed) < state_module.LOCK_OPEN_TRIES - 1:
+            removed.append(1)
+            shutil.rmtree(self.root)
+
+    monkeypatch.setattr(StateDir, "make", make_then_lose_it)
+    with state.lock():
+        assert state.lock_path.is_file() and (state.root / ".gitignore").is_file()
+    assert len(removed) == state_module.LOCK_OPEN_TRIES - 1
+
+
+def test_a_directory_that_keeps_vanishing_is_an_error_naming_it(
+    state: StateDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = StateDir.make
+    tries: list[int] = []
+
+    def make_then_lose_it(self: StateDir) -> None:
+        """Something removes the state directory every time it is made."""
+        real(self)
+        tries.append(1)
+        shutil.rmtree(self.root)
+
+    monkeypatch.setattr(StateDir, "make", make_then_lose_it)
+    with pytest.raises(EnvironmentProblem) as raised, state.lock():
+        pass
+    assert len(tries) == state_module.LOCK_OPEN_TRIES
+    assert str(raised.value) == (
+        f"cannot create the state directory {state.root} (No such file or directory: {state.lock_path}); "
+        "run as the user who owns the sglang install"
+    )
