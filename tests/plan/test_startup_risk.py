@@ -263,6 +263,45 @@ def entry(x, *, flag, size=4):
     )
 
 
+def test_a_decorator_inside_a_function_runs_in_that_function() -> None:
+    """A nested def's decorator runs each time its outer function runs: a creation there fails
+    where the outer function is called, and a try around the def in that function catches it."""
+    source = b"""
+import flashinfer.comm as comm
+
+def entry():
+    @register(comm.create_allreduce_fusion_workspace())
+    def inner():
+        pass
+"""
+    assert missing_kernel_effect(source) is Effect.CRASH
+    guarded = source.replace(
+        b"    @register(comm.create_allreduce_fusion_workspace())\n    def inner():\n        pass\n",
+        b"    try:\n        @register(comm.create_allreduce_fusion_workspace())\n        def inner():\n"
+        b"            pass\n    except Exception:\n        pass\n",
+    )
+    assert missing_kernel_effect(guarded) is Effect.FALLBACK
+
+
+def test_a_handler_inside_an_outer_try_is_protected_by_the_outer_one() -> None:
+    source = b"""
+import flashinfer.comm as comm
+
+def entry():
+    try:
+        try:
+            load()
+        except ImportError:
+            comm.create_allreduce_fusion_workspace()
+    except Exception:
+        pass
+"""
+    assert missing_kernel_effect(source) is Effect.FALLBACK
+    assert missing_kernel_effect(
+        source.replace(b"    except Exception:\n        pass\n", b"    finally:\n        pass\n")
+    ) is (Effect.CRASH)
+
+
 def test_functions_that_only_call_each_other_are_not_judged() -> None:
     """A creation reached only through a cycle (no entry point): unknown, not an endless walk."""
     source = b"""
