@@ -135,3 +135,56 @@ def test_impossible_selections_are_refused_with_a_reason(only: tuple, skip: tupl
     with pytest.raises(SelectionError) as info:
         select(only, skip)
     assert message in str(info.value)
+
+
+def test_skipping_what_two_patches_need_names_both(registry_of: Callable[..., None]) -> None:
+    registry_of(base=("base", ()), one=("one", ("base",)), two=("two", ("base",)))
+    with pytest.raises(SelectionError) as info:
+        select(skip=("base",))
+    assert str(info.value) == "cannot skip base: one, two need it (skip those too)"
+
+
+def test_every_unknown_id_is_named_with_every_known_one(registry_of: Callable[..., None]) -> None:
+    registry_of(a_mod=("alpha", ()), b_mod=("beta", ()))
+    with pytest.raises(SelectionError) as info:
+        select(only=("gamma",), skip=("delta",))
+    assert str(info.value) == "unknown patch id gamma, delta; known: alpha, beta"
+
+
+def test_a_patch_class_imported_into_another_module_is_registered_once(
+    registry_of: Callable[..., None], tmp_path: Path
+) -> None:
+    """A patch module that imports another's class (to reuse it) does not register it again."""
+    registry_of(a_base=("base", ()))
+    (tmp_path / "b_user.py").write_text(f"from {patch_package.__name__}.a_base import Fake as Borrowed\n")
+    try:
+        assert [p.id for p in all_patches()] == ["base"]
+    finally:
+        sys.modules.pop(f"{patch_package.__name__}.b_user", None)
+
+
+def test_an_abstract_patch_class_is_not_registered(registry_of: Callable[..., None], tmp_path: Path) -> None:
+    """A shared base class that leaves ``check`` abstract is a helper, not a patch."""
+    registry_of(a_real=("real", ()))
+    (tmp_path / "b_base.py").write_text(
+        "from sm120patch.patchkit.model import Patch\n\n\nclass Base(Patch):\n    id = 'base'\n"
+    )
+    try:
+        assert [p.id for p in all_patches()] == ["real"]
+    finally:
+        sys.modules.pop(f"{patch_package.__name__}.b_base", None)
+
+
+def test_the_order_is_by_id_where_nothing_requires_another(registry_of: Callable[..., None]) -> None:
+    registry_of(m1=("zeta", ()), m2=("alpha", ()), m3=("mid", ("zeta",)))
+    assert [p.id for p in all_patches()] == ["alpha", "zeta", "mid"]  # "mid" waits for what it requires
+
+
+def test_provided_names_are_those_of_every_requirement_transitively() -> None:
+    from sm120patch.plan.registry import by_id, provided_for
+
+    patches = by_id()
+    assert provided_for(patches[IMPORT]) == frozenset()
+    assert provided_for(patches[FLAG]) == frozenset(patches[IMPORT].provides)
+    assert provided_for(patches[GATE]) == frozenset(patches[IMPORT].provides) | frozenset(patches[FLAG].provides)
+    assert patches[IMPORT].provides and patches[FLAG].provides
