@@ -188,3 +188,9 @@ def test_provided_names_are_those_of_every_requirement_transitively() -> None:
     assert provided_for(patches[FLAG]) == frozenset(patches[IMPORT].provides)
     assert provided_for(patches[GATE]) == frozenset(patches[IMPORT].provides) | frozenset(patches[FLAG].provides)
     assert patches[IMPORT].provides and patches[FLAG].provides
+
+
+def test_skipping_every_selected_patch_is_refused_in_one_sentence() -> None:
+    with pytest.raises(SelectionError) as info:
+        select(only=(IMPORT,), skip=(IMPORT,))
+    assert str(info.value) == "nothing left to do: every patch was skipped"
