@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import libcst as cst
+import pytest
+
+from sm120patch.errors import InternalError
 from sm120patch.locate.tree import from_directory
-from sm120patch.patchkit.model import State
+from sm120patch.patchkit.model import Anchor, Finding, Patch, PatchContext, Releases, State
 from sm120patch.plan.planner import make_plan
 from sm120patch.plan.registry import all_patches, by_id
 from tests.support.mini_sglang import COMM, FILES, FUSION, write_mini_sglang
@@ -63,3 +67,70 @@ def test_a_file_that_does_not_parse_is_drift_for_each_of_its_patches(tmp_path: P
         assert (report.state, report.state_after, report.where) == (State.DRIFT, State.DRIFT, "")
         assert report.detail.startswith(f"{COMM}:") and "does not parse" in report.detail
     assert plan.changes == []  # drift anywhere: nothing is planned to be written
+
+
+class StandInPatch(Patch):
+    """A patch for these tests only: ``check`` answers ``before`` on a file without the line
+    ``added`` and ``after`` on one with it; applying it appends that line."""
+
+    id = "stand-in"
+    summary = "a patch of the planner tests"
+    anchors = (Anchor(COMM, "anything", Releases("0.5.11")),)
+
+    def __init__(self, before: Finding, after: Finding, added: str) -> None:
+        self.before, self.after, self.added = before, after, added
+
+    def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
+        if self.added in module.code:
+            return self.after
+        return Finding(self.before.state, self.before.detail, self.before.where, apply=self._apply)
+
+    def _apply(self, module: cst.Module) -> cst.Module:
+        return module.with_changes(body=[*module.body, cst.parse_statement(self.added)])
+
+
+def test_a_change_that_does_not_check_as_applied_is_a_bug_and_nothing_is_planned(tmp_path: Path) -> None:
+    package = write_mini_sglang(tmp_path / "site")
+    patch = StandInPatch(Finding(State.PENDING, "will change"), Finding(State.DRIFT, "still not there"), "x = 1\n")
+    with pytest.raises(InternalError) as raised:
+        make_plan(from_directory(package), [patch], change=True)
+    assert str(raised.value) == (
+        f"{COMM}: stand-in did not re-check as applied (drift: still not there); nothing was written"
+    )
+
+
+def test_a_change_that_does_not_compile_is_a_bug_naming_the_file(tmp_path: Path) -> None:
+    package = write_mini_sglang(tmp_path / "site")
+    patch = StandInPatch(Finding(State.PENDING, "will change"), Finding(State.APPLIED, "changed"), "return 1\n")
+    with pytest.raises(InternalError) as raised:
+        make_plan(from_directory(package), [patch], change=True)
+    message = str(raised.value)
+    assert message.startswith(f"{COMM}: the patched code does not compile (")
+    assert "'return' outside function (communicator.py, line " in message  # Python names the file
+    assert message.endswith("); nothing was written")
+
+
+@pytest.mark.parametrize(("first", "final", "shown"), [("f", "", "f"), ("", "g", "g"), ("f", "g", "f")])
+def test_a_report_says_where_the_patch_looked_before_or_else_after(
+    tmp_path: Path, first: str, final: str, shown: str
+) -> None:
+    package = write_mini_sglang(tmp_path / "site")
+    patch = StandInPatch(
+        Finding(State.PENDING, "will change", first), Finding(State.APPLIED, "changed", final), "y = 2\n"
+    )
+    (report,) = make_plan(from_directory(package), [patch], change=True).reports
+    assert (report.where, report.state, report.state_after, report.detail) == (
+        shown,
+        State.PENDING,
+        State.APPLIED,
+        "changed",
+    )
+
+
+def test_a_refused_release_is_planned_as_nothing_but_keeps_its_tree(tmp_path: Path) -> None:
+    files = dict(FILES)
+    files["srt/utils/common.py"] = files["srt/utils/common.py"].replace("def is_sm120_supported", "def _gone")
+    package = write_mini_sglang(tmp_path / "site", files=files)
+    tree = from_directory(package)
+    plan = make_plan(tree, list(all_patches()), change=True)
+    assert plan.tree is tree and plan.files == [] and plan.refusal
