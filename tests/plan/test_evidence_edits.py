@@ -33,6 +33,8 @@ class A:
         with open("f") as fh:
             pass
 
+    def k(self): return 0
+
 
 def h():
   y = 1
@@ -104,6 +106,29 @@ EDITS: dict[str, Edit] = {
     "a line added between two": lambda m: module_body(m, 1, [m.body[1], stmt("Y = 2\n")]),
     "a line removed": lambda m: at_class_method(m, 0, lambda f: in_body(f, 2, [])),
     "a line replaced by two": lambda m: module_body(m, 1, [stmt("X = 2\n"), stmt("Y = 3\n")]),
+    "a one-line body grown into a block": lambda m: at_class_method(
+        m, 2, lambda k: k.with_changes(body=cst.IndentedBlock([stmt("return 1\n")]))
+    ),
+    "a one-line body changed": lambda m: at_class_method(
+        m,
+        2,
+        lambda k: k.with_changes(body=k.body.with_changes(body=[cst.Return(cst.Integer("1"))])),  # type: ignore[attr-defined]
+    ),
+    "a comment added after a def's colon": lambda m: at_class_method(
+        m,
+        1,
+        lambda g: g.with_changes(
+            body=g.body.with_changes(  # type: ignore[attr-defined]
+                header=cst.TrailingWhitespace(cst.SimpleWhitespace("  "), cst.Comment("# note"))
+            )
+        ),
+    ),
+    "a line added first in a longer body": lambda m: at_class_method(
+        m,
+        0,
+        lambda f: in_body(f, 0, [stmt("seen = []\n"), f.body.body[0]]),  # type: ignore[attr-defined]
+    ),
+    "the last statement repeated": lambda m: m.with_changes(body=[*m.body, m.body[-1]]),
     "a line in a body indented by two": lambda m: module_body(m, 3, [in_body(m.body[3], 1, [stmt("return y + 1\n")])]),
 }
 
@@ -165,4 +190,4 @@ def test_evidence_lines_equal_the_printed_modules() -> None:
     nodes = [[final.body[2]], [final.body[4].body.body[1]]]  # type: ignore[attr-defined]
     data, lines = emit(SOURCE.encode(), parsed, final, nodes)
     assert (data.decode(), lines) == generate(final, nodes)
-    assert [[e.line for e in group] for group in lines] == [[4], [24]]
+    assert [[e.line for e in group] for group in lines] == [[4], [26]]
