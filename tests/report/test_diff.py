@@ -101,3 +101,12 @@ def test_the_default_context_is_three_lines() -> None:
 def test_bytes_that_are_not_utf8_are_shown_replaced() -> None:
     diff = unified_diff("srt/a.py", b"ok\nbad \xff\n", b"ok\nbad \xfe!\n")
     assert diff == "--- a/sglang/srt/a.py\n+++ b/sglang/srt/a.py\n@@ -1,2 +1,2 @@\n ok\n-bad \ufffd\n+bad \ufffd!\n"
+
+
+def test_a_tail_that_repeats_earlier_lines_is_cut_only_where_both_files_end_alike() -> None:
+    """The common tail is counted from both files' ends at once (here `y y`): lines that only
+    repeat earlier ones of the other file are not common, and no context is lost to them."""
+    old, new = "z\ny\ny\nz\ny\ny\n", "x\nx\ny\ny\n"
+    assert unified_diff("x.py", old.encode(), new.encode(), 1) == (
+        "--- a/sglang/x.py\n+++ b/sglang/x.py\n@@ -1,5 +1,3 @@\n-z\n+x\n+x\n y\n-y\n-z\n-y\n"
+    )
