@@ -198,3 +198,14 @@ def test_a_missing_file_is_not_needed_only_before_the_release_that_added_it(
 def test_a_patch_s_doc_is_its_docstring_stripped() -> None:
     assert Toy().doc == "A toy patch.\n\n    Looks in two files."
     assert Bare().doc == ""
+
+
+def test_an_example_keeps_its_first_line_as_written_after_the_blank_lines() -> None:
+    """Only the newlines before the code go: the first line's own text and indentation stay
+    (an example may start with a name in capitals, or deeper than the lines after it)."""
+    from sm120patch.patchkit.model import Example, State
+
+    example = Example("caps", "\n\n    XX_FLAG = 1\n    y = 2\n", state=State.NOT_NEEDED)
+    assert example.before == "XX_FLAG = 1\ny = 2\n"
+    deeper = Example("deeper", "\n        x = 1\n    y = 2\n", state=State.NOT_NEEDED)
+    assert deeper.before == "    x = 1\ny = 2\n"
