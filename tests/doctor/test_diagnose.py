@@ -9,12 +9,13 @@ query with two RTX PRO 6000 (cc 12.0), or from nothing (no ``nvidia-smi``: no GP
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from sm120patch.doctor.diagnose import diagnose, refusal
-from sm120patch.doctor.findings import DoctorReport, Severity
+from sm120patch.doctor.findings import DoctorReport, HostFinding, Severity
 from sm120patch.doctor.gpus import Gpu, GpuReport
 from sm120patch.doctor.host import DriverFacts, Host, parse_host_facts
 from sm120patch.doctor.patch_states import patch_states
@@ -22,7 +23,7 @@ from sm120patch.locate.tree import from_directory
 from sm120patch.patchkit.model import State
 from tests.doctor.facts import host_with
 from tests.support.cli import jrun_process, process_env
-from tests.support.fakes import RTX_PRO_6000, fake_nvidia_smi
+from tests.support.fakes import RTX_PRO_6000, fake_flashinfer, fake_nvidia_smi
 from tests.support.realtrees import serving_env
 
 
@@ -287,3 +288,61 @@ def test_refusal(mini: Path) -> None:
         f"sglang {tree.version} has no SM12x probe (sglang.srt.utils.is_sm120_supported, added in 0.5.4), so its "
         "fusion gates cannot be widened without adding GPU detection to sglang. Upgrade to sglang >= 0.5.4."
     )
+
+
+# --- what each check is handed: the tree, the error, the TP, the refusal (no processes) ----------
+
+GPU_DETAIL = f"GPU 0: {RTX_PRO_6000} (cc 12.0); GPU 1: {RTX_PRO_6000} (cc 12.0)"
+FLASHINFER_LACKS = "FlashInfer 0.6.3 lacks the SM12x allreduce kernel (>= 0.6.17 needed)"
+
+
+def test_nvidia_smi_s_unread_lines_and_the_locate_error_reach_the_report() -> None:
+    facts = host_with()
+    unread = replace(facts, gpus=GpuReport(facts.gpus.gpus, "nvidia-smi", unread=("No devices were found",)))
+    report = diagnose(None, "no sglang in /env/bin/python", {}, unread)
+    assert report.findings[:2] == [
+        HostFinding(
+            "gpus",
+            Severity.OK,
+            "2 SM12x GPU(s): the patches matter here",
+            f"{GPU_DETAIL}; nvidia-smi also printed: No devices were found",
+            "nvidia-smi",
+        ),
+        HostFinding("sglang", Severity.ERROR, "no sglang found", "no sglang in /env/bin/python", "sm120patch locate"),
+    ]
+
+
+def test_the_tree_reaches_the_sglang_patch_and_allreduce_findings_and_the_tp_the_allreduce(mini: Path) -> None:
+    """The miniature release with FlashInfer 0.6.3 beside it (``fake_flashinfer``), at --tp 4
+    on a host where torch sees 2 GPUs."""
+    fake_flashinfer(mini.parent, "0.6.3", [9, 10])
+    tree = from_directory(mini)
+    found = {f.id: f for f in diagnose(tree, None, patch_states(tree), host_with(), tp=4).findings}
+    assert found["sglang"] == HostFinding("sglang", Severity.INFO, "sglang 0.5.11 (wheel)", str(mini), tree.how_found)
+    assert found["flashinfer"].summary == FLASHINFER_LACKS
+    assert found["flashinfer"].detail == (
+        "the fused path fails at JIT on SM12x (sglang#15650); pip install -U 'flashinfer-python>=0.6.17'"
+    )
+    assert found["patch:communicator-flag"].source == f"sm120patch verify ({mini})"
+    assert found["allreduce"].summary == "sglang 0.5.11 allreduce at TP 4: NCCL"
+    assert found["allreduce"].detail == (
+        "NVLink not known (NVML did not answer; read as PCIe); the custom allreduce needs P2P between the GPUs "
+        "and these lack it"
+    )
+
+
+def test_a_refused_release_keeps_the_findings_before_it_and_points_flashinfer_at_the_upgrade(mini: Path) -> None:
+    """The miniature release with FlashInfer 0.6.3 beside it (``fake_flashinfer``); the states
+    say refused, so the generic refusal stands."""
+    fake_flashinfer(mini.parent, "0.6.3", [9, 10])
+    tree = from_directory(mini)
+    report = diagnose(tree, None, {"communicator-flag": State.REFUSED}, host_with())
+    assert [f.id for f in report.findings] == [
+        "gpus", "sglang", "flashinfer", "patches", "p2p", "allreduce", "multicast", "gdr", "alloc-conf",
+    ]  # fmt: skip
+    found = {f.id: f for f in report.findings}
+    assert (found["flashinfer"].summary, found["flashinfer"].detail) == (
+        FLASHINFER_LACKS,
+        "sglang >= 0.5.18 pins a FlashInfer that has it",
+    )
+    assert found["patches"].detail == "sm120patch refuses this release (see `sm120patch apply`)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import locale
 from pathlib import Path
 
 import pytest
@@ -254,3 +255,31 @@ def test_user_config_refusals_say_exactly_why(tmp_path: Path) -> None:
         f"the model in {path} has 6 attention heads, which --tp 4 does not divide: sglang cannot shard it"
     )
     assert config.read_user(path, 3, tmp_path / "t").hidden == 64
+
+
+def test_the_bundled_config_json_holds_whole_numbers_rounded_up_to_256s(tmp_path: Path) -> None:
+    # 4992 = 39 heads of 128; 4992 * 3.5 = 17472, rounded up to 256s: 17664 (69 x 256)
+    config.write_bundled(tmp_path, 4992, 2, "bf16", 3, 10)
+    text = (tmp_path / "config.json").read_text()
+    assert '\n "intermediate_size": 17664,\n' in text
+    assert '\n "num_attention_heads": 39,\n "num_key_value_heads": 39,\n' in text
+    assert config.bundled_config(6016, 1, "bf16", 1)["intermediate_size"] == 21248  # 21056 rounded up
+
+
+def test_the_smallest_sizes_a_user_config_may_have(tmp_path: Path) -> None:
+    path = _user(tmp_path, {"hidden_size": 1, "num_hidden_layers": 1, "vocab_size": 2})
+    (path / "tokenizer.json").write_text("{}")
+    assert config.read_user(path, 1, tmp_path / "t") == config.Model(path, None, False, "unknown", 1, 1)
+
+
+def test_a_user_config_is_read_as_utf8_whatever_the_locale(tmp_path: Path) -> None:
+    path = _user(tmp_path, {})
+    data = {"architectures": ["Modèle"], "hidden_size": 64, "num_hidden_layers": 2}
+    (path / "config.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    previous = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")  # a locale whose encoding is ASCII
+    try:
+        model = config.read_user(path, 1, tmp_path / "t")
+    finally:
+        locale.setlocale(locale.LC_CTYPE, previous)
+    assert model.architecture == "Modèle"

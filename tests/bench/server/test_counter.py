@@ -149,3 +149,14 @@ def test_read_of_an_empty_or_missing_directory_is_no_process(tmp_path: Path) -> 
     assert read(tmp_path / "missing") == Counts()
     write(tmp_path, "1.json", {"multicast_guarded": False})
     assert read(tmp_path) == Counts(processes=1)
+
+
+def test_a_process_is_a_fused_rank_by_the_sum_of_its_fused_calls(tmp_path: Path) -> None:
+    write(tmp_path, "1.json", {"counts": {KERNEL: {"eager": 1}}})  # one eager call is enough
+    write(tmp_path, "2.json", {"counts": {KERNEL: {"capture": 1}}})  # so is one in capture
+    write(tmp_path, "3.json", {"counts": {LEGACY: {"eager": 2}, KERNEL: {"eager": 0, "capture": 0}}})  # a later 0
+    write(tmp_path, "4.json", {"counts": {KERNEL: {"eager": 0}}})
+    counts = read(tmp_path)
+    assert (counts.processes, counts.ranks_fused) == (4, 3)
+    assert counts.fused.as_json() == {"eager": 3, "capture": 1, "fell_back": 0}
+    assert counts.describe() == "fused kernel called 4x in 3 processes (3 eager, 1 in graph capture)"
