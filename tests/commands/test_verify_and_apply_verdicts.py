@@ -3,8 +3,10 @@ way, in this process on the miniature release (tests/support/mini_sglang.py).
 
 Fakes: a fake ``nvidia-smi`` on PATH (``fake_nvidia_smi``); FakeTorch (``fake_torch_package``)
 on the serving interpreter's path for ``verify --runtime``; a Ctrl-C injected as apply replaces
-its first file (``fsutil.STEP_HOOK``, the reliability suite's hook); and, for a record another
-run changed meanwhile, ``apply._still_current`` answering "changed".
+its first file (``fsutil.STEP_HOOK``, the reliability suite's hook); for a record another
+run changed meanwhile, ``apply._still_current`` answering "changed"; for a file rewritten just
+after verify read it, ``verify.judge`` wrapped to write it; and, for what verify hands the
+runtime check, ``runtime.check`` recording its arguments.
 """
 
 from __future__ import annotations
@@ -17,11 +19,16 @@ from pathlib import Path
 
 import pytest
 
+from sm120patch import __version__
 from sm120patch.commands import apply as apply_module
+from sm120patch.commands import verify as verify_module
 from sm120patch.commands.verify import verify
+from sm120patch.doctor import runtime
+from sm120patch.doctor.runtime import RuntimeCheck
 from sm120patch.errors import ExitCode
 from sm120patch.locate.tree import from_directory
 from sm120patch.transaction import fsutil
+from sm120patch.transaction.fsutil import sha256
 from tests.support.cli import jrun, run, tree_hashes
 from tests.support.fakes import RTX_PRO_6000, fake_flashinfer, fake_nvidia_smi, fake_torch_package
 from tests.support.mini_sglang import COMM, FILES, FUSION, SERVER_ARGS, write_mini_sglang
@@ -186,6 +193,56 @@ def test_runtime_is_not_tried_on_a_refused_release(mini: Path) -> None:
     code, data = verify_json(mini, "--runtime")
     assert code == 1 and data["headline"].startswith("sglang 0.5.11 has no SM12x probe")
     assert data["runtime"] is None
+
+
+def test_verify_shows_the_saved_state_it_judged_by(mini: Path) -> None:
+    applied(mini)
+    code, data = verify_json(mini)
+    assert code == 0
+    assert data["state"] == {
+        "dir": str(mini / ".sm120patch"),
+        "present": True,
+        "sglang_version": "0.5.11",
+        "tool_version": __version__,
+        "stale": False,
+        "files": sorted([COMM, FUSION, SERVER_ARGS]),
+        "interrupted": False,
+    }
+
+
+def test_each_file_is_reported_as_judged_not_as_read_again(mini: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file another tool rewrites just after verify read it: its hash is that of the bytes judged."""
+    judged_bytes = (mini / COMM).read_bytes()
+    real_judge = verify_module.judge
+
+    def judge_then_rewrite(tree: object) -> object:
+        """Fake: ``judge``, then another tool writes the gate file."""
+        judged = real_judge(tree)
+        (mini / COMM).write_text(FILES[COMM] + "# written after verify read it\n")
+        return judged
+
+    monkeypatch.setattr(verify_module, "judge", judge_then_rewrite)
+    outcome = verify(from_directory(mini))
+    hashes = {f.rel: f.sha256 for f in outcome.files}
+    assert hashes[COMM] == sha256(judged_bytes)
+    assert outcome.headline == f"not patched: the files are sglang 0.5.11's release files (RECORD hashes match). {RUN}"
+
+
+def test_the_runtime_check_imports_every_patched_file_within_the_timeout_asked(
+    mini: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[tuple[list[str], float]] = []
+
+    def record(tree: object, rels: list[str], python: str, timeout: float) -> RuntimeCheck:
+        """Fake ``runtime.check``: records what it was asked; torch "does not import"."""
+        seen.append((rels, timeout))
+        return RuntimeCheck(python, None, None, None, (), 3)
+
+    monkeypatch.setattr(runtime, "check", record)
+    applied(mini)
+    outcome = verify(from_directory(mini), runtime_timeout=7.5)
+    assert seen == [(sorted([COMM, FUSION, SERVER_ARGS]), 7.5)]
+    assert outcome.exit_code is ExitCode.ENVIRONMENT
 
 
 # --- apply ----------------------------------------------------------------------------------------

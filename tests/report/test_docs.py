@@ -117,3 +117,50 @@ def test_list_docs_wraps_paragraphs_to_the_terminal(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(registry, "all_patches", lambda: [long])
     lines = rendered(width=40)
     assert lines[2:6] == ["  " + " ".join(["word"] * 7)] * 4 and lines[6] == "  word word"
+
+
+@pytest.fixture
+def colour(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A colour terminal as rich sees one: FORCE_COLOR, an xterm (8 colours), NO_COLOR unset."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("COLORTERM", raising=False)
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("TERM", "xterm")
+
+
+def test_list_docs_in_colour_each_patch_and_where_it_looks_in_bold(stand_ins: None, colour: None) -> None:
+    out = io.StringIO()
+    render_docs(Console(file=out, width=100, highlight=False))
+    lines = out.getvalue().split("\n")
+    bold, reset = "\x1b[1m", "\x1b[0m"
+    assert [line for line in lines if bold in line] == [
+        f"{bold}gate: widen the gate{reset}",
+        f"{bold}  where it looks:{reset}",
+        f"{bold}import: import the probe{reset}",
+        f"{bold}  where it looks:{reset}",
+    ]
+    assert "  Widen the gate with SM12x." + " " * 72 in lines  # the paragraphs stay plain
+
+
+def test_list_docs_fills_each_line_to_the_terminals_last_column(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 54 columns a 52-character paragraph line (indented 2) and a 50-character anchor row
+    (indented 4) fit exactly: nothing is kept free on the right."""
+    patch = StandInPatch(
+        "p",
+        "s",
+        "The gate reads the flags once, at import: the probes set them.",
+        (Anchor("srt/layers/a.py", "fuse", Releases("0.5.8")),),
+    )
+    monkeypatch.setattr(registry, "all_patches", lambda: [patch])
+    out = io.StringIO()
+    render_docs(Console(file=out, width=54, no_color=True, highlight=False))
+    assert out.getvalue().split("\n") == [
+        "",
+        "p: s",
+        "  The gate reads the flags once, at import: the probes",
+        "  set them." + " " * 43,
+        " " * 54,
+        "  where it looks:",
+        "    sglang/srt/layers/a.py: function fuse, 0.5.8 - now",
+        "",
+    ]
