@@ -338,3 +338,24 @@ def test_a_check_that_cannot_start_or_hangs_is_an_environment_problem(mini: Path
     with pytest.raises(EnvironmentProblem) as hung:
         check(from_directory(mini), [], python, 0.3)
     assert str(hung.value) == f"{python} did not import the patched modules within 0.3 s (--timeout raises the limit)"
+
+
+def test_an_answer_with_bytes_that_are_not_utf8_is_read_with_them_replaced(mini: Path, tmp_path: Path) -> None:
+    """A module path in Latin-1 (an old locale) in the answer: the answer still reads."""
+    python = answering_python(tmp_path, 'printf \'{"python": "caf\\351", "modules": []}\' > "$4"; exit 0')
+    result = check(from_directory(mini), ["srt/layers/communicator.py"], python, 30)
+    assert (result.exit_code, result.python) == (0, "caf\ufffd")
+
+
+def test_a_check_that_stopped_before_torch_says_null_for_every_step_it_did_not_reach() -> None:
+    from sm120patch.doctor.runtime import RuntimeCheck
+
+    stopped = RuntimeCheck("/env/bin/python", None, None, None, (), 3)
+    assert stopped.to_json() == {
+        "python": "/env/bin/python",
+        "torch": None,
+        "sglang": None,
+        "probe": None,
+        "modules": [],
+        "exit_code": 3,
+    }

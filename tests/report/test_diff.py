@@ -110,3 +110,12 @@ def test_a_tail_that_repeats_earlier_lines_is_cut_only_where_both_files_end_alik
     assert unified_diff("x.py", old.encode(), new.encode(), 1) == (
         "--- a/sglang/x.py\n+++ b/sglang/x.py\n@@ -1,5 +1,3 @@\n-z\n+x\n+x\n y\n-y\n-z\n-y\n"
     )
+
+
+def test_the_common_tail_is_cut_before_difflib_compares() -> None:
+    """`line 0` ends both files, so only the two lines before it are new; difflib given the
+    whole files would pair the old line with the first `line 0` instead (a valid diff too,
+    but not the one the cut gives, which keeps the end of the file as it was)."""
+    assert unified_diff("x.py", b"line 0\n", b"line 1\nline 0\nline 0\n", 0) == (
+        "--- a/sglang/x.py\n+++ b/sglang/x.py\n@@ -0,0 +1,2 @@\n+line 1\n+line 0\n"
+    )
