@@ -32,7 +32,7 @@ class ImportSite:
 
 
 def find_import_site(
-    module: cst.Module, sources: Iterable[str], anchor: str | None, name: str = ""
+    module: cst.Module, sources: Iterable[str], anchor: str | None, name: str
 ) -> ImportSite | None:
     """The import-time ``from <source> import`` that imports ``anchor``.
 

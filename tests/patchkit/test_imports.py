@@ -125,5 +125,5 @@ def test_the_first_import_of_the_anchor_is_the_site() -> None:
         "from sglang.srt.utils.common import is_sm100_supported\n"
         "from sglang.srt.utils import is_sm100_supported\n"
     )
-    site = find_import_site(module, UTILS, "is_sm100_supported")
+    site = find_import_site(module, UTILS, "is_sm100_supported", NEW)
     assert site is not None and site.source == "sglang.srt.utils.common" and site.node is module.body[1].body[0]
