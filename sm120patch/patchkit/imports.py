@@ -31,9 +31,7 @@ class ImportSite:
     source: str
 
 
-def find_import_site(
-    module: cst.Module, sources: Iterable[str], anchor: str | None, name: str
-) -> ImportSite | None:
+def find_import_site(module: cst.Module, sources: Iterable[str], anchor: str | None, name: str) -> ImportSite | None:
     """The import-time ``from <source> import`` that imports ``anchor``.
 
     Without an anchor, the first such import of any name: ``name`` then goes after the
