@@ -104,3 +104,10 @@ def test_a_hanging_interpreter_and_nvidia_smi_cost_the_limit_once(tmp_path: Path
     assert elapsed < 1.9  # side by side, not one after the other
     assert host.facts.error == f"{python} did not {STEP} within 1 s (--timeout raises the limit)"
     assert host.gpus.error == "nvidia-smi did not answer within 1 s"
+
+
+def test_an_odd_gpu_name_and_an_odd_device_entry_are_named_where_they_are() -> None:
+    facts = parse_host_facts({"torch": {"ok": True}, "gpus": [{"index": 0, "name": 5, "capability": [12, 0]}]})
+    assert facts.torch.error == "odd host_facts answer: gpus[0].name: 5"
+    facts = parse_host_facts({"driver": {"ok": True}, "devices": [{"index": 0, "multicast": 1, "gdr_vmm": 0}, 7]})
+    assert facts.driver.error == "odd host_facts answer: devices[1]: 7"
