@@ -79,7 +79,16 @@ def run_module(module: str, budget_s: float, open_only: bool) -> tuple[dict[str,
     if open_only:
         # A mutant killed once stays killed while the tests only grow; mutmut makes new
         # mutants (status "not checked") for each function whose code changed.
-        targets = [name for name, status in statuses_now().items() if in_module(name, module) and status != "killed"]
+        # A survivor triage.toml names as equivalent stays one: not run again (each costs every
+        # fast test that reaches it).
+        equivalent = load_triage()
+        targets = [
+            name
+            for name, status in statuses_now().items()
+            if in_module(name, module)
+            and status != "killed"
+            and not (status == "survived" and triage_key(name, changed_line(name)) in equivalent)
+        ]
     if targets:
         # On timeout, what finished is in mutmut's own records; the rest reads "not checked".
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -205,7 +214,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("modules", nargs="*", help="dotted module names (default: every module)")
     parser.add_argument("--budget", type=float, default=900, help="seconds per module")
-    parser.add_argument("--open", action="store_true", help="run only the mutants mutmut has not recorded as killed")
+    parser.add_argument(
+        "--open", action="store_true", help="only the mutants not killed yet nor named equivalent in triage.toml"
+    )
     parser.add_argument("--render", action="store_true", help="only rewrite the report from the kept results")
     parser.add_argument("--output", type=Path, default=REPO / "docs" / "mutation.md")
     args = parser.parse_args()
