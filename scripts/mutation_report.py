@@ -155,8 +155,8 @@ def _kind(entry: dict) -> str:
 
 def timing(results: dict[str, dict]) -> str:
     """What the kept runs cost, summed: the runs that checked every mutant, and the --open ones."""
-    full = {m: e.get("full_seconds", e["seconds"] if "checked" not in e else None) for m, e in results.items()}
-    full = {m: seconds for m, seconds in full.items() if seconds is not None}
+    kept = {m: e.get("full_seconds", e["seconds"] if "checked" not in e else None) for m, e in results.items()}
+    full: dict[str, int] = {m: seconds for m, seconds in kept.items() if seconds is not None}
     reruns = [e for e in results.values() if _kind(e)]
     text = (
         f"The runs that checked every mutant of their module took {sum(full.values()) / 60:.0f} min "
