@@ -224,6 +224,61 @@ def test_on_a_narrow_terminal_the_detail_goes_under_its_patch(
     assert lines[-1] == "    _is_sm120_supported is assigned"
 
 
+def test_ids_padded_to_the_longest_id_of_any_file_still_leave_the_detail_whole(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long id in one file widens the id column of every file; where a detail then needs
+    more than the terminal has, the detail column narrows (the id column, padded to its
+    width, never does: a narrowed one would take back its width and crop the detail)."""
+    monkeypatch.setenv("COLUMNS", "120")
+    ident = "sm120-" + "x" * 49
+    digits = "".join(f"{n:03d}" for n in range(30))
+    reports = (
+        a_report("gate", "srt/a.py", State.PENDING, "will widen " * 4 + digits),
+        a_report(ident, "srt/b.py", State.SKIPPED, "left out"),
+    )
+    assert shown(capsys, an_outcome(reports=reports))[1:-1] == [
+        "sglang/srt/a.py",
+        "  gate" + " " * 54 + "pending   will widen will widen will widen will widen",
+        " " * 70 + digits[:49],
+        " " * 70 + digits[49:],
+        "sglang/srt/b.py",
+        f"  {ident}   skipped   left out",
+    ]
+
+
+def test_a_narrow_report_exactly_id_folded_detail_indented_and_padded_to_its_own_width(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stacked, byte for byte: an id wider than the terminal folds (it has no space to wrap
+    at); the detail wraps in the 26 columns right of its indent, each line padded to the
+    widest line of its own detail, not to the terminal."""
+    monkeypatch.setenv("COLUMNS", "30")
+    reports = (
+        a_report(
+            "communicator-fusion-gate-and-flag",
+            "srt/a.py",
+            State.PENDING,
+            "widens the gate for sm120a and sets the flag",
+            after=State.APPLIED,
+        ),
+        a_report("flag", "srt/a.py", State.APPLIED, "set"),
+    )
+    render(an_outcome(reports=reports))
+    assert capsys.readouterr().err == (
+        "sglang 0.5.11  /site/sglang  \n"
+        "[wheel]\n"
+        "sglang/srt/a.py\n"
+        "  communicator-fusion-gate-and\n"
+        "-flag  pending -> applied\n"
+        "    widens the gate for sm120a\n"
+        "    and sets the flag         \n"
+        "  flag  applied\n"
+        "    set\n"
+        "done\n"
+    )
+
+
 # --- evidence --------------------------------------------------------------------------------
 
 
@@ -268,6 +323,16 @@ def test_a_long_evidence_line_folds_inside_its_column(capsys: pytest.CaptureFixt
     first, second = lines[at + 1 : at + 3]
     assert first.startswith("    7     ") and second.startswith(" " * 10)
     assert first[10:] + second[10:] == code
+
+
+def test_on_a_tiny_terminal_the_evidence_line_number_stays_whole(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The code column gives way, however narrow; the line number is never split."""
+    monkeypatch.setenv("COLUMNS", "16")
+    reports = (a_report("g", "srt/a.py", State.APPLIED, "ok", evidence=(Evidence(12345, "x = 1"),)),)
+    lines = shown(capsys, an_outcome(Command.VERIFY, reports=reports))
+    assert lines[lines.index("evidence:") + 3 : -1] == ["    12345     x", "              =", "              1"]
 
 
 def test_no_evidence_no_heading(capsys: pytest.CaptureFixture[str]) -> None:
