@@ -56,7 +56,7 @@ def bench_server(
     dtype: str,
     server_args: tuple[str, ...],
     plot: Path | None,
-    kernel: bool = True,
+    kernel: bool,
 ) -> int:
     from sm120patch.bench.server import driver, render
     from sm120patch.doctor import launch as doctor

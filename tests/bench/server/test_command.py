@@ -93,6 +93,7 @@ def call(server_args: tuple[str, ...] = (), **changes: Any) -> int:
         "dtype": "bf16",
         "server_args": server_args,
         "plot": None,
+        "kernel": True,
     }
     args.update(changes)
     return bench_server.bench_server(**args)
