@@ -386,3 +386,18 @@ def test_the_kernel_part_of_the_text() -> None:
     shown = kernel_text(kernel_result())
     assert shown.startswith("\x1b[1mkernel level, same TP, hidden size and dtype (sm120patch bench):\x1b[0m\n")
     assert "63 % to 84 % faster" in " ".join(shown.split())
+
+
+def test_python_picks_the_interpreter_that_finds_sglang_and_runs_the_benchmark(
+    served: dict[str, Any], tmp_path: Path
+) -> None:
+    """``--python``: sglang is looked for in that interpreter (here a wrapper that alone puts
+    FakeSglang's site on its path) and the benchmark runs in it."""
+    wrapper = tmp_path / "env" / "bin" / "python"
+    wrapper.parent.mkdir(parents=True)
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={served["package"].parent} exec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    code, stdout, _ = run("bench", "--server", "--python", str(wrapper), "--json", "--tp", "2")
+    assert code == 0, stdout
+    assert served["settings"].python == str(wrapper)
+    assert served["settings"].package_dir == served["package"]
