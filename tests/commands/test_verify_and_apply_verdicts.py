@@ -420,3 +420,31 @@ def test_each_file_is_reported_once_as_it_stands(mini: Path) -> None:
         "communicator.py",
         "flashinfer_comm_fusion.py",
     ]
+
+
+def test_the_saved_state_records_where_sglang_is(mini: Path) -> None:
+    """The manifest names the package it belongs to (an upgrade or a copied tree is told by it)."""
+    import json
+
+    from sm120patch.commands.apply import apply as apply_tree
+    from sm120patch.locate.tree import from_directory as locate_here
+
+    assert apply_tree(locate_here(mini)).exit_code == 0
+    manifest = json.loads((mini / ".sm120patch" / "manifest.json").read_text())
+    assert (manifest["sglang_location"], manifest["sglang_version"]) == (str(mini), "0.5.11")
+
+
+def test_apply_refuses_a_flashinfer_without_the_sm12x_kernel_unless_told(mini: Path) -> None:
+    """FakeFlashInfer 0.6.3 beside sglang (``fake_flashinfer``): its allreduce is built for
+    SM 9 and 10 only; apply changes nothing unless ``allow_missing_kernel``."""
+    from sm120patch.commands.apply import apply as apply_tree
+    from sm120patch.locate.tree import from_directory as locate_here
+    from tests.support.fakes import fake_flashinfer
+
+    fake_flashinfer(mini.parent, "0.6.3", [9, 10])
+    before = (mini / "srt/layers/communicator.py").read_bytes()
+    refused = apply_tree(locate_here(mini))
+    assert refused.exit_code == 1 and refused.written == []
+    assert (mini / "srt/layers/communicator.py").read_bytes() == before
+    allowed = apply_tree(locate_here(mini), allow_missing_kernel=True)
+    assert allowed.exit_code == 0 and allowed.written
