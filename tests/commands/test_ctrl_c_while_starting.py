@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,12 @@ DEAF = "import os, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_I
 
 
 @pytest.fixture
-def ctrl_c_inside_popen(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """FakeCtrlC; the pids of the processes it started."""
+def ctrl_c_inside_popen(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """FakeCtrlC; the pids of the processes it started.  SIGINT gets Python's own handler for
+    the test, as in a terminal (a test runner may have put one of its own there)."""
     started: list[int] = []
     real = subprocess.Popen
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def popen(*args: Any, **kwargs: Any) -> subprocess.Popen[Any]:
         proc = real(*args, **kwargs)
@@ -41,7 +44,8 @@ def ctrl_c_inside_popen(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         return proc
 
     monkeypatch.setattr(subprocess, "Popen", popen)
-    return started
+    yield started
+    signal.signal(signal.SIGINT, previous)
 
 
 def gone(pids: list[int]) -> bool:
