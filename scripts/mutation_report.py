@@ -171,6 +171,14 @@ def timing(results: dict[str, dict]) -> str:
     return text + ". A killed mutant costs about a second; one that survives costs every fast test that reaches it."
 
 
+def not_run(results: dict[str, dict]) -> str:
+    """The modules of the package that no kept run covers yet."""
+    missing = [module for module in every_module() if module not in results]
+    if not missing:
+        return "Every module of the package has been run.\n"
+    return "Not run yet: " + ", ".join(f"`{module}`" for module in missing) + ".\n"
+
+
 def render(results: dict[str, dict], output: Path) -> list[str]:
     """Write the report; returns the survivors nobody has answered yet."""
     triage = load_triage()
@@ -197,6 +205,7 @@ def render(results: dict[str, dict], output: Path) -> list[str]:
         "the mutants not killed before (their number in brackets), so it is shorter than a first run.\n",
         timing(results) + "\n",
         table(results, equivalent) + "\n",
+        not_run(results),
         "## Survivors not yet answered\n",
         "Show one with `mutmut show NAME`.\n",
         "\n".join(f"- `{name}`: `{lines[name]}`" for name in open_) or "None.",
