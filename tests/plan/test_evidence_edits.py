@@ -191,3 +191,23 @@ def test_evidence_lines_equal_the_printed_modules() -> None:
     data, lines = emit(SOURCE.encode(), parsed, final, nodes)
     assert (data.decode(), lines) == generate(final, nodes)
     assert [[e.line for e in group] for group in lines] == [[4], [26]]
+
+
+def test_evidence_lines_after_a_leading_blank_line_and_a_header_comment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file that starts with a blank line and a comment, a block indented by two: each
+    evidence line is found in the spliced text (not by printing the module) and is the line
+    printing gives."""
+    source = "\n# header\n\nx = 1\n\n\ndef g():\n    return 1\n\n\ndef f():\n  return 2\n"
+    parsed = cst.parse_module(source)
+    final = module_body(parsed, 0, [stmt("x = 2\n")])
+    nodes = [[final.body[0]], [final.body[2].body.body[0]]]  # type: ignore[attr-defined]
+    expected = generate(final, nodes)
+    assert [[e.line for e in group] for group in expected[1]] == [[4], [12]]
+    assert generate(parsed, [[parsed.body[0]]])[1][0][0].line == 4  # and without a change
+
+    def no_fallback(*args: object) -> None:
+        raise AssertionError("fell back to printing the whole module")
+
+    monkeypatch.setattr(evidence, "generate", no_fallback)
+    data, lines = emit(source.encode(), parsed, final, nodes)
+    assert (data.decode(), lines) == expected
