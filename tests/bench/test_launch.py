@@ -136,3 +136,46 @@ def test_a_rank_killed_by_a_signal_says_so(tmp_path: Path) -> None:
     script = rank_script(tmp_path / "rank.py", "import signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
     with pytest.raises(RankFailure, match="killed by signal 9"):
         run(script, world=1)
+
+
+def test_the_last_stderr_line_is_read_whatever_its_bytes(tmp_path: Path) -> None:
+    # A rank's stderr is whatever CUDA, NCCL and Python wrote: several lines, blank ones, and
+    # bytes that are not UTF-8 (a driver message in another locale).
+    script = rank_script(
+        tmp_path / "rank.py",
+        r"""
+        emit("phase", phase="process-group")
+        sys.stderr.flush()
+        os.write(2, b"Traceback ...\n  File x\n\nRuntimeError: NCCL \xff\xfe failed\n\n")
+        sys.exit(3)
+        """,
+    )
+    with pytest.raises(RankFailure) as caught:
+        run(script, world=1)
+    assert caught.value.message == "exit 3: RuntimeError: NCCL \ufffd\ufffd failed"
+
+
+def test_a_crash_with_nothing_on_stderr_says_no_message(tmp_path: Path) -> None:
+    script = rank_script(tmp_path / "rank.py", 'emit("phase", phase="setup")\nsys.exit(4)\n')
+    with pytest.raises(RankFailure) as caught:
+        run(script, world=1)
+    assert caught.value.message == "exit 4: no message"
+
+
+def test_a_stuck_rank_names_every_peer_that_waited_for_it(tmp_path: Path) -> None:
+    script = rank_script(
+        tmp_path / "rank.py",
+        """
+        emit("phase", phase="process-group")
+        if RANK == 1:
+            time.sleep(600)
+        emit("phase", phase="tokens 1")
+        time.sleep(600)
+        """,
+    )
+    with pytest.raises(RankFailure) as caught:
+        run(script, world=3, timeout=0.8)
+    assert caught.value.rank == 1
+    assert str(caught.value).endswith(
+        "every rank was stopped (rank 0 was waiting in tokens 1; rank 2 was waiting in tokens 1)"
+    )

@@ -97,6 +97,25 @@ def test_an_edited_module_is_read_again(tmp_path: Path) -> None:
     assert not defines(pkg, "sglang.a", "name")
 
 
+def test_an_edited_module_that_needs_the_parse_is_parsed_again(tmp_path: Path) -> None:
+    # "from os import name" is no column-0 definition: both answers come from the parse.
+    pkg = package(tmp_path, {"a.py": "from os import name\n"})
+    assert defines(pkg, "sglang.a", "name")
+    (pkg / "a.py").write_text("from os import other\n")
+    os.utime(pkg / "a.py", ns=(10**18, 10**18))
+    assert not defines(pkg, "sglang.a", "name")
+
+
+def test_an_edited_all_is_read_again(tmp_path: Path) -> None:
+    pkg = package(tmp_path, {"a.py": "from sglang.b import *\n", "b.py": "def name():\n    pass\n"})
+    b = pkg / "b.py"
+    steps = [("", True), ("__all__ = ['name']\n", True), ("__all__ = ['other']\n", False)]
+    for ns, (all_line, exported) in enumerate(steps, start=1):
+        b.write_text(all_line + "def name():\n    pass\n")
+        os.utime(b, ns=(ns * 10**18, ns * 10**18))
+        assert defines(pkg, "sglang.a", "name") is exported, all_line
+
+
 # --- the quick "yes" from the text --------------------------------------------------------------
 
 
@@ -169,6 +188,9 @@ BINDS = [
     "if X:\n    import os as name\n",
     "if X:\n    from os import name\n",
     "if X:\n    from os import path as name\n",
+    # bound before a block: the block's statements are added to what came before it
+    "from os import name\nif X:\n    pass\n",
+    "from os import name\ntry:\n    pass\nexcept ImportError:\n    pass\n",
 ]
 NO_BINDING = [
     "def f():\n    name = 1\n",
