@@ -103,6 +103,11 @@ def steps(model: Model, rows: Sequence[tuple[int, float, float]]) -> list[Step]:
     return found
 
 
+def tokens(n: int) -> str:
+    """``1 token``, ``2048 tokens``: batch sizes in sentences."""
+    return f"{n} token" if n == 1 else f"{n} tokens"
+
+
 def summary(model: Model, found: Sequence[Step]) -> str:
     """One sentence over the estimate: where fusion saves and where it costs, per step."""
     kind = {True: "MoE", False: "dense", None: "a"}[model.moe]
@@ -117,7 +122,7 @@ def summary(model: Model, found: Sequence[Step]) -> str:
     worst = min(found, key=lambda s: s.saved_us)
     parts = [head]
     if best.saved_us > 0:
-        parts.append(f"saves up to {best.saved_us:,.0f} µs a step ({best.saved_pct:.0f} %, {best.tokens} tokens)")
+        parts.append(f"saves up to {best.saved_us:,.0f} µs a step ({best.saved_pct:.0f} %, {tokens(best.tokens)})")
     if worst.saved_us < 0:
-        parts.append(f"costs up to {-worst.saved_us:,.0f} µs a step ({-worst.saved_pct:.0f} %, {worst.tokens} tokens)")
+        parts.append(f"costs up to {-worst.saved_us:,.0f} µs a step ({-worst.saved_pct:.0f} %, {tokens(worst.tokens)})")
     return "; ".join(parts)

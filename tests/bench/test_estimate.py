@@ -32,7 +32,7 @@ def test_the_summary_says_both_gain_and_cost() -> None:
     found = steps(DENSE, [(1, 5.0, 20.0), (1024, 130.0, 100.0)])
     text = summary(DENSE, found)
     assert text.startswith("32 layers (dense model, hidden 4096): 64 allreduce + add + RMSNorm sites a step")
-    assert text.endswith("saves up to 960 µs a step (75 %, 1 tokens); costs up to 1,920 µs a step (30 %, 1024 tokens)")
+    assert text.endswith("saves up to 960 µs a step (75 %, 1 token); costs up to 1,920 µs a step (30 %, 1024 tokens)")
 
 
 def test_a_deepseek_config_is_moe_with_its_layers_and_hidden(tmp_path: Path) -> None:
@@ -94,14 +94,14 @@ def test_the_summary_of_a_moe_model_that_only_gains_says_no_cost() -> None:
     assert text == (
         "2 layers (MoE model, hidden 1024): 4 allreduce + add + RMSNorm sites a step; fusion on runs them as "
         "4 fused kernels instead of 4 allreduces and 4 norm kernels, up to 2048 tokens a batch (unfused above); "
-        "saves up to 40 µs a step (50 %, 1 tokens)"
+        "saves up to 40 µs a step (50 %, 1 token)"
     )
 
 
 def test_the_summary_of_a_model_that_only_loses_says_no_saving_and_even_says_neither() -> None:
     lose = steps(DENSE, [(1, 30.0, 20.0), (16, 25.0, 20.0)])
     assert summary(DENSE, lose).endswith(
-        "up to 2048 tokens a batch (unfused above); costs up to 640 µs a step (50 %, 1 tokens)"
+        "up to 2048 tokens a batch (unfused above); costs up to 640 µs a step (50 %, 1 token)"
     )
     even = steps(DENSE, [(1, 20.0, 20.0), (4096, 1.0, 2.0)])
     assert summary(DENSE, even) == summary(DENSE, [])
@@ -214,4 +214,4 @@ def test_one_layer_of_hidden_size_one_is_still_a_model(tmp_path: Path) -> None:
 
 def test_a_saving_under_one_microsecond_is_still_said() -> None:
     text = summary(DENSE, steps(DENSE, [(1, 20.0, 20.01)]))
-    assert text.endswith("(unfused above); saves up to 1 µs a step (0 %, 1 tokens)")
+    assert text.endswith("(unfused above); saves up to 1 µs a step (0 %, 1 token)")

@@ -558,7 +558,7 @@ def test_a_pcie_host_of_a_release_with_the_option_measures_it_in_a_second_pass(
     assert [r.allreduce_on for r in result.rows] == [Timing(6.0, 12.0), Timing(6.0, 12.0)]
     assert result.notes[-2] == (
         "with fusion on, this release also sends plain allreduces (attention-TP and MoE groups) to FlashInfer's "
-        "kAllReduce instead of its own allreduce: 6.0 vs 10.0 µs at 1 tokens, 6.0 vs 50.0 µs at 2048 tokens"
+        "kAllReduce instead of its own allreduce: 6.0 vs 10.0 µs at 1 token, 6.0 vs 50.0 µs at 2048 tokens"
     )
 
 

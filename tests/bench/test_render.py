@@ -354,7 +354,7 @@ def test_the_whole_json_of_a_result() -> None:
             ],
             "summary": "2 layers (a model, hidden 64): 4 allreduce + add + RMSNorm sites a step; fusion on runs them "
             "as 4 fused kernels instead of 4 allreduces and 4 norm kernels, up to 2048 tokens a batch (unfused "
-            "above); saves up to 40 µs a step (67 %, 1 tokens)",
+            "above); saves up to 40 µs a step (67 %, 1 token)",
         },
         "notes": ["a note"],
     }
@@ -374,7 +374,7 @@ def test_the_whole_text_of_a_result() -> None:
         "└────────┴─────────┴───────────┴──────────┴────────────┴───────────┘",
         "GPUs: 2× G (cc 12.0)",
         "fused: fi; FlashInfer None trtllm, arguments of sglang 0.5.9 (f.py:1, f)",
-        "unfused (stand-ins (sglang's code did not run here)): custom at 1 tokens; NCCL at 4096 tokens (over 8 MiB); "
+        "unfused (stand-ins (sglang's code did not run here)): custom at 1 token; NCCL at 4096 tokens (over 8 MiB); "
         "then torch",
         "torch 2.11 (CUDA None), NCCL None, driver None",
         "a note",
@@ -388,7 +388,7 @@ def test_the_whole_text_of_a_result() -> None:
         "└────────┴──────┴──────┴────────┴───────┘",
         "2 layers (a model, hidden 64): 4 allreduce + add + RMSNorm sites a step; fusion on runs them as 4 fused "
         "kernels instead of 4 allreduces and 4 norm kernels, up to 2048 tokens a batch (unfused above);",
-        "saves up to 40 µs a step (67 %, 1 tokens)",
+        "saves up to 40 µs a step (67 %, 1 token)",
         "indicative only (why): advice",
     ]
 
@@ -413,7 +413,7 @@ def test_the_colours_say_faster_slower_wrong_and_the_verdict() -> None:
         "└────────┴─────────┴───────────┴──────────┴────────────┴───────────┘",
         f"{dim}GPUs: 2× G (cc 12.0){end}",
         f"{dim}fused: fi; FlashInfer None trtllm, arguments of sglang 0.5.9 (f.py:1, f){end}",
-        f"{dim}unfused (stand-ins (sglang's code did not run here)): custom at 1 tokens; NCCL at 4096 tokens "
+        f"{dim}unfused (stand-ins (sglang's code did not run here)): custom at 1 token; NCCL at 4096 tokens "
         f"(over 8 MiB); then torch{end}",
         f"{dim}torch 2.11 (CUDA None), NCCL None, driver None{end}",
         f"{dim}a note{end}",
@@ -427,7 +427,7 @@ def test_the_colours_say_faster_slower_wrong_and_the_verdict() -> None:
         f"{dim}2 layers (a model, hidden 64): 4 allreduce + add + RMSNorm sites a step; fusion on runs them as 4 "
         "fused kernels instead of 4 allreduces and 4 norm kernels, up to 2048 tokens a batch (unfused above); "
         f"{end}",
-        f"{dim}saves up to 40 µs a step (67 %, 1 tokens){end}",
+        f"{dim}saves up to 40 µs a step (67 %, 1 token){end}",
         "\x1b[1;33mindicative only (why): advice\x1b[0m",
     ]
     assert len(lines) == 24
