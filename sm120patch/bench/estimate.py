@@ -103,7 +103,7 @@ def steps(model: Model, rows: Sequence[tuple[int, float, float]]) -> list[Step]:
     return found
 
 
-def tokens(n: int) -> str:
+def tokens_text(n: int) -> str:
     """``1 token``, ``2048 tokens``: batch sizes in sentences."""
     return f"{n} token" if n == 1 else f"{n} tokens"
 
@@ -122,7 +122,9 @@ def summary(model: Model, found: Sequence[Step]) -> str:
     worst = min(found, key=lambda s: s.saved_us)
     parts = [head]
     if best.saved_us > 0:
-        parts.append(f"saves up to {best.saved_us:,.0f} µs a step ({best.saved_pct:.0f} %, {tokens(best.tokens)})")
+        at = tokens_text(best.tokens)
+        parts.append(f"saves up to {best.saved_us:,.0f} µs a step ({best.saved_pct:.0f} %, {at})")
     if worst.saved_us < 0:
-        parts.append(f"costs up to {-worst.saved_us:,.0f} µs a step ({-worst.saved_pct:.0f} %, {tokens(worst.tokens)})")
+        at = tokens_text(worst.tokens)
+        parts.append(f"costs up to {-worst.saved_us:,.0f} µs a step ({-worst.saved_pct:.0f} %, {at})")
     return "; ".join(parts)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sm120patch.bench import launch
-from sm120patch.bench.estimate import Model, tokens
+from sm120patch.bench.estimate import Model, tokens_text
 from sm120patch.bench.mirror import SglangCall
 from sm120patch.bench.verdict import Point, Verdict, judge
 from sm120patch.errors import EnvironmentProblem, ExitCode, NotAsAsked
@@ -346,7 +346,7 @@ def routed_note(rows: list[Row]) -> str:
 
     def cell(row: Row) -> str:
         assert row.allreduce_on is not None
-        return f"{row.allreduce_on.median_us:.1f} vs {row.allreduce.median_us:.1f} µs at {tokens(row.tokens)}"
+        return f"{row.allreduce_on.median_us:.1f} vs {row.allreduce.median_us:.1f} µs at {tokens_text(row.tokens)}"
 
     span = cell(first) if first is last else f"{cell(first)}, {cell(last)}"
     return (

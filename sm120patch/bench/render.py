@@ -153,7 +153,7 @@ def allreduce_spans(rows: list[Row]) -> str:
             spans.append((row.allreduce_name, row.allreduce_why, row.tokens, row.tokens))
     parts = []
     for name, why, low, high in spans:
-        where = estimate.tokens(low) if low == high else f"{low}-{high} tokens"
+        where = estimate.tokens_text(low) if low == high else f"{low}-{high} tokens"
         parts.append(f"{name or 'allreduce'} at {where}" + (f" ({why})" if why else ""))
     return "; ".join(parts)
 

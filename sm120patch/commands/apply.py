@@ -13,6 +13,7 @@ from sm120patch.commands.common import (
     plan_tree,
     set_aside,
     state_summary,
+    version_text,
     why_not_written,
 )
 from sm120patch.errors import EnvironmentProblem, ExitCode
@@ -144,7 +145,8 @@ def _write(outcome: Outcome, plan: Plan, state: StateDir) -> None:
     if manifest is not None and not tree.same_release(manifest.sglang_version):
         aside = set_aside(state, manifest.sglang_version or "unknown")
         outcome.notes.append(
-            f"the saved state was for sglang {manifest.sglang_version}; {tree.version} is installed now. "
+            f"the saved state was for sglang {version_text(manifest.sglang_version)}; {version_text(tree.version)} "
+            "is installed now. "
             f"Old state and backups kept in {aside}"
         )
         manifest = None

@@ -51,6 +51,11 @@ def file_statuses(
     return statuses
 
 
+def version_text(version: str | None) -> str:
+    """A release's version as sentences name it: a saved state or a checkout may not know it."""
+    return version or "(unknown version)"
+
+
 def set_aside(state: StateDir, release: str) -> Path:
     """``state.set_aside``: the saved state of another sglang release moved under ``stale-*/``."""
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sm120patch.commands.common import file_statuses, plan_tree, set_aside, state_summary
+from sm120patch.commands.common import file_statuses, plan_tree, set_aside, state_summary, version_text
 from sm120patch.errors import EnvironmentProblem, ExitCode, NotAsAsked
 from sm120patch.locate.tree import SglangTree
 from sm120patch.plan.registry import all_patches
@@ -97,12 +97,12 @@ def _revert_other_release(outcome: Outcome, state: StateDir, manifest: Manifest,
     """The saved state belongs to the release sglang was upgraded (or downgraded) from: none of
     its backups is of this release.  Its files may be gone from this one; only a file RECORD
     has another hash for is not pristine."""
-    tree, old = outcome.tree, manifest.sglang_version
+    tree, old = outcome.tree, version_text(manifest.sglang_version)
     differ = [s.rel for s in outcome.files if s.pristine is False]
     if differ:
         outcome.exit_code = ExitCode.NOT_AS_ASKED
         outcome.headline = (
-            f"the saved state is from sglang {old} but {tree.version} is installed, and its "
+            f"the saved state is from sglang {old} but {version_text(tree.version)} is installed, and its "
             f"{', '.join(differ)} differ from its RECORD; restore them with "
             f"`pip install --force-reinstall --no-deps sglang=={tree.version}`"
         )
@@ -112,11 +112,12 @@ def _revert_other_release(outcome: Outcome, state: StateDir, manifest: Manifest,
         why = tree.record.problem or f"not in sglang {tree.version}'s RECORD"
         outcome.notes.append(f"cannot tell whether {', '.join(unknown)} are as released ({why})")
     if not dry_run:
-        outcome.notes.append(f"the state of sglang {old} is kept in {set_aside(state, old or 'unknown')}")
+        aside = set_aside(state, manifest.sglang_version or "unknown")
+        outcome.notes.append(f"the state of sglang {old} is kept in {aside}")
         _remove_state(outcome, state)
     outcome.headline = (
-        f"nothing of sglang {tree.version} to revert: the saved state is from sglang {old}, and no file it "
-        f"names differs from {tree.version}'s RECORD"
+        f"nothing of sglang {version_text(tree.version)} to revert: the saved state is from sglang {old}, and no "
+        f"file it names differs from {version_text(tree.version)}'s RECORD"
     )
     return outcome
 

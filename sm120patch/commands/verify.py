@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from sm120patch.commands.common import HOST_HINT, file_statuses, fused_path_warnings, state_summary
+from sm120patch.commands.common import HOST_HINT, file_statuses, fused_path_warnings, state_summary, version_text
 from sm120patch.errors import ExitCode
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import State
@@ -32,7 +32,8 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None) -> Outcome:
         )
     if manifest is not None and not tree.same_release(manifest.sglang_version):
         outcome.notes.append(
-            f"the saved state is from sglang {manifest.sglang_version}, but {tree.version} is installed: an "
+            f"the saved state is from sglang {version_text(manifest.sglang_version)}, but {version_text(tree.version)} "
+            "is installed: an "
             "upgrade or reinstall replaced the patched files (apply sets the old state aside)"
         )
     outcome.exit_code, outcome.headline = _verdict(plan, outcome.files, tree, manifest)
@@ -64,8 +65,8 @@ def _verdict(plan: Plan, files: list[FileStatus], tree: SglangTree, manifest: Ma
     changed = ", ".join(f"sglang/{f.rel}" for f in mine if f.pristine is False and f.recorded is None)
     if manifest is not None and not tree.same_release(manifest.sglang_version):
         return ExitCode.NOT_AS_ASKED, (
-            f"not patched: sglang was upgraded from {manifest.sglang_version} to {tree.version} after `apply`, "
-            f"which replaced the patched files. {run}"
+            f"not patched: sglang was upgraded from {version_text(manifest.sglang_version)} to "
+            f"{version_text(tree.version)} after `apply`, which replaced the patched files. {run}"
         )
     if manifest is not None:
         if not changed:

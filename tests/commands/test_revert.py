@@ -314,11 +314,11 @@ def test_state_from_an_older_release_over_pristine_files_is_set_aside_whole(mini
     assert kept.name.startswith(f"stale-{version or 'unknown'}-")
     assert outcome.exit_code == ExitCode.OK
     assert outcome.headline == (
-        f"nothing of sglang 0.5.12 to revert: the saved state is from sglang {version}, and no file it names "
-        "differs from 0.5.12's RECORD"
+        f"nothing of sglang 0.5.12 to revert: the saved state is from sglang {version or '(unknown version)'}, "
+        "and no file it names differs from 0.5.12's RECORD"
     )
     assert outcome.notes == [
-        f"the state of sglang {version} is kept in {kept}",
+        f"the state of sglang {version or '(unknown version)'} is kept in {kept}",
         f"kept {root}: it holds {kept.name}; nothing else of sm120patch is left",
     ]
     assert outcome.written == []
