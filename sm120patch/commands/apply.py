@@ -71,7 +71,11 @@ def apply(
             plan = plan_tree(tree, selected, change=True)
         if plan.changes and not why_not_written(plan):
             _write(outcome, plan, state)
-        return _report_plan(outcome, plan, state, dry_run)
+        _report_plan(outcome, plan, state, dry_run)
+        if recovered and not outcome.written and outcome.exit_code == ExitCode.OK:
+            # The stopped run did the writing; "already applied" would hide that this one finished it.
+            outcome.headline = "finished the interrupted run (see its note); nothing else to change"
+        return outcome
 
 
 def _judge(

@@ -35,6 +35,7 @@ def test_ctrl_c_while_files_are_replaced_is_finished_by_the_next_apply(mini: Pat
     again = cli(mini, "apply")
     assert again.returncode == 0, again.stderr
     assert any("recovered an interrupted apply" in m for m in json.loads(again.stdout)["messages"])
+    assert json.loads(again.stdout)["headline"].startswith("finished the interrupted run")
     assert cli(mini, "verify").returncode == 0
 
 

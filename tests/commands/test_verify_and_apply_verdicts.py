@@ -388,6 +388,7 @@ def test_ctrl_c_while_replacing_files_is_finished_by_the_next_apply(
     assert code == 0 and not journal.exists()
     assert data["written"] == []  # the interrupted apply's files were finished, nothing planned again
     assert any(m.startswith("recovered an interrupted apply (pid ") for m in data["messages"])
+    assert data["headline"] == "finished the interrupted run (see its note); nothing else to change"
     assert verify_json(mini)[1]["headline"] == "all patches applied"
 
 
