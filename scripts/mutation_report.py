@@ -82,13 +82,15 @@ def run_module(module: str, budget_s: float, open_only: bool) -> tuple[dict[str,
         # A survivor triage.toml names as equivalent stays one: not run again (each costs every
         # fast test that reaches it).
         equivalent = load_triage()
+        cache = load_lines()
         targets = [
             name
             for name, status in statuses_now().items()
             if in_module(name, module)
             and status != "killed"
-            and not (status == "survived" and triage_key(name, changed_line(name)) in equivalent)
+            and not (status == "survived" and triage_key(name, changed_line(name, cache)) in equivalent)
         ]
+        save_lines(cache)
     if targets:
         # On timeout, what finished is in mutmut's own records; the rest reads "not checked".
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -103,11 +105,34 @@ def run_module(module: str, budget_s: float, open_only: bool) -> tuple[dict[str,
     return statuses, len(targets) if open_only else len(statuses)
 
 
-def changed_line(name: str) -> str:
-    """The mutant's changed line, as ``mutmut show`` gives it ('' when mutants/ is gone)."""
+LINES = REPO / "mutants" / "changed-lines.json"
+
+
+def load_lines() -> dict[str, list]:
+    return json.loads(LINES.read_text()) if LINES.exists() else {}
+
+
+def save_lines(cache: dict[str, list]) -> None:
+    if LINES.parent.is_dir():
+        LINES.write_text(json.dumps(cache))
+
+
+def changed_line(name: str, cache: dict[str, list]) -> str:
+    """The mutant's changed line, as ``mutmut show`` gives it ('' when mutants/ is gone).
+    ``cache``: lines already shown, each with its mutated file's mtime (a second per call
+    otherwise, for every survivor of every module on every run)."""
+    module = name.split("__mutmut_", 1)[0].rsplit(".", 1)[0]
+    base = REPO / "mutants" / Path(*module.split("."))
+    source = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+    stamp = source.stat().st_mtime_ns if source.exists() else None
+    if stamp is not None and name in cache and cache[name][1] == stamp:
+        return str(cache[name][0])
     shown = subprocess.run(["mutmut", "show", name], cwd=REPO, capture_output=True, text=True).stdout
     added = [line[1:].strip() for line in shown.splitlines() if line.startswith("+") and not line.startswith("+++")]
-    return added[0] if added else ""
+    line = added[0] if added else ""
+    if stamp is not None:
+        cache[name] = [line, stamp]
+    return line
 
 
 def load_triage() -> dict[str, str]:
@@ -185,7 +210,9 @@ def render(results: dict[str, dict], output: Path) -> list[str]:
     missed = sorted(
         name for entry in results.values() for name, status in entry["statuses"].items() if status in MISSED
     )
-    lines = {name: changed_line(name) for name in missed}
+    cache = load_lines()
+    lines = {name: changed_line(name, cache) for name in missed}
+    save_lines(cache)
     equivalent = {
         name: triage[triage_key(name, lines[name])] for name in missed if triage_key(name, lines[name]) in triage
     }
