@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from sm120patch.probes import RUNNER, interrupts_deferred
+from sm120patch.probes import RUNNER, start_recorded
 
 #: A phase allowed to take ``LONG_PHASE_FACTOR`` times the limit: the first workspace builds
 #: FlashInfer's trtllm_comm module, which takes minutes.
@@ -124,8 +124,9 @@ def launch(
         try:
             for rank in range(world):
                 rank_env = dict(env, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world))
-                with open(stderr_paths[rank], "w", encoding="utf-8") as err, interrupts_deferred():
-                    proc = subprocess.Popen(
+                with open(stderr_paths[rank], "w", encoding="utf-8") as err:
+                    proc = start_recorded(  # recorded before a held-back Ctrl-C: the finally below stops it
+                        procs,
                         [python, "-c", RUNNER, script, *args],
                         stdout=subprocess.PIPE,
                         stderr=err,
@@ -137,7 +138,6 @@ def launch(
                         cwd=scratch,
                         start_new_session=True,
                     )
-                    procs.append(proc)  # before a held-back Ctrl-C: the finally below stops it
                 assert proc.stdout is not None
                 threading.Thread(target=_reader, args=(rank, proc.stdout, lines), daemon=True).start()
             _watch(procs, logs, lines, stderr_paths, timeout, on_event)

@@ -94,22 +94,20 @@ def run_isolated(
     when it ran too long or could not start."""
     started: list[subprocess.Popen[bytes]] = []  # filled before a held-back Ctrl-C is delivered
     try:
-        with interrupts_deferred():
-            started.append(
-                subprocess.Popen(
-                    list(argv),
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    cwd=cwd,
-                    env=None if env is None else dict(env),
-                    start_new_session=True,  # its own group: Ctrl-C reaches us, and we end the group
-                )
-            )
-            _RUNNING.add(started[0])
+        proc = start_recorded(
+            started,
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            start_new_session=True,  # its own group: Ctrl-C reaches us, and we end the group
+        )
+        _RUNNING.add(proc)
         if _STOPPED.is_set():
             raise KeyboardInterrupt
-        stdout, stderr = started[0].communicate(timeout=timeout)
+        stdout, stderr = proc.communicate(timeout=timeout)
     except BaseException:  # the timeout, and Ctrl-C too
         for proc in started:
             end_group(proc)
@@ -121,6 +119,16 @@ def run_isolated(
                 if pipe is not None:
                     pipe.close()
     return started[0].returncode, stdout, stderr
+
+
+def start_recorded(into: list[subprocess.Popen[Any]], argv: Sequence[str], **popen: Any) -> subprocess.Popen[Any]:
+    """``subprocess.Popen(argv, **popen)``, appended to ``into`` before a Ctrl-C that arrived
+    meanwhile is let through: the caller's cleanup, which ends what ``into`` holds, then
+    sees it."""
+    with interrupts_deferred():
+        proc = subprocess.Popen(list(argv), **popen)
+        into.append(proc)
+    return proc
 
 
 @contextlib.contextmanager

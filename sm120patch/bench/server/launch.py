@@ -29,7 +29,7 @@ from typing import IO
 
 from sm120patch.bench import launch as rank_launch
 from sm120patch.bench.server import parse
-from sm120patch.probes import interrupts_deferred
+from sm120patch.probes import start_recorded
 
 STARTING = "starting (importing sglang)"
 #: Phases that may take a multiple of --timeout: JIT builds of FlashInfer / sgl-kernel modules.
@@ -128,22 +128,19 @@ def run(
     procs: list[subprocess.Popen[str]] = []  # filled before a held-back Ctrl-C is delivered
     groups: set[int] = set()
     try:
-        with interrupts_deferred():
-            procs.append(
-                subprocess.Popen(
-                    list(command),
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    text=True,
-                    encoding="utf-8",
-                    errors="replace",
-                    env=dict(env),
-                    cwd=cwd,
-                    start_new_session=True,
-                )
-            )
-        proc = procs[0]
+        proc = start_recorded(
+            procs,
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
         groups.add(proc.pid)
         assert proc.stdout is not None
         threading.Thread(target=_reader, args=(proc.stdout, out), daemon=True).start()
