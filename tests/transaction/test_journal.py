@@ -342,6 +342,27 @@ def test_stale_temps_beside_the_targets_and_anywhere_in_the_state_are_removed(pa
     assert state.backup_path(A).read_bytes() == ORIGINAL[A]
 
 
+@pytest.mark.parametrize("filename", ["/srv/site/sglang/srt/.communicator.py.x1.sm120patch-tmp", None])
+def test_a_temp_file_that_cannot_be_removed_is_one_sentence_and_nothing_changed(
+    package: Path, monkeypatch: pytest.MonkeyPatch, filename: str | None
+) -> None:
+    state, _, _ = stage_apply(package)
+    (package / A).parent.joinpath(f".communicator.py.x1{TEMP_SUFFIX}").write_bytes(b"half")
+
+    def refused(path: Path) -> None:
+        """Fake: the filesystem refuses the unlink (a read-only mount, another owner)."""
+        raise OSError(errno.EACCES, DENIED, filename)
+
+    monkeypatch.setattr(fsutil, "unlink", refused)
+    with pytest.raises(EnvironmentProblem) as error:
+        remove_temps(state, [package / A])
+    shown = filename or "a temp file"
+    assert str(error.value) == (
+        f"cannot remove {shown}, left by a run that was killed ({DENIED}); no sglang file was changed"
+    )
+    assert contents(package) == ORIGINAL
+
+
 def test_a_file_that_cannot_be_read_counts_as_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "a.py"
     path.write_bytes(b"x = 1\n")
