@@ -151,8 +151,9 @@ def _from_probe(data: dict[str, Any], how_found: str) -> SglangTree | None:
     dist_info = Path(data["dist_info"]) if data.get("dist_info") else None
     return SglangTree(
         package_dir=package_dir,
-        # No distribution (a .pth to a checkout): read as --sglang-path reads the same tree.
-        version=data.get("version") or (checkout_version(package_dir) if dist_info is None else None),
+        # No version from a distribution (a .pth to a checkout, a METADATA without one): read
+        # as --sglang-path reads the same tree.
+        version=data.get("version") or checkout_version(package_dir),
         install_kind=install_kind(dist_info, data.get("direct_url")),
         dist_info=dist_info,
         how_found=how_found,
@@ -394,9 +395,9 @@ def _no_code(package_dir: Path, how: str) -> str:
     anything else (a checkout's root, say) is left alone."""
     left = sorted(p.name for p in package_dir.iterdir())
     if set(left) <= {DIRNAME}:
-        what = f"sm120patch's state folder {DIRNAME}" if left else "nothing"
+        what = f"no sglang code, only sm120patch's state folder {DIRNAME}" if left else "nothing"
         return (
-            f"no sglang found in {how}: {package_dir} holds no sglang code, only {what}; sglang was "
-            f"uninstalled. Remove {package_dir} once you have kept what you need from it"
+            f"no sglang found in {how}: {package_dir} holds {what}; sglang was uninstalled. "
+            f"Remove {package_dir} once you have kept what you need from it"
         )
     return f"no sglang found in {how}: {package_dir} holds no sglang code (no __init__.py)"

@@ -70,9 +70,23 @@ def test_an_uninstalled_sglang_with_only_the_state_folder_left_is_no_sglang(
     monkeypatch.setenv("PYTHONPATH", str(mini.parent))
     code, data = jrun(command, "--python", sys.executable)
     assert code == 2, data
-    assert "holds no sglang code" in data["error"] and "sglang was uninstalled" in data["error"]
+    assert data["error"].endswith(
+        f"{package} holds no sglang code, only sm120patch's state folder .sm120patch; sglang was uninstalled. "
+        f"Remove {package} once you have kept what you need from it"
+    )
     code, data = jrun(command, "--sglang-path", str(mini.parent))
     assert code == 2 and "holds no sglang code" in data["error"]
+
+
+def test_an_empty_sglang_folder_is_called_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "sglang").mkdir()  # found by Python as an empty namespace package
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    code, data = jrun("verify", "--python", sys.executable)
+    assert code == 2
+    assert data["error"].endswith(
+        f"{tmp_path / 'sglang'} holds nothing; sglang was uninstalled. "
+        f"Remove {tmp_path / 'sglang'} once you have kept what you need from it"
+    )
 
 
 def test_a_folder_named_sglang_that_is_not_what_pip_left_is_not_called_uninstalled(

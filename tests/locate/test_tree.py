@@ -149,8 +149,17 @@ NOT_UNDERSTOOD = "the answer of {python} was not understood (not find_sglang's J
         ("{}", "{}"),  # read as "no sglang" before, with "Searched sys.path: (empty)"
         (json.dumps(probe_answer(sys_path="/srv")), json.dumps(probe_answer(sys_path="/srv"))[:200]),
         (json.dumps(probe_answer(package_dir=7)), json.dumps(probe_answer(package_dir=7))[:200]),
+        (json.dumps(probe_answer(sys_path=["/srv", 7])), json.dumps(probe_answer(sys_path=["/srv", 7]))[:200]),
     ],
-    ids=["text", "nothing", "a-list", "an-empty-object", "sys-path-a-string", "package-dir-a-number"],
+    ids=[
+        "text",
+        "nothing",
+        "a-list",
+        "an-empty-object",
+        "sys-path-a-string",
+        "package-dir-a-number",
+        "a-number-in-sys-path",
+    ],
 )
 def test_an_answer_that_is_not_understood_says_so_with_its_first_line(tmp_path: Path, stdout: str, first: str) -> None:
     python = fake_python(tmp_path / "python", stdout)
@@ -194,6 +203,20 @@ def test_locate_through_python_builds_the_tree_from_the_probe_answer(tmp_path: P
         flashinfer="0.6.17",
         flashinfer_dir=flashinfer,
     )
+
+
+@pytest.mark.parametrize("dist_info", ["sglang-0.5.9.dist-info", None])
+def test_without_a_version_from_a_distribution_the_trees_own_is_read_as_sglang_path_reads_it(
+    tmp_path: Path, dist_info: str | None
+) -> None:
+    package = tmp_path / "sglang"
+    package.mkdir()
+    (package / "__init__.py").touch()
+    (package / "version.py").write_text('__version__ = "0.5.13"\n')
+    dist = tmp_path / dist_info if dist_info else None
+    answer = probe_answer(package_dir=str(package), dist_info=dist and str(dist), version=None)
+    python = fake_python(tmp_path / "python", json.dumps(answer))
+    assert locate(python=str(python)).version == "0.5.13"
 
 
 @pytest.mark.parametrize(
