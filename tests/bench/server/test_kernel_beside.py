@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from sm120patch.commands.bench_server import _kernel_json, kernel_beside
 from tests.bench.server.fakes import fake_server_site
 from tests.bench.server.test_driver import FAST
@@ -57,3 +59,29 @@ def test_a_kernel_result_is_the_kernel_bench_json() -> None:
     assert data["command"] == "bench" and data["baseline"]["source"] == "sglang"
     assert [row["tokens"] for row in data["rows"]] == [1, 128, 2048]
     assert _kernel_json(None) is None
+
+
+def test_the_kernel_bench_gets_the_servers_settings_and_the_releases_options(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """FakeKernelBench (``measure.run``): the ranks on the GPUs, recorded instead of started;
+    the release's code is read by stand-ins for ``read_call`` and ``release_options``."""
+    from sm120patch.bench import measure, mirror
+    from sm120patch.commands.bench import HATCH
+    from sm120patch.doctor import launch as doctor
+
+    asked: list[tuple] = []
+    monkeypatch.setattr(measure, "run", lambda *args, **kwargs: asked.append((args, kwargs)) or "figures")
+    monkeypatch.setattr(mirror, "read_call", lambda package_dir, version: ("call of", package_dir, version))
+    monkeypatch.setattr(doctor, "release_options", lambda tree: {HATCH})
+    settings = SimpleNamespace(tp=2, batch_sizes=(1, 64, 4096), python="/srv/env/bin/python", dtype="fp16", timeout=7.0)
+    server = SimpleNamespace(settings=settings, model=SimpleNamespace(hidden=5120))
+    tree = SimpleNamespace(pcie_ipc_option=True, package_dir=tmp_path, version="0.5.23")
+    said: list[str] = []
+    assert kernel_beside(server, tree, said.append) == "figures"
+    [(args, kwargs)] = asked
+    assert args[0] == measure.Settings("/srv/env/bin/python", 2, (1, 64), 5120, "fp16", 7.0, pcie_ipc=True)
+    assert args[1] == ("call of", tmp_path, "0.5.23")
+    assert args[2] == f"`{HATCH}` / `sm120patch apply --skip server-args-auto-enable`"
+    assert kwargs == {"sglang_version": "0.5.23"}
+    assert said == ["kernel-level bench at TP 2, hidden 5120"]
