@@ -377,6 +377,18 @@ def test_each_file_against_the_release_and_the_saved_state(
     ]
 
 
+def test_a_file_line_as_wide_as_the_terminal_stays_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    line = "  sglang/srt/a.py: matches the release (RECORD)"
+    monkeypatch.setenv("COLUMNS", str(len(line)))  # the indent, then every column to the edge
+    assert shown(capsys, an_outcome(Command.VERIFY, files=[FileStatus("srt/a.py", "h", "h", None)])) == [
+        HEADER,
+        line,
+        "done",
+    ]
+
+
 @pytest.mark.parametrize(
     ("command", "options"), [(Command.APPLY, {}), (Command.LIST, {}), (Command.VERIFY, {"brief": True})]
 )
