@@ -287,6 +287,97 @@ def test_a_second_apply_trusts_its_record_unless_strict_meets_a_warning(mini: Pa
     assert {f["checked_by"] for f in data["files"]} == {"structure"}
 
 
+def test_a_second_apply_leaves_the_saved_state_untouched(mini: Path) -> None:
+    """Trusted by hash, nothing to write: not even the manifest is written again."""
+    manifest = applied(mini)
+    before = manifest.stat()
+    assert jrun("apply", "--sglang-path", str(mini))[0] == 0
+    after = manifest.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+@pytest.mark.parametrize("asked", [["--dry-run"], ["--only", "communicator-flag"], ["--skip", "workspace-preflight"]])
+def test_a_dry_run_or_a_chosen_set_of_patches_reads_the_code_not_the_record(mini: Path, asked: list[str]) -> None:
+    """The record says what the last full apply saw; a dry run shows what the code says now,
+    and a chosen set is judged patch by patch, so neither takes the record's word."""
+    applied(mini)
+    code, data = jrun("apply", "--sglang-path", str(mini), *asked)
+    assert code == 0 and data["written"] == []
+    assert {f["checked_by"] for f in data["files"]} == {"structure"}
+
+
+def test_a_partial_apply_over_a_tree_patched_without_state_records_it_with_its_location(mini: Path) -> None:
+    """Nothing to write, patches left out and no record: apply records what was asked, and
+    where sglang is, so verify judges against it."""
+    applied(mini)
+    for path in sorted((mini / ".sm120patch").rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
+    (mini / ".sm120patch").rmdir()
+    code, data = jrun("apply", "--sglang-path", str(mini), "--skip", "workspace-preflight")
+    assert (code, data["written"]) == (0, [])
+    manifest = json.loads((mini / ".sm120patch" / "manifest.json").read_text())
+    assert (manifest["sglang_location"], manifest["sglang_version"]) == (str(mini), "0.5.11")
+    assert "workspace-preflight" not in manifest["patch_set"]
+
+
+@pytest.mark.parametrize("asked", [["--dry-run"], ["--strict"]])
+def test_a_dry_run_or_a_refused_apply_leaves_a_stale_record_as_it_is(mini: Path, asked: list[str]) -> None:
+    """Only an apply that may write refreshes the record; a dry run and a refusal write nothing."""
+    manifest = applied(mini)
+    edit_manifest(manifest, fingerprint="0" * 64)  # as a newer sm120patch's code would see it
+    before = manifest.read_bytes()
+    code, _ = jrun("apply", "--sglang-path", str(mini), *asked)
+    assert code == (0 if asked == ["--dry-run"] else 1)  # --strict: no FlashInfer here, one warning
+    assert manifest.read_bytes() == before
+
+
+def test_a_record_that_cannot_be_saved_names_the_file_the_os_named(mini: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    manifest = applied(mini)
+    edit_manifest(manifest, fingerprint="0" * 64)
+    temp = str(mini / ".sm120patch" / ".manifest.json.x1.sm120patch-tmp")
+
+    def full_disk(self: object, saved: object) -> None:
+        """Fake: the disk is full as the record's temp file is written."""
+        raise OSError(28, "No space left on device", temp)
+
+    monkeypatch.setattr(apply_module.StateDir, "save", full_disk)
+    code, data = jrun("apply", "--sglang-path", str(mini))
+    assert code == 2
+    assert data["error"] == (
+        f"the patches are in place, but recording them in {manifest} failed (No space left on device: {temp}); "
+        "no sglang file was changed"
+    )
+
+
+def test_an_apply_another_one_beat_to_the_lock_says_already_applied_and_records_nothing(
+    mini: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fake ``recover``: as this apply takes the lock, the files are found patched by someone
+    else (sed, say): nothing is left to write, so no state is made and nothing is "finished"."""
+    applied(mini)
+    patched = {rel: (mini / rel).read_bytes() for rel in (COMM, FUSION, SERVER_ARGS)}
+    assert jrun("revert", "--sglang-path", str(mini))[0] == 0
+    assert not (mini / ".sm120patch").exists()
+
+    def patched_meanwhile(state: object) -> None:
+        for rel, data in patched.items():
+            (mini / rel).write_bytes(data)
+
+    monkeypatch.setattr(apply_module, "recover", patched_meanwhile)
+    code, data = jrun("apply", "--sglang-path", str(mini))
+    assert (code, data["headline"], data["written"]) == (0, "already applied: nothing to change", [])
+    assert not (mini / ".sm120patch" / "manifest.json").exists()
+
+
+def test_a_later_full_apply_keeps_the_state_of_the_same_release(mini: Path) -> None:
+    code, data = jrun("apply", "--sglang-path", str(mini), "--skip", "workspace-preflight")
+    assert code == 0
+    code, data = jrun("apply", "--sglang-path", str(mini))
+    assert (code, data["written"]) == (0, [f"sglang/{FUSION}"])
+    assert not [m for m in data["messages"] if m.startswith("the saved state was for")]
+    assert [p.name for p in (mini / ".sm120patch").iterdir() if p.name.startswith("stale-")] == []
+
+
 def test_a_flashinfer_without_the_kernel_refuses_nothing_when_nothing_is_left_to_write(mini: Path) -> None:
     fake_flashinfer(mini.parent, "0.6.16", [9, 10])
     assert jrun("apply", "--sglang-path", str(mini), "--allow-missing-kernel")[0] == 0
