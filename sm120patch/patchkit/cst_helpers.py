@@ -249,14 +249,13 @@ def ancestry(root: cst.CSTNode, target: cst.CSTNode) -> list[cst.CSTNode]:
 
 
 def _binding_names(target: cst.BaseExpression) -> Iterator[cst.Name]:
-    """The names an assignment target binds (``a``, ``a, b``); ``x.a = `` binds none."""
+    """The names an assignment target binds (``a``, ``a, b``, ``a, *b``); ``x.a = `` binds
+    none.  A starred element's ``value`` is its name, so ``*b`` needs no case of its own."""
     if isinstance(target, cst.Name):
         yield target
     elif isinstance(target, (cst.Tuple, cst.List)):
         for element in target.elements:
             yield from _binding_names(element.value)
-    elif isinstance(target, cst.StarredElement):
-        yield from _binding_names(target.value)
 
 
 def _targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
