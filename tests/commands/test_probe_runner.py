@@ -1,0 +1,86 @@
+"""probes.run_script / run_isolated / end_all on real processes: what a probe that dies, a
+path Python refuses, a group already gone and a probe that traps every signal it can make
+of the runner; and that a probe leaves neither its scratch folder nor open pipes behind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sm120patch import probes
+from sm120patch.probes import ProbeError, run_isolated, run_script
+
+
+def script(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "probe.py"
+    path.write_text(body)
+    return str(path)
+
+
+def test_a_probe_killed_by_a_signal_says_so(tmp_path: Path) -> None:
+    probe = script(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    answer = run_script(sys.executable, probe, step="find sglang", timeout=30)
+    with pytest.raises(ProbeError) as error:
+        answer.json_object(sys.executable, "find sglang")
+    assert str(error.value) == f"{sys.executable} could not find sglang: killed by signal 9"
+
+
+def test_a_probe_that_exits_silently_names_its_exit_status(tmp_path: Path) -> None:
+    answer = run_script(sys.executable, script(tmp_path, "raise SystemExit(3)\n"), step="find sglang", timeout=30)
+    assert answer.last_line() == "exit 3"
+
+
+def test_an_interpreter_path_python_cannot_use_is_one_sentence() -> None:
+    with pytest.raises(ProbeError) as error:
+        run_script("/srv/env/bin/py\0thon", "probe.py", step="find sglang", timeout=30)
+    assert str(error.value) == "could not run /srv/env/bin/py\0thon to find sglang: embedded null byte"
+
+
+def test_a_probe_runs_in_a_scratch_folder_of_its_own_that_is_removed(tmp_path: Path) -> None:
+    answer = run_script(sys.executable, script(tmp_path, "import os\nprint(os.getcwd())\n"), step="look", timeout=30)
+    scratch = Path(answer.stdout.strip())
+    assert scratch.name.startswith("sm120patch-")
+    assert scratch != tmp_path and not scratch.exists()
+
+
+def test_a_probe_past_its_limit_leaves_no_pipe_open() -> None:
+    """Closed before the timeout reaches the caller, not when the garbage collector frees the
+    process object (the exception keeps it alive while it is handled)."""
+    before = sorted(os.listdir("/proc/self/fd"))
+    try:
+        run_isolated(["sleep", "30"], timeout=0.2)
+    except subprocess.TimeoutExpired:
+        during = sorted(os.listdir("/proc/self/fd"))
+    assert during == before
+
+
+def test_every_group_is_ended_though_an_earlier_one_is_already_gone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(probes, "GRACE_S", 0.3)
+    gone = subprocess.Popen(["true"], start_new_session=True)
+    gone.wait()
+    hung = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        probes._end_groups([gone, hung])
+    finally:
+        hung.kill()
+    assert hung.returncode == -15  # SIGTERM reached it
+
+
+def test_ending_a_group_sends_sigterm_then_sigkill_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A probe deaf to SIGTERM that records every other signal it is sent: asking whether its
+    group is alive must not signal it."""
+    monkeypatch.setattr(probes, "GRACE_S", 0.3)
+    seen = tmp_path / "signals"
+    trap = f"trap '' TERM; for s in HUP INT QUIT USR1 USR2 ALRM; do trap \"echo $s >> {seen}\" $s; done"
+    proc = subprocess.Popen(["sh", "-c", f"{trap}; while :; do sleep 0.05; done"], start_new_session=True)
+    time.sleep(0.2)  # the traps are set
+    probes.end_group(proc)
+    assert proc.returncode == -9
+    assert not seen.exists(), seen.read_text()
