@@ -23,7 +23,7 @@ import pytest
 from sm120patch.commands import demo
 from sm120patch.errors import EnvironmentProblem
 from tests.support.cli import run
-from tests.support.mini_sglang import COMM, write_mini_sglang
+from tests.support.mini_sglang import COMM, SERVER_ARGS, write_mini_sglang
 
 PLATFORMS = ["manylinux_2_34_x86_64", "manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "any"]
 
@@ -239,3 +239,103 @@ def test_a_release_whose_files_differ_from_its_record_fails_the_demo(tmp_path: P
     assert code == 1, err
     assert "ok sm120patch revert: restored 3 file(s) byte for byte; state removed" in err
     assert err.splitlines()[-1] == f"demo failed: not as released (RECORD): sglang/{COMM}"
+
+
+# --- what a wheel that cannot be read says ------------------------------------------------------
+
+
+def test_a_file_that_is_no_zip_is_one_sentence_and_given_wheels_are_not_called_cached(tmp_path: Path) -> None:
+    wheel = tmp_path / "sglang-0.5.11-py3-none-any.whl"
+    wheel.write_text("<html>404</html>")  # what a proxy answered instead of the wheel
+    with pytest.raises(EnvironmentProblem) as error:
+        demo.install_wheel(wheel, tmp_path / "site")
+    assert str(error.value) == f"--wheel {wheel}: not a readable wheel (File is not a zip file)"
+    with pytest.raises(EnvironmentProblem) as error:
+        demo.install_wheel(wheel, tmp_path / "site", cached=True)
+    assert str(error.value) == (
+        f"the cached wheel {wheel} is corrupt (File is not a zip file); delete it (rm '{wheel}') and run "
+        "`sm120patch demo` again to download it afresh"
+    )
+
+
+def test_an_os_error_names_the_os_reason(tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentProblem) as error:
+        demo.install_wheel(tmp_path, tmp_path / "site")  # a directory, not a file
+    assert str(error.value) == f"--wheel {tmp_path}: not a readable wheel (Is a directory)"
+
+
+def test_an_error_without_words_is_named_by_its_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def cut_short(*args: object, **kwargs: object) -> None:
+        """Fake ``zipfile.ZipFile``: a zip cut short, as zlib's reader reports it (a bare EOFError)."""
+        raise EOFError
+
+    monkeypatch.setattr(demo.zipfile, "ZipFile", cut_short)
+    with pytest.raises(EnvironmentProblem) as error:
+        demo.install_wheel(tmp_path / "w.whl", tmp_path / "site")
+    assert str(error.value) == f"--wheel {tmp_path / 'w.whl'}: not a readable wheel (EOFError)"
+
+
+# --- on a colour terminal -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def colour(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A colour terminal as rich sees one: FORCE_COLOR, an xterm, NO_COLOR unset."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("TERM", "xterm")
+
+
+def test_on_a_colour_terminal_only_the_verdict_words_are_coloured(
+    tmp_path: Path, scratch_tmp: Path, colour: None
+) -> None:
+    """rich's highlighter would colour every number and path in these lines (versions, counts,
+    the --python hint); the demo colours its verdict words and nothing else."""
+    code, _, err = run("demo", "--wheel", str(mini_wheel(tmp_path)))
+    assert code == 0, err
+    assert "\x1b[" in err  # colour is on
+    for plain in (
+        "sm120patch revert: restored 3 file(s) byte for byte; state removed",
+        "FlashInfer is not installed here; sglang 0.5.11 pins",
+        ": sglang 0.5.11 patched, verified, re-applied as a no-op and reverted; its 3 files match",
+        "(pipx: add --python /path/to/env/bin/python).",
+    ):
+        assert plain in err, plain
+
+
+def test_on_a_colour_terminal_the_files_that_differ_are_plain(tmp_path: Path, scratch_tmp: Path, colour: None) -> None:
+    site = write_mini_sglang(tmp_path / "site").parent
+    for rel in (COMM, SERVER_ARGS):
+        (site / "sglang" / rel).write_text((site / "sglang" / rel).read_text() + "# changed after the RECORD\n")
+    code, _, err = run("demo", "--wheel", str(wheel_of(site, tmp_path / "sglang-0.5.11-py3-none-any.whl")))
+    assert code == 1, err
+    assert f": not as released (RECORD): sglang/{COMM}, sglang/{SERVER_ARGS}" in err
+
+
+def test_a_failed_cycle_names_the_failed_steps_and_compares_no_files(tmp_path: Path, scratch_tmp: Path) -> None:
+    """A gate renamed by hand after the RECORD was written (drift): what failed is the cycle;
+    its files were never written, so they are not blamed on it."""
+    site = write_mini_sglang(tmp_path / "site").parent
+    comm = site / "sglang" / COMM
+    comm.write_text(comm.read_text().replace("def apply_flashinfer_allreduce_fusion(", "def fusion_allowed("))
+    code, _, err = run("demo", "--wheel", str(wheel_of(site, tmp_path / "sglang-0.5.11-py3-none-any.whl")))
+    assert code == 1, err
+    assert err.splitlines()[-1] == "demo failed: failed: apply, verify, apply again (must change nothing), revert"
+
+
+def test_a_scratch_folder_that_cannot_be_removed_does_not_change_the_result(
+    tmp_path: Path, scratch_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    removed: list[Path] = []
+
+    def refusing_rmtree(path: Path, ignore_errors: bool = False) -> None:
+        """Fake ``shutil.rmtree`` on a filesystem that refuses the removal (a busy mount):
+        as the real one, it raises unless told to ignore errors."""
+        removed.append(Path(path))
+        if not ignore_errors:
+            raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(demo.shutil, "rmtree", refusing_rmtree)
+    code, _, err = run("demo", "--wheel", str(mini_wheel(tmp_path)))
+    assert code == 0, err
+    assert [p.parent for p in removed] == [scratch_tmp]
