@@ -129,7 +129,10 @@ def test_a_process_that_closes_its_output_and_stays_is_stopped(tmp_path: Path) -
     code = "import os, time\nprint(os.getpid(), flush=True)\nos.close(1); os.close(2)\ntime.sleep(600)\n"
     with pytest.raises(launch.RunFailure) as caught:
         launch.run([sys.executable, "-c", code], dict(os.environ), tmp_path, 0.3)
-    assert caught.value.kind == "timeout" and "did not exit" in caught.value.message
+    assert str(caught.value) == (
+        f"its output ended but it did not exit; every process of the run was stopped (phase: {launch.STARTING})"
+    )
+    assert caught.value.kind == "timeout"
     assert not alive(int(caught.value.tail[0]))
 
 
@@ -138,3 +141,90 @@ def test_a_clean_exit_returns_lines_and_phases(tmp_path: Path) -> None:
     output = launch.run([sys.executable, "-c", code], dict(os.environ), tmp_path, 5.0)
     assert output.returncode == 0 and output.lines[-1] == "Benchmark ..."
     assert [p for p, _ in output.phases] == [launch.STARTING, "loading weights", "warm-up", "benchmark"]
+
+
+def test_output_is_kept_as_printed_whatever_its_bytes(tmp_path: Path) -> None:
+    """sglang's log as printed: trailing spaces and a last letter kept, bytes that are not
+    UTF-8 replaced (a localized CUDA message), each phase named as it starts and timed."""
+    code = (
+        "import sys, time\n"
+        "out = sys.stdout.buffer\n"
+        "out.write(b'Load weight begin.\\n'); out.flush(); time.sleep(0.2)\n"
+        "out.write(b'Warmup ...\\n'); out.write(b'mem   \\n'); out.write(b'GPU MAX\\n')\n"
+        "out.write(b'CUDA \\xff\\xfe error\\n'); out.flush()\n"
+    )
+    seen: list[str] = []
+    started = time.monotonic()
+    output = launch.run([sys.executable, "-c", code], dict(os.environ), tmp_path, 5.0, on_phase=seen.append)
+    took = time.monotonic() - started
+    assert output.lines == ["Load weight begin.", "Warmup ...", "mem   ", "GPU MAX", "CUDA \ufffd\ufffd error"]
+    assert seen == [launch.STARTING, "loading weights", "warm-up"]
+    assert [p for p, _ in output.phases] == seen
+    assert all(0 <= seconds <= took for _, seconds in output.phases)
+    assert output.phases[1][1] >= 0.2  # loading weights lasted the sleep
+
+
+def test_a_process_that_closes_its_output_and_then_exits_is_waited_for(tmp_path: Path) -> None:
+    code = "import os, time\nos.close(1); os.close(2)\ntime.sleep(0.5)\n"
+    output = launch.run([sys.executable, "-c", code], dict(os.environ), tmp_path, 3.0)
+    assert output.returncode == 0
+
+
+def test_a_plain_phase_gets_the_timeout_once(tmp_path: Path) -> None:
+    code = "import time\nprint('Load weight begin.', flush=True)\nprint('Warmup ...', flush=True)\ntime.sleep(600)\n"
+    with pytest.raises(launch.RunFailure) as caught:
+        launch.run([sys.executable, "-c", code], dict(os.environ), tmp_path, 0.4)
+    assert str(caught.value) == "no progress for 0 s; every process of the run was stopped (phase: warm-up)"
+    assert launch.limit_for("warm-up", 0.4) == 0.4
+
+
+def test_the_process_table_reads_odd_names_and_leaves_out_zombies(tmp_path: Path) -> None:
+    """A process whose name holds ") (" (stat's name field is in parentheses), in a group of
+    its own inside this session, and a child that exited and was not reaped yet."""
+    odd = tmp_path / "x) (y"
+    odd.write_bytes(Path("/bin/sleep").read_bytes())
+    odd.chmod(0o755)
+    named = subprocess.Popen([str(odd), "30"], process_group=0)
+    zombie = subprocess.Popen(["true"])
+    try:
+        deadline = time.monotonic() + 10
+        while alive(zombie.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        table = launch._proc_table()
+        assert table[named.pid] == (os.getpid(), named.pid)  # (parent, process group), not the session
+        assert os.getsid(named.pid) != named.pid
+        assert zombie.pid not in table
+    finally:
+        named.kill()
+        named.wait()
+        zombie.wait()
+
+
+def test_stopping_groups_that_ended_meanwhile_is_no_error(tmp_path: Path) -> None:
+    proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    gone = subprocess.Popen(["true"], start_new_session=True)
+    gone.wait()
+    launch.stop(proc, {proc.pid, gone.pid})
+    assert proc.returncode == -15
+
+
+def test_the_benchmark_gets_the_environment_folder_and_no_terminal_input(tmp_path: Path) -> None:
+    """Its stderr is read with its stdout; the environment and folder are the ones given; it
+    never reads this process's stdin (here a pipe nobody writes to: it would wait forever)."""
+    code = (
+        "import os, sys\n"
+        "print(os.environ.get('MARK'), os.getcwd(), flush=True)\n"
+        "print('on stderr', file=sys.stderr, flush=True)\n"
+        "print(repr(sys.stdin.read()), flush=True)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MARK"} | {"MARK": "given"}
+    read, write = os.pipe()
+    saved = os.dup(0)
+    os.dup2(read, 0)
+    try:
+        output = launch.run([sys.executable, "-c", code], env, tmp_path, 2.0)
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, read, write):
+            os.close(fd)
+    assert output.lines == [f"given {tmp_path}", "on stderr", "''"]
