@@ -165,8 +165,9 @@ def test_output_is_kept_as_printed_whatever_its_bytes(tmp_path: Path) -> None:
 
 
 def test_a_process_that_closes_its_output_and_then_exits_is_waited_for(tmp_path: Path) -> None:
-    code = "import os, time\nos.close(1); os.close(2)\ntime.sleep(0.5)\n"
-    output = launch.run([sys.executable, "-c", code], dict(os.environ), tmp_path, 3.0)
+    """Waited for as long as its phase may take: starting gets 3x the timeout (3 s here)."""
+    code = "import os, time\nos.close(1); os.close(2)\ntime.sleep(1.5)\n"
+    output = launch.run([sys.executable, "-c", code], dict(os.environ), tmp_path, 1.0)
     assert output.returncode == 0
 
 
