@@ -52,6 +52,13 @@ def test_each_option_and_its_variable(tmp_path: Path) -> None:
     assert (by_env["python"], by_env["sglang_path"]) == ("/srv/bin/python", tmp_path)
 
 
+def test_relative_paths_are_made_absolute_as_the_user_meant_them(tmp_path: Path, monkeypatch: Any) -> None:
+    (tmp_path / "pkg").mkdir()
+    monkeypatch.chdir(tmp_path)
+    given = parse("--sglang-path", "pkg", "--python", "env/bin/python")
+    assert (given["sglang_path"], given["python"]) == (tmp_path / "pkg", str(tmp_path / "env/bin/python"))
+
+
 def test_what_the_options_refuse(tmp_path: Path) -> None:
     command, _ = options_command()
     a_file = tmp_path / "f"

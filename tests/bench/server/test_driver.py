@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from sm120patch.bench.server import driver
 from sm120patch.bench.server.flags import BACKEND, ENABLE, HATCH
 from tests.bench.server.fakes import fake_server_site
 from tests.support.cli import run
@@ -186,3 +187,58 @@ def test_text_output_fits_80_columns(tmp_path: Path) -> None:
     assert any("on vs off" in line for line in lines)
     assert "nothing downloaded" in err
     assert "fusion pays in sglang's own decode at TP 2" in " ".join(lines)
+
+
+def test_more_results_than_asked_for_is_a_run_that_could_not_be_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each block of sglang's output is named by the sweep it was asked for; one block more
+    (another benchmark writing to the same log) is not read as a measurement."""
+    monkeypatch.setenv("FAKE_SGLANG", "extra-result")
+    code, data = bench(fake_server_site(tmp_path), "--tp", "2", "--repeat", "1")
+    assert code == 1
+    assert data["problems"][0].startswith(
+        "the fusion-off run failed: its output could not be read: more results than the 2 asked for: "
+    )
+
+
+def test_a_batch_size_sglang_skips_is_named_and_left_out(tmp_path: Path) -> None:
+    code, data = bench(fake_server_site(tmp_path), "--tp", "2", "--repeat", "1", "--batch-sizes", "1,1024")
+    assert code == 0, data
+    assert [row["batch_size"] for row in data["rows"]] == [1]
+    assert "batch 1024 was skipped by sglang: it does not fit in the KV cache (max batch size limit)" in data["notes"]
+
+
+def test_the_free_memory_a_run_needs_follows_its_mem_fraction() -> None:
+    assert driver.required_free(("--disable-cuda-graph", "--mem-fraction-static", "0.5")) == 0.55
+    assert driver.required_free(("--mem-fraction-static=0.7",)) == 0.75
+    assert driver.required_free(("--mem-fraction-static", "x")) == driver.MIN_FREE_FRACTION
+    assert driver.required_free(("--mem-fraction-static",)) == driver.MIN_FREE_FRACTION
+
+
+def test_the_benchmarks_python_prints_unbuffered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its lines reach the watchdog as printed, not when a buffer fills (a phase would look stuck)."""
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    assert driver.probe_env(fake_server_site(tmp_path))["PYTHONUNBUFFERED"] == "1"
+
+
+def test_a_scratch_folder_that_cannot_be_removed_does_not_change_the_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    removed: list[Path] = []
+    real_rmtree = driver.shutil.rmtree
+
+    def refusing_rmtree(path: Path, ignore_errors: bool = False, **kwargs: Any) -> None:
+        """Fake ``shutil.rmtree`` for the run's scratch folder, on a filesystem that refuses
+        the removal (a busy mount): as the real one, it raises unless told to ignore errors.
+        Other folders (the kernel bench's, tempfile's own) are removed for real."""
+        if not Path(path).name.startswith("sm120patch-bench-server-"):
+            return real_rmtree(path, ignore_errors, **kwargs)
+        removed.append(Path(path))
+        if not ignore_errors:
+            raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(driver.shutil, "rmtree", refusing_rmtree)
+    code, data = bench(fake_server_site(tmp_path), "--tp", "2", "--repeat", "1")
+    assert code == 0, data
+    assert len(removed) == 1
