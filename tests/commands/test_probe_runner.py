@@ -78,9 +78,23 @@ def test_ending_a_group_sends_sigterm_then_sigkill_and_nothing_else(
     group is alive must not signal it."""
     monkeypatch.setattr(probes, "GRACE_S", 0.3)
     seen = tmp_path / "signals"
-    trap = f"trap '' TERM; for s in HUP INT QUIT USR1 USR2 ALRM; do trap \"echo $s >> {seen}\" $s; done"
-    proc = subprocess.Popen(["sh", "-c", f"{trap}; while :; do sleep 0.05; done"], start_new_session=True)
-    time.sleep(0.2)  # the traps are set
+    ready = tmp_path / "ready"
+    # Python, not sh: sh cannot trap a signal that was ignored when it started (nohup's SIGHUP).
+    code = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "def note(signum, frame):\n"
+        f"    open({str(seen)!r}, 'a').write(signal.Signals(signum).name + '\\n')\n"
+        "for name in ('SIGHUP', 'SIGINT', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2', 'SIGALRM'):\n"
+        "    signal.signal(getattr(signal, name), note)\n"
+        f"open({str(ready)!r}, 'w').close()\n"
+        "while True:\n"
+        "    time.sleep(0.05)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
     probes.end_group(proc)
     assert proc.returncode == -9
     assert not seen.exists(), seen.read_text()
