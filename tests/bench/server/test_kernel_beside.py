@@ -67,13 +67,14 @@ def test_the_kernel_bench_gets_the_servers_settings_and_the_releases_options(
     """FakeKernelBench (``measure.run``): the ranks on the GPUs, recorded instead of started;
     the release's code is read by stand-ins for ``read_call`` and ``release_options``."""
     from sm120patch.bench import measure, mirror
-    from sm120patch.commands.bench import HATCH
+    from sm120patch.commands.bench import keep_off
     from sm120patch.doctor import launch as doctor
 
     asked: list[tuple] = []
     monkeypatch.setattr(measure, "run", lambda *args, **kwargs: asked.append((args, kwargs)) or "figures")
     monkeypatch.setattr(mirror, "read_call", lambda package_dir, version: ("call of", package_dir, version))
-    monkeypatch.setattr(doctor, "release_options", lambda tree: {HATCH})
+    # a release without the escape hatch (before 0.5.13): not the default advice
+    monkeypatch.setattr(doctor, "release_options", lambda tree: {"--enable-flashinfer-allreduce-fusion"})
     settings = SimpleNamespace(tp=2, batch_sizes=(1, 64, 4096), python="/srv/env/bin/python", dtype="fp16", timeout=7.0)
     server = SimpleNamespace(settings=settings, model=SimpleNamespace(hidden=5120))
     tree = SimpleNamespace(pcie_ipc_option=True, package_dir=tmp_path, version="0.5.23")
@@ -82,6 +83,6 @@ def test_the_kernel_bench_gets_the_servers_settings_and_the_releases_options(
     [(args, kwargs)] = asked
     assert args[0] == measure.Settings("/srv/env/bin/python", 2, (1, 64), 5120, "fp16", 7.0, pcie_ipc=True)
     assert args[1] == ("call of", tmp_path, "0.5.23")
-    assert args[2] == f"`{HATCH}` / `sm120patch apply --skip server-args-auto-enable`"
+    assert args[2] == keep_off({"--enable-flashinfer-allreduce-fusion"}) != keep_off(None)
     assert kwargs == {"sglang_version": "0.5.23"}
     assert said == ["kernel-level bench at TP 2, hidden 5120"]
