@@ -9,7 +9,7 @@
   or logs sglang's fallback line and returns ``(None, None)``), and a ``bench_one_batch``
   that spawns one process per TP rank like the real one, calls the fused entry in graph
   capture and eagerly, and prints the real release's lines (``FAKE_SGLANG`` picks the
-  behaviour: normal, fallback, crash-on, hang:<phase>, grandchild, extra-result).
+  behaviour: normal, fallback, crash-on, hang:<phase>, grandchild, extra-result, tp1-no-entry).
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def main():
         fusion = True
     hang("starting (importing sglang)")
     if args.tp_size == 1:
-        work(args, 0, fusion)
+        work(args, 0, fusion and MODE != "tp1-no-entry")  # a release whose TP 1 path skips the entry
         return
     context = multiprocessing.get_context("spawn")
     workers = [context.Process(target=work, args=(args, rank, fusion)) for rank in range(args.tp_size)]

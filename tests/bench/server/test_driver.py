@@ -242,3 +242,12 @@ def test_a_scratch_folder_that_cannot_be_removed_does_not_change_the_answer(
     code, data = bench(fake_server_site(tmp_path), "--tp", "2", "--repeat", "1")
     assert code == 0, data
     assert len(removed) == 1
+
+
+def test_at_tp1_a_fusion_on_run_that_never_fused_says_there_is_no_allreduce(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_SGLANG", "tp1-no-entry")
+    code, data = bench(fake_server_site(tmp_path, gpus=1), "--tp", "1", "--repeat", "1")
+    assert code == 1
+    assert data["problems"][0].endswith("but never ran: at TP 1 there is no allreduce to fuse")
