@@ -229,3 +229,88 @@ def test_the_benchmark_gets_the_environment_folder_and_no_terminal_input(tmp_pat
         for fd in (saved, read, write):
             os.close(fd)
     assert output.lines == [f"given {tmp_path}", "on stderr", "''"]
+
+
+@pytest.mark.parametrize(
+    ("ending", "said"),
+    [
+        ("sys.exit(1)", "exit 1"),
+        ("sys.exit(3)", "exit 3"),
+        ("os.kill(os.getpid(), signal.SIGKILL)", "killed by signal 9"),
+    ],
+)
+def test_a_benchmark_that_fails_says_how_and_in_which_phase(tmp_path: Path, ending: str, said: str) -> None:
+    code = f"import os, signal, sys\nprint('Load weight begin.', flush=True)\n{ending}\n"
+    with pytest.raises(launch.RunFailure) as caught:
+        launch.run([sys.executable, "-c", code], dict(os.environ), tmp_path, 5.0)
+    assert (caught.value.kind, caught.value.phase) == ("exit", "loading weights")
+    assert str(caught.value) == f"sglang's benchmark ended with {said} (phase: loading weights)"
+
+
+def test_a_clean_run_says_how_long_it_took(tmp_path: Path) -> None:
+    started = time.monotonic()
+    output = launch.run([sys.executable, "-c", "import time; time.sleep(0.3)"], dict(os.environ), tmp_path, 5.0)
+    assert 0.3 <= output.seconds <= time.monotonic() - started
+
+
+def test_a_helper_seen_while_the_benchmark_ran_is_stopped_after_it_exits(tmp_path: Path) -> None:
+    """A helper in a session of its own outlives the benchmark that started it (then it is
+    no longer a descendant of anything of the run): the groups seen while it ran are kept."""
+    pid_file = tmp_path / "helper"
+    code = (
+        "import subprocess, sys, time\n"
+        "quiet = {'stdout': subprocess.DEVNULL, 'stderr': subprocess.DEVNULL}\n"  # the run's output closes
+        "helper = subprocess.Popen(['sleep', '60'], start_new_session=True, **quiet)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(helper.pid))\n"
+        "print('started', flush=True)\n"
+        "time.sleep(1.2)\n"  # the watchdog scans the process tree every 0.5 s
+    )
+    launch.run([sys.executable, "-c", code], dict(os.environ), tmp_path, 5.0)
+    assert not alive(int(pid_file.read_text()))
+
+
+def test_a_helper_started_after_the_output_closed_is_stopped(tmp_path: Path) -> None:
+    """No scan runs once the output has closed; the last look at the run's processes, as it is
+    stopped, still finds a helper started then."""
+    pid_file = tmp_path / "helper"
+    code = (
+        "import os, subprocess, time\n"
+        "os.close(1); os.close(2)\n"
+        "helper = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(helper.pid))\n"
+        "time.sleep(600)\n"
+    )
+    with pytest.raises(launch.RunFailure):
+        launch.run([sys.executable, "-c", code], dict(os.environ), tmp_path, 0.3)
+    assert not alive(int(pid_file.read_text()))
+
+
+def test_a_group_that_may_not_be_signalled_is_passed_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_killpg = os.killpg
+
+    def killpg(pgid: int, sig: int) -> None:
+        """Fake ``os.killpg``: group 424242 belongs to another user (a helper that changed uid)."""
+        if pgid == 424242:
+            raise PermissionError(1, "Operation not permitted")
+        real_killpg(pgid, sig)
+
+    monkeypatch.setattr(launch.os, "killpg", killpg)
+    proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    launch.stop(proc, {proc.pid, 424242})
+    assert proc.returncode == -15
+
+
+def test_a_process_that_ends_while_the_table_is_read_is_passed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A /proc written here: one entry that cannot be read (its process ended) among many."""
+    proc = tmp_path / "proc"
+    for pid in range(100, 140):
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "stat").write_text(f"{pid} (python) S 1 {pid} {pid} 0\n")
+    (proc / "120" / "stat").unlink()
+    (proc / "120" / "stat").mkdir()  # read_text fails with an OSError, as for an ended process
+    monkeypatch.setattr(launch, "Path", lambda where: proc if where == "/proc" else Path(where))
+    table = launch._proc_table()
+    assert sorted(table) == [pid for pid in range(100, 140) if pid != 120]
+    assert table[101] == (1, 101)
