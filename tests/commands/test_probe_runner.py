@@ -4,7 +4,6 @@ of the runner; and that a probe leaves neither its scratch folder nor open pipes
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -48,15 +47,25 @@ def test_a_probe_runs_in_a_scratch_folder_of_its_own_that_is_removed(tmp_path: P
     assert scratch != tmp_path and not scratch.exists()
 
 
-def test_a_probe_past_its_limit_leaves_no_pipe_open() -> None:
+def test_a_probe_past_its_limit_leaves_no_pipe_open(monkeypatch: pytest.MonkeyPatch) -> None:
     """Closed before the timeout reaches the caller, not when the garbage collector frees the
     process object (the exception keeps it alive while it is handled)."""
-    before = sorted(os.listdir("/proc/self/fd"))
+    started: list[subprocess.Popen[bytes]] = []
+    real = probes.start_recorded
+
+    def recording(into: list, argv: object, **popen: object) -> subprocess.Popen[bytes]:
+        """The real start, with the process kept here to look at its pipes."""
+        proc = real(into, argv, **popen)  # type: ignore[arg-type]
+        started.append(proc)
+        return proc
+
+    monkeypatch.setattr(probes, "start_recorded", recording)
     try:
         run_isolated(["sleep", "30"], timeout=0.2)
     except subprocess.TimeoutExpired:
-        during = sorted(os.listdir("/proc/self/fd"))
-    assert during == before
+        pipes = [started[0].stdout, started[0].stderr]
+        assert all(pipe is not None and pipe.closed for pipe in pipes)
+    assert len(started) == 1
 
 
 def test_every_group_is_ended_though_an_earlier_one_is_already_gone(monkeypatch: pytest.MonkeyPatch) -> None:
