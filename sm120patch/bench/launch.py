@@ -60,28 +60,34 @@ def limit_for(phase: str, timeout: float) -> float:
 
 
 def _reader(rank: int, stream: IO[str], out: queue.Queue[tuple[int, str | None]]) -> None:
-    for line in stream:
-        out.put((rank, line))
-    out.put((rank, None))
+    try:
+        for line in stream:
+            out.put((rank, line))
+    finally:  # whatever ends the reading, the watcher learns that no more lines come
+        out.put((rank, None))
 
 
-def _live_members(pgids: set[int]) -> bool:
-    """Whether a process of these groups still runs (a zombie waiting for init does not).
-    Read from /proc; where there is none, the rank processes' own exit has to do."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return False
-    for stat in proc.glob("[0-9]*/stat"):
+def proc_table() -> dict[int, tuple[int, int]]:
+    """pid -> (ppid, pgid) of every live process, from /proc (empty where there is none).
+    A zombie waiting to be reaped is not live: it holds no GPU and runs nothing."""
+    table: dict[int, tuple[int, int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
-            continue  # the process ended while we looked
-        if fields[0] not in ("Z", "X") and int(fields[2]) in pgids:
-            return True
-    return False
+            continue  # ended while we looked
+        if fields[0] not in ("Z", "X"):
+            table[int(stat.parent.name)] = (int(fields[1]), int(fields[2]))
+    return table
 
 
-def _stop(procs: Sequence[subprocess.Popen[str]]) -> None:
+def _live_members(pgids: set[int]) -> bool:
+    """Whether a process of these groups still runs.  Where there is no /proc, the rank
+    processes' own exit has to do."""
+    return any(pgid in pgids for _, pgid in proc_table().values())
+
+
+def _stop(procs: Sequence[subprocess.Popen[Any]]) -> None:
     """SIGTERM every rank's process group, then SIGKILL what is left; reap the ranks and
     wait until nothing they started runs on (NCCL helpers, a compiler)."""
     pgids = {proc.pid for proc in procs}  # each rank leads its own session and group
@@ -97,11 +103,12 @@ def _stop(procs: Sequence[subprocess.Popen[str]]) -> None:
 
 
 def _last_stderr(path: str) -> str:
+    """The last line that is not blank; CUDA, NCCL and Python write what they like there."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            lines = [line.strip() for line in handle if line.strip()]
+        text = Path(path).read_bytes().decode("utf-8", "replace")
     except OSError:
         return ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else ""
 
 
@@ -154,29 +161,34 @@ def _watch(
     timeout: float,
     on_event: Callable[[int, dict[str, Any]], None],
 ) -> None:
-    open_streams = len(procs)
-    while open_streams:
+    ended: set[int] = set()  # ranks whose output ended
+    while any(log.returncode is None for log in logs):
         try:
             rank, line = lines.get(timeout=0.1)
         except queue.Empty:
-            rank, line = -1, ""
-        if line is None:
-            open_streams -= 1
-            procs[rank].wait()
-            _check_exit(logs[rank], procs[rank], stderr_paths[rank])
-        elif line:
-            _take(logs[rank], line, on_event)
+            pass
+        else:
+            if line is None:
+                ended.add(rank)
+            else:
+                _take(logs[rank], line, on_event)
+        for log in logs:  # judged once it exited and said all it will: its output ended or it is done
+            said_all = log.rank in ended or any(e["event"] == "done" for e in log.events)
+            if log.returncode is None and said_all and procs[log.rank].poll() is not None:
+                _check_exit(log, procs[log.rank], stderr_paths[log.rank])
+        # Every rank not judged yet is held to its phase's limit: one that closed its output
+        # but runs on, and one that failed while a process it started holds its output open.
         now = time.monotonic()
-        running = [log for log in logs if procs[log.rank].poll() is None]
-        if any(now - log.since > limit_for(log.phase, timeout) for log in running):
-            raise _stuck(running, timeout)
+        waiting = [log for log in logs if log.returncode is None]
+        if any(now - log.since > limit_for(log.phase, timeout) for log in waiting):
+            raise _stuck(waiting, timeout)
 
 
-def _stuck(running: list[RankLog], timeout: float) -> RankFailure:
+def _stuck(waiting: list[RankLog], timeout: float) -> RankFailure:
     """The rank that made the least progress is the one to blame: the others wait for it
     in a collective."""
-    laggard = min(running, key=lambda log: (sum(e["event"] == "phase" for e in log.events), log.since))
-    others = "; ".join(f"rank {log.rank} was waiting in {log.phase}" for log in running if log is not laggard)
+    laggard = min(waiting, key=lambda log: (sum(e["event"] == "phase" for e in log.events), log.since))
+    others = "; ".join(f"rank {log.rank} was waiting in {log.phase}" for log in waiting if log is not laggard)
     return RankFailure(
         laggard.rank,
         laggard.phase,

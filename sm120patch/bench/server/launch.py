@@ -64,22 +64,9 @@ class Output:
     phases: list[tuple[str, float]]  # each phase and the seconds it took
 
 
-def _proc_table() -> dict[int, tuple[int, int]]:
-    """pid -> (ppid, pgid) of every live process, from /proc (empty where there is none)."""
-    table: dict[int, tuple[int, int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # ended while we looked
-        if fields[0] not in ("Z", "X"):
-            table[int(stat.parent.name)] = (int(fields[1]), int(fields[2]))
-    return table
-
-
 def descendant_groups(root: int) -> set[int]:
     """The process groups of ``root`` and every live descendant of it."""
-    table = _proc_table()
+    table = rank_launch.proc_table()
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in table.items():
         children.setdefault(ppid, []).append(pid)

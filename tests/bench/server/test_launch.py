@@ -187,28 +187,6 @@ def test_a_plain_phase_gets_the_timeout_once(tmp_path: Path) -> None:
     assert launch.limit_for("warm-up", 0.4) == 0.4
 
 
-def test_the_process_table_reads_odd_names_and_leaves_out_zombies(tmp_path: Path) -> None:
-    """A process whose name holds ") (" (stat's name field is in parentheses), in a group of
-    its own inside this session, and a child that exited and was not reaped yet."""
-    odd = tmp_path / "x) (y"
-    odd.write_bytes(Path("/bin/sleep").read_bytes())
-    odd.chmod(0o755)
-    named = subprocess.Popen([str(odd), "30"], process_group=0)
-    zombie = subprocess.Popen(["true"])
-    try:
-        deadline = time.monotonic() + 10
-        while alive(zombie.pid) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        table = launch._proc_table()
-        assert table[named.pid] == (os.getpid(), named.pid)  # (parent, process group), not the session
-        assert os.getsid(named.pid) != named.pid
-        assert zombie.pid not in table
-    finally:
-        named.kill()
-        named.wait()
-        zombie.wait()
-
-
 def test_stopping_groups_that_ended_meanwhile_is_no_error(tmp_path: Path) -> None:
     proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
     gone = subprocess.Popen(["true"], start_new_session=True)
@@ -306,19 +284,3 @@ def test_a_group_that_may_not_be_signalled_is_passed_over(monkeypatch: pytest.Mo
     proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
     launch.stop(proc, {proc.pid, 424242})
     assert proc.returncode == -15
-
-
-def test_a_process_that_ends_while_the_table_is_read_is_passed_over(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A /proc written here: one entry that cannot be read (its process ended) among many."""
-    proc = tmp_path / "proc"
-    for pid in range(100, 140):
-        (proc / str(pid)).mkdir(parents=True)
-        (proc / str(pid) / "stat").write_text(f"{pid} (python) S 1 {pid} {pid} 0\n")
-    (proc / "120" / "stat").unlink()
-    (proc / "120" / "stat").mkdir()  # read_text fails with an OSError, as for an ended process
-    monkeypatch.setattr(launch, "Path", lambda where: proc if where == "/proc" else Path(where))
-    table = launch._proc_table()
-    assert sorted(table) == [pid for pid in range(100, 140) if pid != 120]
-    assert table[101] == (1, 101)
