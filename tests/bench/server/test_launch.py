@@ -239,20 +239,53 @@ def test_a_clean_run_says_how_long_it_took(tmp_path: Path) -> None:
     assert 0.3 <= output.seconds <= time.monotonic() - started
 
 
-def test_a_helper_seen_while_the_benchmark_ran_is_stopped_after_it_exits(tmp_path: Path) -> None:
-    """A helper in a session of its own outlives the benchmark that started it (then it is
-    no longer a descendant of anything of the run): the groups seen while it ran are kept."""
+def test_a_helper_seen_once_is_stopped_though_it_left_the_process_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A helper in a session of its own whose parent exits is no longer a descendant of the
+    benchmark (it is re-parented to init): the groups seen in every scan add up, so it is
+    still stopped at the end.  Scans every 0.05 s here, so several see it and several do not."""
+    monkeypatch.setattr(launch, "SCAN_EVERY_S", 0.05)
     pid_file = tmp_path / "helper"
+    parent = (
+        "import subprocess, time\n"
+        "helper = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(helper.pid))\n"
+        "time.sleep(0.5)\n"
+    )
     code = (
         "import subprocess, sys, time\n"
-        "quiet = {'stdout': subprocess.DEVNULL, 'stderr': subprocess.DEVNULL}\n"  # the run's output closes
-        "helper = subprocess.Popen(['sleep', '60'], start_new_session=True, **quiet)\n"
-        f"open({str(pid_file)!r}, 'w').write(str(helper.pid))\n"
-        "print('started', flush=True)\n"
-        "time.sleep(1.2)\n"  # the watchdog scans the process tree every 0.5 s
+        f"subprocess.run([sys.executable, '-c', {parent!r}], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "print('parent gone', flush=True)\n"
+        "time.sleep(0.5)\n"
     )
-    launch.run([sys.executable, "-c", code], dict(os.environ), tmp_path, 5.0)
+    output = launch.run([sys.executable, "-c", code], dict(os.environ), tmp_path, 5.0)
+    assert output.lines == ["parent gone"]
     assert gone(int(pid_file.read_text()))
+
+
+def test_a_process_that_closes_its_output_is_waited_for_only_what_is_left_of_its_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its phase (warm-up, limit 2 s) had run 1 s when the output closed: at most the second
+    left is waited for, not the whole limit again."""
+    asked: list[float] = []
+    real_wait = subprocess.Popen.wait
+
+    def wait(self: subprocess.Popen[str], timeout: float | None = None) -> int:
+        """Fake ``Popen.wait`` for a timed wait: records the time it was given and gives up at
+        once, as if that time had passed; an untimed wait (the stop's reaping) is the real one."""
+        if timeout is None:
+            return real_wait(self)
+        asked.append(timeout)
+        raise subprocess.TimeoutExpired(self.args, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", wait)
+    code = "import os, time\nprint('Warmup ...', flush=True)\ntime.sleep(1.0)\n"
+    code += "os.close(1); os.close(2)\ntime.sleep(600)\n"
+    with pytest.raises(launch.RunFailure, match="its output ended but it did not exit"):
+        launch.run([sys.executable, "-c", code], dict(os.environ), tmp_path, 2.0)
+    assert len(asked) == 1 and 0.1 <= asked[0] < 1.8
 
 
 def test_a_helper_started_after_the_output_closed_is_stopped(tmp_path: Path) -> None:
