@@ -94,13 +94,16 @@ def run_module(module: str, budget_s: float, open_only: bool) -> tuple[dict[str,
     if targets:
         # On timeout, what finished is in mutmut's own records; the rest reads "not checked".
         with contextlib.suppress(subprocess.TimeoutExpired):
-            subprocess.run(
+            ran = subprocess.run(
                 ["mutmut", "run", "--max-children", "2", *targets],
                 cwd=REPO,
                 timeout=budget_s,
                 capture_output=True,
                 text=True,
             )
+            if ran.returncode != 0:  # e.g. "failed to collect stats": a fast test fails in mutants/
+                tail = (ran.stdout + ran.stderr).replace("\r", "\n").strip().splitlines()[-15:]
+                sys.exit(f"{module}: mutmut run ended with {ran.returncode}:\n" + "\n".join(tail))
     statuses = {name: status for name, status in statuses_now().items() if in_module(name, module)}
     return statuses, len(targets) if open_only else len(statuses)
 

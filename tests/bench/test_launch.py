@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -274,7 +275,7 @@ def test_a_rank_that_is_done_is_not_held_by_a_helper_that_keeps_its_output(tmp_p
     before = set(threading.enumerate())
     start = time.monotonic()
     try:
-        logs = run(script, world=1, timeout=30)
+        logs = run(script, world=1, timeout=5)  # a rank not judged when done would fail after 5 s
         took = time.monotonic() - start
         in_group = int(pids.read_text().split()[0])
         assert logs[0].returncode == 0 and took < 15
@@ -360,3 +361,31 @@ def test_a_process_that_ends_while_the_table_is_read_is_passed_over(
     table = launch.proc_table()
     assert sorted(table) == [pid for pid in range(100, 140) if pid != 120]
     assert table[101] == (1, 101)
+
+
+def test_stopping_ranks_that_end_on_sigterm_does_not_wait_out_the_grace() -> None:
+    """Two ranks (each the leader of its own session) that end at SIGTERM: the stop returns
+    as soon as they are gone, not after the grace it would give a rank that stays."""
+    procs = [subprocess.Popen(["sleep", "60"], start_new_session=True) for _ in range(2)]
+    started = time.monotonic()
+    launch._stop(procs)
+    assert time.monotonic() - started < launch.KILL_GRACE_S * 0.8
+    assert [proc.returncode for proc in procs] == [-15, -15]
+
+
+def test_a_rank_group_that_may_not_be_signalled_is_passed_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_killpg = os.killpg
+    procs = [subprocess.Popen(["sleep", "60"], start_new_session=True) for _ in range(2)]
+    refused = procs[0].pid
+
+    def killpg(pgid: int, sig: int) -> None:
+        """Fake ``os.killpg``: the first rank's group refuses SIGTERM (a process in it changed
+        user); SIGKILL, and every signal to the other group, is the real one."""
+        if pgid == refused and sig == signal.SIGTERM:
+            raise PermissionError(1, "Operation not permitted")
+        real_killpg(pgid, sig)
+
+    monkeypatch.setattr(launch.os, "killpg", killpg)
+    monkeypatch.setattr(launch, "KILL_GRACE_S", 0.3)  # the refused rank is waited for that long
+    launch._stop(procs)
+    assert [proc.returncode for proc in procs] == [-9, -15]
