@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +26,20 @@ os.environ.setdefault("COLUMNS", "200")
 
 
 TARGETS = (COMMUNICATOR, ADD_NORM, SERVER_ARGS, OVERRIDES, COMM_FUSION)
+
+#: Where the fast tier keeps its scratch files when the machine has it: memory (tmpfs).
+MEMORY_TMP = Path("/dev/shm")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The fast tier's scratch folders (``tmp_path``, and every temporary folder of the
+    processes it starts) in memory where there is a tmpfs: it writes and fsyncs thousands of
+    small files, and each fsync on disk costs about half a millisecond.  The slow tier stays
+    on disk: it hard-links the cached releases, which must be on the same filesystem."""
+    if config.option.markexpr != "not slow" or not (MEMORY_TMP.is_dir() and os.access(MEMORY_TMP, os.W_OK | os.X_OK)):
+        return
+    os.environ["TMPDIR"] = str(MEMORY_TMP)
+    tempfile.tempdir = str(MEMORY_TMP)
 
 
 @pytest.fixture(autouse=True)

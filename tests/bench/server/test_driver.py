@@ -93,7 +93,7 @@ def test_off_run_fused_by_an_auto_enable_without_hatch(tmp_path: Path) -> None:
 def test_a_crash_with_fusion_on_is_exit_1_with_sglangs_line(tmp_path: Path) -> None:
     os.environ["FAKE_SGLANG"] = "crash-on"
     try:
-        code, data = bench(fake_server_site(tmp_path), "--tp", "2")
+        code, data = bench(fake_server_site(tmp_path, gpus=1), "--tp", "1")
     finally:
         del os.environ["FAKE_SGLANG"]
     assert code == 1
@@ -126,7 +126,7 @@ def test_a_user_model_dir_without_tokenizer_gets_the_tiny_one(tmp_path: Path) ->
             }
         )
     )
-    code, data = bench(fake_server_site(tmp_path / "site"), "--tp", "2", "--repeat", "1", "--model-path", str(model))
+    code, data = bench(fake_server_site(tmp_path / "site", gpus=1), "--tp", "1", "--repeat", "1", "--model-path", str(model))
     assert code == 0, data
     assert data["model"]["architecture"] == "Qwen3ForCausalLM" and data["model"]["bundled"] is False
     command = data["runs"][0]["command"]
@@ -156,14 +156,14 @@ def test_refusals(tmp_path: Path) -> None:
 
 
 def test_a_smaller_mem_fraction_lets_a_busy_gpu_through(tmp_path: Path) -> None:
-    package = fake_server_site(tmp_path, free_gib=50.0)
-    code, data = bench(package, "--tp", "2", "--repeat", "1", "--server-arg=--mem-fraction-static=0.4")
+    package = fake_server_site(tmp_path, free_gib=50.0, gpus=1)
+    code, data = bench(package, "--tp", "1", "--repeat", "1", "--server-arg=--mem-fraction-static=0.4")
     assert code == 0, data
     assert data["runs"][0]["command"][-1] == "--mem-fraction-static=0.4"
 
 
 def test_an_off_run_that_fails_is_exit_2_with_the_log_kept(tmp_path: Path) -> None:
-    error = refused(fake_server_site(tmp_path), "--tp", "2", "--server-arg=--no-such-option")
+    error = refused(fake_server_site(tmp_path, gpus=1), "--tp", "1", "--server-arg=--no-such-option")
     assert error.startswith("bench --server stopped in run 1/4, fusion off: sglang's benchmark ended with exit 2")
     assert "unrecognized arguments: --no-such-option" in error
     assert "the log is in" in error
@@ -195,7 +195,7 @@ def test_more_results_than_asked_for_is_a_run_that_could_not_be_read(
     """Each block of sglang's output is named by the sweep it was asked for; one block more
     (another benchmark writing to the same log) is not read as a measurement."""
     monkeypatch.setenv("FAKE_SGLANG", "extra-result")
-    code, data = bench(fake_server_site(tmp_path), "--tp", "2", "--repeat", "1")
+    code, data = bench(fake_server_site(tmp_path, gpus=1), "--tp", "1", "--repeat", "1")
     assert code == 1
     assert data["problems"][0].startswith(
         "the fusion-off run failed: its output could not be read: more results than the 2 asked for: "
@@ -203,7 +203,7 @@ def test_more_results_than_asked_for_is_a_run_that_could_not_be_read(
 
 
 def test_a_batch_size_sglang_skips_is_named_and_left_out(tmp_path: Path) -> None:
-    code, data = bench(fake_server_site(tmp_path), "--tp", "2", "--repeat", "1", "--batch-sizes", "1,1024")
+    code, data = bench(fake_server_site(tmp_path, gpus=1), "--tp", "1", "--repeat", "1", "--batch-sizes", "1,1024")
     assert code == 0, data
     assert [row["batch_size"] for row in data["rows"]] == [1]
     assert "batch 1024 was skipped by sglang: it does not fit in the KV cache (max batch size limit)" in data["notes"]
@@ -239,7 +239,7 @@ def test_a_scratch_folder_that_cannot_be_removed_does_not_change_the_answer(
             raise PermissionError(13, "Permission denied", str(path))
 
     monkeypatch.setattr(driver.shutil, "rmtree", refusing_rmtree)
-    code, data = bench(fake_server_site(tmp_path), "--tp", "2", "--repeat", "1")
+    code, data = bench(fake_server_site(tmp_path, gpus=1), "--tp", "1", "--repeat", "1")
     assert code == 0, data
     assert len(removed) == 1
 
