@@ -126,7 +126,8 @@ def test_a_user_model_dir_without_tokenizer_gets_the_tiny_one(tmp_path: Path) ->
             }
         )
     )
-    code, data = bench(fake_server_site(tmp_path / "site", gpus=1), "--tp", "1", "--repeat", "1", "--model-path", str(model))
+    package = fake_server_site(tmp_path / "site", gpus=1)
+    code, data = bench(package, "--tp", "1", "--repeat", "1", "--model-path", str(model))
     assert code == 0, data
     assert data["model"]["architecture"] == "Qwen3ForCausalLM" and data["model"]["bundled"] is False
     command = data["runs"][0]["command"]
