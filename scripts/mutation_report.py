@@ -25,6 +25,7 @@ import argparse
 import contextlib
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -72,6 +73,23 @@ def in_module(name: str, module: str) -> bool:
     return name.startswith(module + ".") and name[len(module) + 1 :].startswith(("x_", "xǁ"))
 
 
+def clear_leftovers() -> None:
+    """Remove what mutants wrote into ``mutants/`` itself (a path joined without its folder
+    lands in mutmut's working directory): a ``mutants/sglang`` left there is imported by the
+    next run's tests, one fails, and mutmut stops with "failed to collect stats"."""
+    top = REPO / "mutants"
+    if not top.is_dir():
+        return
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    keep = {line.split("/", 1)[0] for line in tracked.splitlines()} | {"mutmut-stats.json", LINES.name}
+    for entry in top.iterdir():
+        if entry.name not in keep:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+
+
 def run_module(module: str, budget_s: float, open_only: bool) -> tuple[dict[str, str], int]:
     """Each mutant of ``module`` and its status (killed, survived, timeout, ...), and how many
     of them this run checked (all of them, or with ``open_only`` those not killed before)."""
@@ -92,6 +110,7 @@ def run_module(module: str, budget_s: float, open_only: bool) -> tuple[dict[str,
         ]
         save_lines(cache)
     if targets:
+        clear_leftovers()
         # On timeout, what finished is in mutmut's own records; the rest reads "not checked".
         with contextlib.suppress(subprocess.TimeoutExpired):
             ran = subprocess.run(
