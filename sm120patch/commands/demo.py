@@ -96,7 +96,8 @@ def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="sm120patch-demo-"))
     try:
         tree = from_directory(install_wheel(wheel, scratch / "site-packages", cached))
-        out.print(f"[bold]sm120patch demo[/]: {wheel.name} unpacked into {scratch}")
+        said = f"[bold]sm120patch demo[/]: {escape(wheel.name)} unpacked into {escape(str(scratch))}"
+        out.print(said, soft_wrap=True)  # one line the terminal wraps: the folder is copied whole
         steps = [
             ("apply", lambda: apply(tree, list(all_patches()))),
             ("verify", lambda: verify(tree)),

@@ -92,7 +92,8 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
             (printable(tree.version or "(unknown version)"), "bold"),
             f"  {printable(tree.package_dir)}  ",
             (f"[{tree.install_kind.value}]", "dim"),
-        )
+        ),
+        soft_wrap=True,  # one line the terminal wraps: the path is copied whole
     )
     if tree.install_kind is InstallKind.EDITABLE:
         out.print(Text("note: editable install: this edits your sglang checkout", style="yellow"))

@@ -250,8 +250,8 @@ def test_ids_padded_to_the_longest_id_of_any_file_still_leave_the_detail_whole(
 def test_a_narrow_report_exactly_id_folded_detail_indented_and_padded_to_its_own_width(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Stacked, byte for byte: an id wider than the terminal folds (it has no space to wrap
-    at); the detail wraps in the 26 columns right of its indent, each line padded to the
+    """Stacked, byte for byte: the header line is left to the terminal to wrap; an id wider
+    than the terminal folds (it has no space to wrap at); the detail wraps in the 26 columns right of its indent, each line padded to the
     widest line of its own detail, not to the terminal."""
     monkeypatch.setenv("COLUMNS", "30")
     reports = (
@@ -266,8 +266,7 @@ def test_a_narrow_report_exactly_id_folded_detail_indented_and_padded_to_its_own
     )
     render(an_outcome(reports=reports))
     assert capsys.readouterr().err == (
-        "sglang 0.5.11  /site/sglang  \n"
-        "[wheel]\n"
+        "sglang 0.5.11  /site/sglang  [wheel]\n"  # one line, wrapped by the terminal: the path copies whole
         "sglang/srt/a.py\n"
         "  communicator-fusion-gate-and\n"
         "-flag  pending -> applied\n"

@@ -158,10 +158,10 @@ def render(result: ServerResult, out: Console) -> None:
     for run in result.runs:
         facts += [f"{run.mode} run {run.repeat}, sglang said: {line}" for line, _ in run.fallbacks + run.fatals]
     facts += result.notes
-    if result.kept:
-        facts.append(f"logs kept in {result.kept}")
     for fact in facts:
         out.print(Text(fact, style="dim"), width=min(WIDTH, out.width))
+    if result.kept:  # one line the terminal wraps, so the path is copied whole
+        out.print(Text(f"logs kept in {result.kept}", style="dim"), soft_wrap=True)
     out.print(Text(result.verdict.advice, style=_KIND_STYLE[result.verdict.kind]), width=min(WIDTH, out.width))
 
 

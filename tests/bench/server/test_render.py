@@ -259,7 +259,7 @@ def test_a_stopped_bench_says_what_ran_what_sglang_said_and_where_the_logs_are(t
     ]
     assert "off run 1, sglang said: W a fallback line" in lines
     assert "off run 1, sglang said: E a fatal line" in lines
-    assert f"logs kept in {tmp_path / 'logs'}" in flat(shown)
+    assert f"logs kept in {tmp_path / 'logs'}" in lines
     assert lines[-1] == "no verdict: the fusion-off run failed"
 
 
@@ -341,3 +341,10 @@ def test_the_plot_draws_off_and_on_with_the_runs_range(tmp_path: Path, monkeypat
     calls.clear()
     render.plot(result(rows=[], verdict=Verdict(Kind.NONE, "x")), target)
     assert "ax.set_xticks" not in [name for name, *_ in calls]  # no sizes, no ticks
+
+
+def test_a_kept_log_path_longer_than_the_terminal_is_printed_whole() -> None:
+    """Folded at 80 columns, the path would copy with a line break in it."""
+    kept = Path("/var/tmp") / ("x" * 90) / "logs"
+    done = result(runs=[], rows=[], verdict=no_verdict("the fusion-off run failed"), kept=kept)
+    assert f"logs kept in {kept}" in text(done, width=80).splitlines()
