@@ -251,8 +251,9 @@ def test_a_narrow_report_exactly_id_folded_detail_indented_and_padded_to_its_own
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Stacked, byte for byte: the header line is left to the terminal to wrap; an id wider
-    than the terminal folds (it has no space to wrap at); the detail wraps in the 26 columns right of its indent, each line padded to the
-    widest line of its own detail, not to the terminal."""
+    than the terminal folds (it has no space to wrap at); the detail wraps in the 26 columns
+    right of its indent, each line padded to the widest line of its own detail, not to the
+    terminal."""
     monkeypatch.setenv("COLUMNS", "30")
     reports = (
         a_report(
