@@ -155,6 +155,19 @@ def test_pip_failing_after_writing_a_wheel_is_a_failure(tmp_path: Path, monkeypa
 # --- the cycle ------------------------------------------------------------------------------------
 
 
+def test_demo_names_its_scratch_folder_whole_in_a_narrow_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scratch_tmp: Path
+) -> None:
+    """One line the terminal wraps, not folded at 40 columns: the folder copies whole."""
+    monkeypatch.setenv("SM120PATCH_WHEEL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("COLUMNS", "40")
+    use_pip(monkeypatch, FakePip(mini_wheel(tmp_path), "sglang-0.5.9-py3-none-any.whl"))
+    code, _, err = run("demo")
+    first = err.splitlines()[0]
+    assert code == 0 and first.startswith("sm120patch demo: sglang-0.5.9-py3-none-any.whl unpacked into ")
+    assert Path(first.rpartition(" unpacked into ")[2]).parent == scratch_tmp
+
+
 def test_demo_downloads_the_pinned_release_and_runs_the_cycle(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scratch_tmp: Path
 ) -> None:
