@@ -348,3 +348,4 @@ def test_a_kept_log_path_longer_than_the_terminal_is_printed_whole() -> None:
     kept = Path("/var/tmp") / ("x" * 90) / "logs"
     done = result(runs=[], rows=[], verdict=no_verdict("the fusion-off run failed"), kept=kept)
     assert f"logs kept in {kept}" in text(done, width=80).splitlines()
+    assert f"\x1b[2mlogs kept in {kept}\x1b[0m\n" in ansi(done)  # dim, as the other facts
