@@ -1,6 +1,7 @@
 """`sm120patch bench` from the command line: usage, and every host it must refuse (exit 2,
 one sentence, JSON on stdout, never a traceback).  The serving interpreter is this one,
-with FakeTorch / FakeFlashInfer (tests/bench/fakes.py) on its path."""
+with FakeTorch / FakeFlashInfer (tests/bench/fakes.py) on its path.  The command runs in
+this process (its rank probe in a new one), and once in a process of its own."""
 
 from __future__ import annotations
 
@@ -11,28 +12,39 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from sm120patch.cli import main
 from tests.bench.fakes import H200, RTX_PRO_6000, fake_serving_site
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def bench(*args: str, site: Path | None = None, json_out: bool = True) -> tuple[int, dict | None, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CUDA_VISIBLE_DEVICES")}
+def bench(
+    *args: str, site: Path | None = None, json_out: bool = True, process: bool = False
+) -> tuple[int, dict | None, str]:
+    """``sm120patch bench --python THIS ARGS``: in this process (click's runner), or with
+    ``process`` in a new one; the rank probe runs in a new process either way, with FakeTorch
+    (``site``) on its path.  Never a traceback."""
+    env: dict[str, str | None] = {"PYTHONPATH": str(site) if site else None, "CUDA_VISIBLE_DEVICES": None}
     env.update(NO_COLOR="1", COLUMNS="200")
-    if site is not None:
-        env["PYTHONPATH"] = str(site)
-    proc = subprocess.run(
-        [sys.executable, "-m", "sm120patch", "bench", "--python", sys.executable, *args]
-        + (["--json"] if json_out else []),
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=120,
-    )
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc.returncode, json.loads(proc.stdout) if json_out and proc.stdout else None, proc.stderr
+    argv = ["bench", "--python", sys.executable, *args] + (["--json"] if json_out else [])
+    if process:
+        proc = subprocess.run(
+            [sys.executable, "-m", "sm120patch", *argv],
+            capture_output=True,
+            text=True,
+            env={k: v for k, v in {**os.environ, **env}.items() if v is not None},
+            cwd=REPO,
+            timeout=120,
+        )
+        code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+    else:
+        result = CliRunner().invoke(main, argv, env=env)
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+        code, stdout, stderr = result.exit_code, result.stdout, result.stderr
+    assert "Traceback" not in stderr, stderr
+    return code, json.loads(stdout) if json_out and stdout else None, stderr
 
 
 def refused(site: Path, *args: str) -> str:
@@ -115,7 +127,7 @@ def test_no_p2p(tmp_path: Path) -> None:
 
 
 def test_a_refusal_without_json_is_one_line_on_stderr(tmp_path: Path) -> None:
-    code, _, err = bench("--tp", "2", site=fake_serving_site(tmp_path, []), json_out=False)
+    code, _, err = bench("--tp", "2", site=fake_serving_site(tmp_path, []), json_out=False, process=True)
     assert code == 2
     assert err.strip().splitlines() == [
         f"error: torch 2.11.0+fake in {sys.executable} sees no CUDA GPU: nothing to measure"

@@ -12,22 +12,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import jrun_process, process_env
+from tests.support.cli import jrun
 from tests.support.fakes import fake_torch_package
 
 
-def cli(*args: str, pythonpath: Path | None = None) -> tuple[int, dict, str]:
-    """``sm120patch ARGS --json`` in a new process whose PYTHONPATH is ``pythonpath`` only."""
-    extra = {"PYTHONPATH": str(pythonpath)} if pythonpath is not None else {}
-    return jrun_process(*args, env=process_env(drop=["PYTHONPATH"], **extra))
+def cli(*args: str, pythonpath: Path | None = None) -> tuple[int, dict]:
+    """``sm120patch ARGS --json`` in this process; the interpreter it starts for the runtime
+    check sees ``pythonpath`` as its only PYTHONPATH."""
+    return jrun(*args, env={"PYTHONPATH": str(pythonpath) if pythonpath is not None else None})
 
 
 @pytest.mark.parametrize(("capability", "takes"), [((12, 0), True), ((12, 1), True), ((9, 0), False)])
 def test_runtime_reports_the_probe_and_the_flags(mini: Path, tmp_path: Path, capability, takes: bool) -> None:
     torch = fake_torch_package(tmp_path / "faketorch", capability)
-    code, data, _ = cli("apply", "--sglang-path", str(mini))
+    code, data = cli("apply", "--sglang-path", str(mini))
     assert code == 0
-    code, data, _ = cli("verify", "--runtime", "--sglang-path", str(mini), pythonpath=torch)
+    code, data = cli("verify", "--runtime", "--sglang-path", str(mini), pythonpath=torch)
     assert code == 0, data["headline"]
     runtime = data["runtime"]
     assert runtime["probe"] == {"ok": True, "expression": "is_sm120_supported()", "value": takes}
@@ -43,7 +43,7 @@ def test_runtime_reports_the_probe_and_the_flags(mini: Path, tmp_path: Path, cap
 
 
 def test_runtime_without_torch_is_an_environment_error(mini: Path) -> None:
-    code, data, _err = cli("verify", "--runtime", "--sglang-path", str(mini))
+    code, data = cli("verify", "--runtime", "--sglang-path", str(mini))
     assert code == 2 and data["exit_code"] == 2
     assert "torch does not import" in data["headline"] and "No module named 'torch'" in data["headline"]
 
@@ -53,7 +53,7 @@ def test_runtime_reports_a_module_that_no_longer_imports(mini: Path, tmp_path: P
     assert cli("apply", "--sglang-path", str(mini))[0] == 0
     gate = mini / "srt/layers/communicator.py"
     gate.write_text(gate.read_text() + "\nraise ImportError('a broken hand edit')\n")
-    code, data, _ = cli("verify", "--runtime", "--sglang-path", str(mini), pythonpath=torch)
+    code, data = cli("verify", "--runtime", "--sglang-path", str(mini), pythonpath=torch)
     assert code == 1
     assert data["headline"] == (
         f"the patched tree does not import in {sys.executable}: "
@@ -66,7 +66,7 @@ def test_runtime_on_a_real_release_names_the_missing_dependency(release, tmp_pat
     package = release("0.5.9")
     torch = fake_torch_package(tmp_path / "faketorch", (12, 0))
     assert cli("apply", "--sglang-path", str(package))[0] == 0
-    code, data, _ = cli("verify", "--runtime", "--sglang-path", str(package), pythonpath=torch)
+    code, data = cli("verify", "--runtime", "--sglang-path", str(package), pythonpath=torch)
     assert code == 1
     failure = data["runtime"]["sglang"]
     assert failure["ok"] is False and failure["error"].startswith("ModuleNotFoundError: No module named")
