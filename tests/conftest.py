@@ -50,6 +50,42 @@ def pytest_configure(config: pytest.Config) -> None:
     tempfile.tempdir = str(MEMORY_TMP)
 
 
+def first_batches(total: int, workers: int) -> list[int]:
+    """The sizes of the first batches pytest-xdist's worksteal scheduler hands out, in order:
+    what is left, split evenly over the workers not yet served."""
+    sizes = []
+    for served in range(workers):
+        sizes.append((total - sum(sizes)) // (workers - served))
+    return sizes
+
+
+def spread_waiting(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """``items`` reordered so that each worker's first batch holds its share of the tests
+    marked ``waits``, spread from a tenth to six tenths of that batch (each worker a little
+    offset from the next): a worker that waits overlaps the others' CPU work, instead of
+    several waiting at once, and the last tests of the run (the ones idle workers steal from
+    the ends of the others' batches) are short."""
+    waiting = [item for item in items if item.get_closest_marker("waits")]
+    busy = iter([item for item in items if not item.get_closest_marker("waits")])
+    order: list[pytest.Item] = []
+    for worker, size in enumerate(first_batches(len(items), workers)):
+        mine = waiting[worker::workers]
+        batch = [next(busy) for _ in range(max(0, size - len(mine)))]
+        start, spacing = 0.1 * len(batch), 0.5 * len(batch) / max(1, len(mine))
+        for rank, item in enumerate(mine):  # ``+ rank``: the waiting tests inserted before it
+            batch.insert(int(start + (rank + (worker + 0.5) / workers) * spacing) + rank, item)
+        order += batch
+    return order + list(busy)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (after deselection): the waiting tests spread over the workers."""
+    workers = getattr(config, "workerinput", {}).get("workercount", 0)
+    if workers > 1:
+        items[:] = spread_waiting(items, workers)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """What collection built (every module, test and parameter) lives until the run ends:
     frozen, the garbage collector stops walking it in each full collection, and pytest's own

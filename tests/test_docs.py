@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
-import subprocess
+import runpy
 import sys
 from pathlib import Path
 
@@ -13,12 +15,27 @@ import pytest
 from sm120patch.plan.registry import all_patches
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def check_script(script: str) -> int:
+    """``python3 SCRIPT --check`` run in this process (its output swallowed): its exit code."""
+    saved = list(sys.path), sys.argv
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            sys.argv = [str(REPO / script), "--check"]
+            runpy.run_path(str(REPO / script), run_name="__main__")
+        except SystemExit as exit:
+            return 1 if exit.code not in (0, None) else 0
+        finally:
+            sys.path[:], sys.argv = saved
+    return 0
+
+
 PRIVATE = re.compile(r"upstream-sm120|sglang-versions\.md|fused-path|anchors\.md|shared/|seeds/|msg 743|§")
 
 
 def test_readme_patch_table_is_generated_from_the_anchor_tables() -> None:
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "docs_tables.py"), "--check"])
-    assert proc.returncode == 0, "README.md is out of date: run python3 scripts/docs_tables.py"
+    assert check_script("scripts/docs_tables.py") == 0, "README.md is out of date: run python3 scripts/docs_tables.py"
 
 
 def test_user_facing_text_cites_only_public_sources() -> None:
@@ -114,8 +131,7 @@ def test_generated_pages_are_what_this_code_renders_and_name_this_version(script
     fails here; run the script again."""
     from sm120patch import __version__
 
-    proc = subprocess.run([sys.executable, str(REPO / script), "--check"], capture_output=True, text=True)
-    assert proc.returncode == 0, f"{script} would write its page differently: run python3 {script}"
+    assert check_script(script) == 0, f"{script} would write its page differently: run python3 {script}"
     page = GENERATED[script]
     assert json.loads((REPO / "docs" / f"{page}.json").read_text())["tool_version"] == __version__
     assert f"(sm120patch {__version__}," in (REPO / "docs" / f"{page}.md").read_text()

@@ -50,6 +50,7 @@ def test_ranks_that_finish_return_their_events(tmp_path: Path) -> None:
     assert sorted(rank for rank, e in events if e["event"] == "done") == [0, 1, 2]
 
 
+@pytest.mark.waits
 def test_a_hanging_rank_is_stopped_with_its_phase_and_no_process_is_left(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     pids.mkdir()
@@ -82,6 +83,7 @@ def test_a_hanging_rank_is_stopped_with_its_phase_and_no_process_is_left(tmp_pat
             assert not alive(pid), f"process {pid} outlived the run"
 
 
+@pytest.mark.waits
 def test_the_workspace_phase_may_take_longer(tmp_path: Path) -> None:
     script = rank_script(
         tmp_path / "rank.py",
@@ -165,6 +167,7 @@ def test_a_crash_with_nothing_on_stderr_says_no_message(tmp_path: Path) -> None:
     assert caught.value.message == "exit 4: no message"
 
 
+@pytest.mark.waits
 def test_a_stuck_rank_names_every_peer_that_waited_for_it(tmp_path: Path) -> None:
     script = rank_script(
         tmp_path / "rank.py",
@@ -238,6 +241,7 @@ def test_a_rank_output_that_is_not_utf8_is_read_with_replacements(tmp_path: Path
     assert [e.get("phase") for e in logs[0].events] == ["caf\u00e9", None]
 
 
+@pytest.mark.waits
 def test_a_rank_that_closes_its_output_and_hangs_is_stopped(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     script = rank_script(

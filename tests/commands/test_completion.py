@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
+from click.testing import CliRunner
 
+from sm120patch.cli import main
 from sm120patch.plan.registry import all_patches
 
 IDS = [p.id for p in all_patches()]
@@ -15,11 +13,11 @@ IDS = [p.id for p in all_patches()]
 
 def complete(*words: str) -> list[str]:
     """What bash completion gets for ``sm120patch WORDS <TAB>`` (the last word is being typed)."""
-    env = dict(os.environ, _SM120PATCH_COMPLETE="bash_complete", COMP_WORDS=" ".join(["sm120patch", *words]))
+    env = {"_SM120PATCH_COMPLETE": "bash_complete", "COMP_WORDS": " ".join(["sm120patch", *words])}
     env["COMP_CWORD"] = str(len(words))
-    script = "import sys; from sm120patch.cli import main; sys.exit(main(prog_name='sm120patch'))"
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
-    return [line.split(",", 1)[1] for line in proc.stdout.splitlines() if line.startswith("plain,")]
+    result = CliRunner().invoke(main, [], env=env, prog_name="sm120patch")
+    assert result.exit_code == 0, result.output
+    return [line.split(",", 1)[1] for line in result.stdout.splitlines() if line.startswith("plain,")]
 
 
 @pytest.mark.parametrize("option", ["--only", "--skip"])

@@ -62,6 +62,7 @@ def test_a_probe(ctrl_c_inside_popen: list[int]) -> None:
     assert not probes._RUNNING
 
 
+@pytest.mark.waits
 def test_the_ranks_of_the_kernel_bench(ctrl_c_inside_popen: list[int], tmp_path: Path) -> None:
     script = tmp_path / "rank.py"
     script.write_text(DEAF.replace("; ", "\n") + "\n")
@@ -70,6 +71,7 @@ def test_the_ranks_of_the_kernel_bench(ctrl_c_inside_popen: list[int], tmp_path:
     assert len(ctrl_c_inside_popen) == 1 and gone(ctrl_c_inside_popen)  # the first rank; no second was started
 
 
+@pytest.mark.waits
 def test_the_benchmark_of_bench_server(ctrl_c_inside_popen: list[int], tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         server_launch.run([sys.executable, "-c", DEAF], dict(os.environ), tmp_path, 60)

@@ -152,6 +152,7 @@ def test_the_scenario_exits_as_the_table_says(tmp_path: Path, cell: tuple[str, i
 
 
 @pytest.mark.parametrize("command", ["apply", "verify", "revert", "list", "doctor", "bench"])
+@pytest.mark.waits
 def test_ctrl_c_is_130_in_every_command(tmp_path: Path, command: str) -> None:
     python = interrupting_executable(tmp_path / "env" / "bin" / "python")
     assert process(command, "--python", python, "--timeout", "20") == 130

@@ -47,6 +47,7 @@ def test_ctrl_c_before_the_journal_leaves_no_file_half_changed(mini: Path, comma
     assert note.startswith("interrupted; no sglang file was left half-changed")
 
 
+@pytest.mark.waits
 def test_ctrl_c_while_a_probe_hangs_ends_it_and_its_children(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     python = hanging_executable(tmp_path / "env" / "bin" / "python", pids)
@@ -76,6 +77,7 @@ def test_ctrl_c_outside_a_command_body_is_130_too(tmp_path: Path) -> None:
     assert interrupted(run_process("list", "--json", env=env, cwd=REPO)) == "interrupted; nothing was written"
 
 
+@pytest.mark.waits
 def test_ctrl_c_in_doctor_ends_a_hung_nvidia_smi_rather_than_wait_it_out(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     hanging_executable(tmp_path / "bin" / "nvidia-smi", pids)

@@ -157,30 +157,35 @@ def _names_the_path(error: str, armed: oserrors._Armed, root: Path) -> bool:
     return str(path) in error or (path.name.startswith(".") and str(path.parent) in error)
 
 
-def check_one_fault(setup: str, command: str, point: Point, errno_name: str) -> None:
-    """The property, for one fault: see the module's docstring."""
+def check_one_fault(
+    setup: str, command: str, point: Point, errno_name: str, root: Path | None = None
+) -> tuple[int, dict, bool]:
+    """The property, for one fault: see the module's docstring.  The tree is set up in
+    ``root`` (a temporary folder if None); (exit code, the JSON object, whether it fired)."""
+    if root is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            return check_one_fault(setup, command, point, errno_name, Path(tmp))
     baseline, _ = _baseline(setup, command)
     original, patched = _reference(setup)
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        package = SETUPS[setup](root)
-        with oserrors.fail(root, point, oserrors.code(errno_name)) as armed:
-            code, out, err = invoke(command, package)
-        label = f"{command} on a {setup} tree, {errno_name} at {point}: exit {code}\n{err[-2000:]}"
-        assert "Traceback" not in err, label
-        assert code != 70, label
-        data = one_json_object(code, out)
-        if armed.fired:
-            # A file that is not there (ENOENT, ENOTDIR) is an answer (a deleted file, no
-            # manifest), which may be another exit code; anything else keeps the answer or is 2.
-            assert code in ((0, 1, 2) if errno_name in ABSENT else (baseline, 2)), label
-            if code == 2 and baseline != 2:
-                assert _names_the_path(data["error"], armed, root), f"{label}\nthe error: {data['error']}"
-                assert len(data["error"].strip().splitlines()) == 1, label
-        else:
-            assert code == baseline, label
-        for rel, now in _hashes(package).items():
-            assert now in (original[rel], patched[rel]), f"{label}\n{rel} is neither original nor patched"
+    package = SETUPS[setup](root)
+    with oserrors.fail(root, point, oserrors.code(errno_name)) as armed:
+        code, out, err = invoke(command, package)
+    label = f"{command} on a {setup} tree, {errno_name} at {point}: exit {code}\n{err[-2000:]}"
+    assert "Traceback" not in err, label
+    assert code != 70, label
+    data = one_json_object(code, out)
+    if armed.fired:
+        # A file that is not there (ENOENT, ENOTDIR) is an answer (a deleted file, no
+        # manifest), which may be another exit code; anything else keeps the answer or is 2.
+        assert code in ((0, 1, 2) if errno_name in ABSENT else (baseline, 2)), label
+        if code == 2 and baseline != 2:
+            assert _names_the_path(data["error"], armed, root), f"{label}\nthe error: {data['error']}"
+            assert len(data["error"].strip().splitlines()) == 1, label
+    else:
+        assert code == baseline, label
+    for rel, now in _hashes(package).items():
+        assert now in (original[rel], patched[rel]), f"{label}\n{rel} is neither original nor patched"
+    return code, data, bool(armed.fired)
 
 
 @st.composite
@@ -242,13 +247,9 @@ def one_fault(setup: str, command: str, kinds: tuple[str, ...], path: str, nth: 
     _, points = _baseline(setup, command)
     point = next((p for kind in kinds for p in points if (p.kind, p.path, p.nth) == (kind, path, nth)), None)
     assert point is not None, f"{command} on a {setup} tree never reaches {kinds} {path} #{nth}"
-    check_one_fault(setup, command, point, name)
-    with tempfile.TemporaryDirectory() as tmp:
-        package = SETUPS[setup](Path(tmp))
-        with oserrors.fail(Path(tmp), point, oserrors.code(name)) as armed:
-            code, out, _ = invoke(command, package)
-        assert armed.fired
-        return code, json.loads(out)
+    code, data, fired = check_one_fault(setup, command, point, name)
+    assert fired
+    return code, data
 
 
 STATE = "site/sglang/.sm120patch"
@@ -351,13 +352,9 @@ def test_a_plot_that_cannot_be_written_is_said_in_the_one_json_object(name: str)
     """Was a second JSON object after the measurements, and a half-written plot."""
     _, points = _baseline("fresh", "bench")
     (point,) = [p for p in points if p.kind == "open" and p.path.endswith(".png")]  # the plot, or its temp file
-    check_one_fault("fresh", "bench", point, name)
     with tempfile.TemporaryDirectory() as tmp:
-        package = _fresh(Path(tmp))
-        with oserrors.fail(Path(tmp), point, oserrors.code(name)) as armed:
-            code, out, _ = invoke("bench", package)
-        data = json.loads(out)
-        assert armed.fired and code == 2 and data["rows"] and not data["ok"]
+        code, data, fired = check_one_fault("fresh", "bench", point, name, Path(tmp))
+        assert fired and code == 2 and data["rows"] and not data["ok"]
         assert data["error"].startswith(f"--plot {tmp}/plot.png: cannot write it")
         assert sorted(p.name for p in Path(tmp).iterdir()) == ["config.json", "site", "tmp"]  # no half a plot
 

@@ -13,6 +13,7 @@ from tests.support.fakes import hanging_executable, kill_leftovers, pids_in, run
 
 
 @pytest.mark.parametrize(("command", "probes"), [("apply", 1), ("doctor", 2)])
+@pytest.mark.waits
 def test_a_hung_interpreter_leaves_no_process_behind(tmp_path: Path, command: str, probes: int) -> None:
     pids = tmp_path / "pids"
     python = hanging_executable(tmp_path / "env" / "bin" / "python", pids)
@@ -27,6 +28,7 @@ def test_a_hung_interpreter_leaves_no_process_behind(tmp_path: Path, command: st
         kill_leftovers(pids)
 
 
+@pytest.mark.waits
 def test_apply_gives_nvidia_smi_the_timeout_asked_for(tmp_path: Path, mini: Path) -> None:
     pids = tmp_path / "pids"
     hanging_executable(tmp_path / "bin" / "nvidia-smi", pids)
@@ -60,6 +62,7 @@ def test_a_probe_started_after_ctrl_c_ends_at_once() -> None:
     assert probes.run_isolated(["true"], timeout=10)[0] == 0
 
 
+@pytest.mark.waits
 def test_ctrl_c_with_two_deaf_probes_costs_one_grace(monkeypatch: pytest.MonkeyPatch) -> None:
     """doctor runs the host facts and nvidia-smi side by side; when both ignore SIGTERM, Ctrl-C
     waits out the grace once for both, then SIGKILLs both."""

@@ -80,6 +80,7 @@ def test_every_group_is_ended_though_an_earlier_one_is_already_gone(monkeypatch:
     assert hung.returncode == -15  # SIGTERM reached it
 
 
+@pytest.mark.waits
 def test_ending_a_group_sends_sigterm_then_sigkill_and_nothing_else(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -255,6 +255,7 @@ def test_non_utf8_bytes_from_the_process(on_path: Path) -> None:
     assert report.unread == ("\ufffd\ufffd0, \ufffdGPU\ufffd, 12.0",)
 
 
+@pytest.mark.waits
 def test_a_hanging_nvidia_smi_costs_the_limit_and_says_so(on_path: Path) -> None:
     script = on_path / "nvidia-smi"
     script.write_text("#!/bin/sh\nexec sleep 30\n")
@@ -281,6 +282,7 @@ def test_run_a_path_with_a_nul_byte() -> None:
     )
 
 
+@pytest.mark.waits
 def test_run_a_query_past_its_limit(on_path: Path) -> None:
     exe = fake_nvidia_smi(on_path, two_rtx(), sleeps={"main": 30})
     started = time.monotonic()
@@ -339,6 +341,7 @@ def test_with_a_second_left_the_uuids_are_asked(on_path: Path) -> None:
     assert [g.uuid for g in report.gpus] == [uuid_of(FakeGpu(), i) for i in (0, 1)]
 
 
+@pytest.mark.waits
 def test_with_little_time_left_the_uuids_are_not_asked(on_path: Path) -> None:
     fake_nvidia_smi(on_path, two_rtx(), sleeps={"main": 0.85})
     report = from_nvidia_smi(timeout=1.2)  # under 0.35 s left after the main query
@@ -346,6 +349,7 @@ def test_with_little_time_left_the_uuids_are_not_asked(on_path: Path) -> None:
     assert report == GpuReport((Gpu(0, RTX_PRO_6000, (12, 0)), Gpu(1, RTX_PRO_6000, (12, 0))), COMMAND)
 
 
+@pytest.mark.waits
 def test_the_names_query_gets_only_the_time_left(on_path: Path) -> None:
     fake_nvidia_smi(
         on_path, two_rtx(), main=b"", main_rc=2, main_err=NO_COMPUTE_CAP, sleeps={"main": 0.85, "names": 0.7}
@@ -355,6 +359,7 @@ def test_the_names_query_gets_only_the_time_left(on_path: Path) -> None:
     assert report == GpuReport((), COMMAND, f"nvidia-smi failed: {NO_COMPUTE_CAP.decode()}")
 
 
+@pytest.mark.waits
 def test_a_hanging_names_query_is_bounded_by_the_overall_timeout(on_path: Path) -> None:
     fake_nvidia_smi(on_path, two_rtx(), main=b"", main_rc=2, main_err=NO_COMPUTE_CAP, sleeps={"names": 30})
     started = time.monotonic()
@@ -363,6 +368,7 @@ def test_a_hanging_names_query_is_bounded_by_the_overall_timeout(on_path: Path) 
     assert report == GpuReport((), COMMAND, f"nvidia-smi failed: {NO_COMPUTE_CAP.decode()}")
 
 
+@pytest.mark.waits
 def test_a_hanging_uuid_query_is_bounded_by_the_overall_timeout(on_path: Path) -> None:
     fake_nvidia_smi(on_path, two_rtx(), sleeps={"uuid": 30})
     started = time.monotonic()

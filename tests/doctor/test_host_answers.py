@@ -94,6 +94,7 @@ def test_an_interpreter_printing_json_with_non_utf8_bytes_in_its_strings(tmp_pat
     assert run_host_facts(python).torch.error == "\ufffdchec"
 
 
+@pytest.mark.waits
 def test_a_hanging_interpreter_and_nvidia_smi_cost_the_limit_once(tmp_path: Path) -> None:
     python = serving_python(tmp_path / "env", body="exec sleep 30")
     fake_nvidia_smi(tmp_path / "bin", two_rtx())

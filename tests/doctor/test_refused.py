@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from sm120patch.locate.tree import from_directory
 from sm120patch.report.as_json import doctor_json
 from tests.doctor.facts import host_with
 from tests.doctor.hostfakes import fake_nvidia_smi, two_rtx
+from tests.support.cli import run
 
 ADVICE = ("apply --skip", "pip install", "sm120patch bench", "run `sm120patch apply`")
 
@@ -51,27 +50,23 @@ def test_a_refused_release_is_one_finding_with_the_upgrade(mini: Path) -> None:
         assert not any(advice in text for advice in ADVICE), finding
 
 
-def doctor(package: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def doctor(package: Path, tmp_path: Path, *args: str) -> tuple[int, str, str]:
+    """``sm120patch doctor`` (in this process) with FakeNvidiaSmi's two RTX PRO 6000 on PATH
+    and no PYTORCH_/CUDA_ setting: (exit code, stdout, stderr)."""
     fake_nvidia_smi(tmp_path / "bin", two_rtx())
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTORCH_", "CUDA_"))}
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith(("PYTORCH_", "CUDA_"))}
     env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin"
-    return subprocess.run(
-        [sys.executable, "-m", "sm120patch", "doctor", "--sglang-path", str(package), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    return run("doctor", "--sglang-path", str(package), *args, env=env)
 
 
 def check_cli(package: Path, tmp_path: Path, version: str) -> None:
-    text = doctor(package, tmp_path, "--tp", "2")
-    assert "Traceback" not in text.stderr and text.returncode == 1, text.stderr
-    assert f"patches: sglang {version} cannot be patched: upgrade to sglang >= 0.5.4" in text.stderr
-    assert ": refused" not in text.stderr  # no rows of "refused" patches
-    assert not any(advice in text.stderr for advice in ADVICE)
-    machine = doctor(package, tmp_path, "--tp", "2", "--json")
-    data = json.loads(machine.stdout)
+    code, _, err = doctor(package, tmp_path, "--tp", "2")
+    assert "Traceback" not in err and code == 1, err
+    assert f"patches: sglang {version} cannot be patched: upgrade to sglang >= 0.5.4" in err
+    assert ": refused" not in err  # no rows of "refused" patches
+    assert not any(advice in err for advice in ADVICE)
+    _, out, _ = doctor(package, tmp_path, "--tp", "2", "--json")
+    data = json.loads(out)
     assert data["exit_code"] == 1 and "Upgrade to sglang >= 0.5.4" in data["refusal"]
     assert [f["id"] for f in data["findings"] if f["id"].startswith("patch")] == ["patches"]
 

@@ -16,7 +16,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -31,8 +31,9 @@ from sm120patch.report.outcome import Outcome
 from tests.support.realtrees import sha256
 
 
-def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    """``sm120patch ARGS`` in this process: (exit code, stdout, stderr)."""
+def run(*args: str, env: Mapping[str, str | None] | None = None) -> tuple[int, str, str]:
+    """``sm120patch ARGS`` in this process: (exit code, stdout, stderr).  ``env``: variables
+    set (None: unset) while it runs, and seen by the processes it starts."""
     result = CliRunner().invoke(main, list(args), env=env)
     return result.exit_code, result.stdout, result.stderr
 
@@ -46,7 +47,7 @@ def one_json_object(code: int, stdout: str) -> dict:
     return data
 
 
-def jrun(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict]:
+def jrun(*args: str, env: Mapping[str, str | None] | None = None) -> tuple[int, dict]:
     """``sm120patch ARGS --json`` in this process: (exit code, the document, which repeats it)."""
     code, out, _ = run(*args, "--json", env=env)
     return code, one_json_object(code, out)

@@ -54,6 +54,7 @@ def start(tmp_path: Path, mode: str, tp: int = 2, timeout: float = 1.0) -> tuple
     return caught.value, [int(line) for line in pids.read_text().split()] if pids.exists() else []
 
 
+@pytest.mark.waits
 def test_a_rank_hanging_in_capture_is_stopped_and_named(tmp_path: Path) -> None:
     failure, pids = start(tmp_path, "hang:capture", timeout=0.3)
     assert failure.kind == "timeout"
@@ -64,6 +65,7 @@ def test_a_rank_hanging_in_capture_is_stopped_and_named(tmp_path: Path) -> None:
     assert not any(alive(pid) for pid in pids)
 
 
+@pytest.mark.waits
 def test_helpers_in_and_out_of_the_group_are_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(launch.SLOW_PHASES, "capturing CUDA graphs", 1)  # what is tested is the stop
     failure, pids = start(tmp_path, "grandchild", timeout=0.7)
@@ -75,6 +77,7 @@ def test_helpers_in_and_out_of_the_group_are_stopped(tmp_path: Path, monkeypatch
     assert not any(alive(pid) for pid in pids)
 
 
+@pytest.mark.waits
 def test_a_hang_while_starting_gets_its_longer_limit(tmp_path: Path) -> None:
     started = time.monotonic()
     failure, pids = start(tmp_path, "hang:starting (importing sglang)", tp=1, timeout=0.3)
@@ -134,6 +137,7 @@ def test_the_hook_refuses_multicast(tmp_path: Path) -> None:
     assert out.strip() == server_hook.MULTICAST_MESSAGE
 
 
+@pytest.mark.waits
 def test_a_process_that_closes_its_output_and_stays_is_stopped(tmp_path: Path) -> None:
     code = "import os, time\nprint(os.getpid(), flush=True)\nos.close(1); os.close(2)\ntime.sleep(600)\n"
     with pytest.raises(launch.RunFailure) as caught:
@@ -172,6 +176,7 @@ def test_output_is_kept_as_printed_whatever_its_bytes(tmp_path: Path) -> None:
     assert all(0 <= seconds <= took for _, seconds in output.phases)
 
 
+@pytest.mark.waits
 def test_a_process_that_closes_its_output_and_then_exits_is_waited_for(tmp_path: Path) -> None:
     """Waited for as long as its phase may take: starting gets 3x the timeout (3 s here)."""
     code = "import os, time\nos.close(1); os.close(2)\ntime.sleep(1.5)\n"
@@ -179,6 +184,7 @@ def test_a_process_that_closes_its_output_and_then_exits_is_waited_for(tmp_path:
     assert output.returncode == 0
 
 
+@pytest.mark.waits
 def test_a_plain_phase_gets_the_timeout_once(tmp_path: Path) -> None:
     code = "import time\nprint('Load weight begin.', flush=True)\nprint('Warmup ...', flush=True)\ntime.sleep(600)\n"
     with pytest.raises(launch.RunFailure) as caught:
@@ -239,6 +245,7 @@ def test_a_clean_run_says_how_long_it_took(tmp_path: Path) -> None:
     assert 0.3 <= output.seconds <= time.monotonic() - started
 
 
+@pytest.mark.waits
 def test_a_helper_seen_once_is_stopped_though_it_left_the_process_tree(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -264,6 +271,7 @@ def test_a_helper_seen_once_is_stopped_though_it_left_the_process_tree(
     assert gone(int(pid_file.read_text()))
 
 
+@pytest.mark.waits
 def test_a_process_that_closes_its_output_is_waited_for_only_what_is_left_of_its_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -288,6 +296,7 @@ def test_a_process_that_closes_its_output_is_waited_for_only_what_is_left_of_its
     assert len(asked) == 1 and 0.1 <= asked[0] < 1.8
 
 
+@pytest.mark.waits
 def test_a_helper_started_after_the_output_closed_is_stopped(tmp_path: Path) -> None:
     """No scan runs once the output has closed; the last look at the run's processes, as it is
     stopped, still finds a helper started then."""
