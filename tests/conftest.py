@@ -6,9 +6,11 @@ comparison), live in ``tests/support``.
 
 from __future__ import annotations
 
+import compileall
 import functools
 import gc
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -39,11 +41,42 @@ def fast_tier(config: pytest.Config) -> bool:
     return config.option.markexpr == "not slow"
 
 
+def compile_rewritten_tests(config: pytest.Config) -> None:
+    """The test modules as pytest rewrites them (for its assertion messages), compiled into
+    its cache here, once, where that cache is missing or stale: on a fresh clone every
+    pytest-xdist worker would otherwise rewrite all of them at the same time (about 3 s of
+    CPU each), and the other modules too.  Run by the process that starts the workers, before it starts them; pytest's
+    own loader (the same functions) finds the result and skips the work."""
+    try:
+        from _pytest.assertion import rewrite
+
+        state = config.stash[rewrite.assertstate_key]
+    except (ImportError, AttributeError, KeyError):  # another pytest: each worker rewrites, as before
+        return
+    if sys.dont_write_bytecode:
+        return
+    tests = Path(__file__).parent
+    # the package and the tests' helpers, as Python caches every module it imports
+    compileall.compile_dir(tests.parent / "sm120patch", quiet=1)
+    compileall.compile_dir(tests, quiet=1, rx=re.compile(r"(^|/)(test_[^/]*|conftest)\.py$"))
+    for source in sorted(tests.rglob("*.py")):
+        if not (source.name.startswith("test_") or source.name == "conftest.py"):
+            continue
+        cache = rewrite.get_cache_dir(source)
+        pyc = cache / (source.name[:-3] + rewrite.PYC_TAIL)
+        if rewrite._read_pyc(source, pyc) is None and rewrite.try_makedirs(cache):
+            stat, code = rewrite._rewrite_test(source, config)
+            rewrite._write_pyc(state, code, stat, pyc)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """The fast tier's scratch folders (``tmp_path``, and every temporary folder of the
     processes it starts) in memory where there is a tmpfs: it writes and fsyncs thousands of
     small files, and each fsync on disk costs about half a millisecond.  The slow tier stays
-    on disk: it hard-links the cached releases, which must be on the same filesystem."""
+    on disk: it hard-links the cached releases, which must be on the same filesystem.
+    Under pytest-xdist the test modules are compiled first (``compile_rewritten_tests``)."""
+    if config.getoption("numprocesses", None) and not hasattr(config, "workerinput"):
+        compile_rewritten_tests(config)
     if not fast_tier(config) or not (MEMORY_TMP.is_dir() and os.access(MEMORY_TMP, os.W_OK | os.X_OK)):
         return
     os.environ["TMPDIR"] = str(MEMORY_TMP)
@@ -53,7 +86,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def first_batches(total: int, workers: int) -> list[int]:
     """The sizes of the first batches pytest-xdist's worksteal scheduler hands out, in order:
     what is left, split evenly over the workers not yet served."""
-    sizes = []
+    sizes: list[int] = []
     for served in range(workers):
         sizes.append((total - sum(sizes)) // (workers - served))
     return sizes
@@ -127,6 +160,15 @@ def short_stop_grace(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(probes, "GRACE_S", 0.2)
     monkeypatch.setattr(launch, "KILL_GRACE_S", 0.3)
+
+
+@pytest.fixture
+def tmp_path(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """pytest's ``tmp_path`` (a new folder named after the test, under the run's base
+    folder), made by one ``mkdtemp``: pytest's own lists the whole base folder to number each
+    new one, and that folder grows with every test a worker runs (thousands here)."""
+    name = re.sub(r"\W", "_", request.node.name)[:30]
+    return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=tmp_path_factory.getbasetemp()))
 
 
 @pytest.fixture

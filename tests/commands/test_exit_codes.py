@@ -17,13 +17,13 @@ from __future__ import annotations
 import re
 import sys
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
 
 from sm120patch.patchkit.layout import COMMUNICATOR
-from tests.support.cli import one_json_object, process_env, run, run_process
+from tests.support.cli import one_json_object, run, run_process
 from tests.support.fakes import RTX_PRO_6000, fake_flashinfer, fake_nvidia_smi, interrupting_executable
 from tests.support.faultsuite import REPO
 from tests.support.mini_sglang import FILES, write_mini_sglang
@@ -60,9 +60,10 @@ def mini_wheel(tmp: Path, refused: bool = False) -> Path:
     return wheel
 
 
-def cli(*args: str | Path) -> int:
-    """``sm120patch ARGS --json`` in this process, its JSON checked; the exit code."""
-    code, out, _ = run(*map(str, args), "--json")
+def cli(*args: str | Path, env: Mapping[str, str | None] | None = None) -> int:
+    """``sm120patch ARGS --json`` in this process (``env`` set while it runs), its JSON
+    checked; the exit code."""
+    code, out, _ = run(*map(str, args), "--json", env=env)
     one_json_object(code, out)
     return code
 
@@ -106,8 +107,8 @@ def scenarios(tmp: Path) -> dict[tuple[str, int], Callable[[], int]]:
         bin_dir.mkdir()
         if gpus is not None:
             fake_nvidia_smi(bin_dir, gpus)
-        env = process_env(drop=["PYTORCH_CUDA_ALLOC_CONF", "CUDA_VISIBLE_DEVICES"], PATH=f"{bin_dir}:/usr/bin:/bin")
-        return process("doctor", "--sglang-path", package, "--tp", "2", env=env)
+        env = {"PYTORCH_CUDA_ALLOC_CONF": None, "CUDA_VISIBLE_DEVICES": None, "PATH": f"{bin_dir}:/usr/bin:/bin"}
+        return cli("doctor", "--sglang-path", package, "--tp", "2", env=env)
 
     return {
         ("apply", 0): lambda: cli("apply", "--sglang-path", mini),

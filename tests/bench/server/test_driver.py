@@ -61,8 +61,8 @@ def test_fusion_pays_each_run_proven(tmp_path: Path) -> None:
 
 
 def test_release_before_the_backend_option_uses_the_flag(tmp_path: Path) -> None:
-    package = fake_server_site(tmp_path, options="enable+hatch", version="0.5.13", layout="bench_one_batch.py")
-    code, data = bench(package, "--tp", "2", "--repeat", "1")
+    package = fake_server_site(tmp_path, gpus=1, options="enable+hatch", version="0.5.13", layout="bench_one_batch.py")
+    code, data = bench(package, "--tp", "1", "--repeat", "1")
     assert code == 0, data
     assert data["sglang"]["benchmark"] == "sglang.bench_one_batch"
     assert data["flags"] == {"on": [ENABLE], "off": [HATCH]}
@@ -89,7 +89,7 @@ def test_fallback_is_reported_with_sglangs_line_and_no_verdict(tmp_path: Path) -
 def test_off_run_fused_by_an_auto_enable_without_hatch(tmp_path: Path) -> None:
     os.environ["FAKE_SGLANG_AUTO_ENABLE"] = "1"
     try:
-        code, data = bench(fake_server_site(tmp_path, options="enable", version="0.5.9"), "--tp", "2")
+        code, data = bench(fake_server_site(tmp_path, gpus=1, options="enable", version="0.5.9"), "--tp", "1")
     finally:
         del os.environ["FAKE_SGLANG_AUTO_ENABLE"]
     assert code == 1
