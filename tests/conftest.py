@@ -45,8 +45,9 @@ def compile_rewritten_tests(config: pytest.Config) -> None:
     """The test modules as pytest rewrites them (for its assertion messages), compiled into
     its cache here, once, where that cache is missing or stale: on a fresh clone every
     pytest-xdist worker would otherwise rewrite all of them at the same time (about 3 s of
-    CPU each), and the other modules too.  Run by the process that starts the workers, before it starts them; pytest's
-    own loader (the same functions) finds the result and skips the work."""
+    CPU each); the package and the tests' helpers too.  Run by the process that starts the
+    workers, before it starts them; pytest's own loader (the same functions) then finds the
+    result and skips the work."""
     try:
         from _pytest.assertion import rewrite
 
@@ -56,7 +57,6 @@ def compile_rewritten_tests(config: pytest.Config) -> None:
     if sys.dont_write_bytecode:
         return
     tests = Path(__file__).parent
-    # the package and the tests' helpers, as Python caches every module it imports
     compileall.compile_dir(tests.parent / "sm120patch", quiet=1)
     compileall.compile_dir(tests, quiet=1, rx=re.compile(r"(^|/)(test_[^/]*|conftest)\.py$"))
     for source in sorted(tests.rglob("*.py")):
