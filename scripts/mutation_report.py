@@ -101,7 +101,6 @@ GENERATE = (
 
 
 def generate() -> None:
-    clear_leftovers()
     made = subprocess.run([sys.executable, "-c", GENERATE], cwd=REPO, capture_output=True, text=True)
     if made.returncode != 0:
         sys.exit("mutmut could not make the mutants:\n" + "\n".join((made.stdout + made.stderr).splitlines()[-15:]))
@@ -110,6 +109,7 @@ def generate() -> None:
 def run_module(module: str, budget_s: float, open_only: bool) -> tuple[dict[str, str], int]:
     """Each mutant of ``module`` and its status (killed, survived, timeout, ...), and how many
     of them this run checked (all of them, or with ``open_only`` those not killed before)."""
+    clear_leftovers()
     targets = [f"{module}.x_*", f"{module}.xǁ*"]
     if open_only:
         # A mutant killed once stays killed while the tests only grow; mutmut makes new
@@ -129,7 +129,6 @@ def run_module(module: str, budget_s: float, open_only: bool) -> tuple[dict[str,
         ]
         save_lines(cache)
     if targets:
-        clear_leftovers()
         # On timeout, what finished is in mutmut's own records; the rest reads "not checked".
         with contextlib.suppress(subprocess.TimeoutExpired):
             ran = subprocess.run(

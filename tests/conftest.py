@@ -57,11 +57,10 @@ def compile_rewritten_tests(config: pytest.Config) -> None:
     if sys.dont_write_bytecode:
         return
     tests = Path(__file__).parent
+    rewritten = re.compile(r"(^|/)(test_[^/]*|conftest)\.py$")  # what pytest rewrites here
     compileall.compile_dir(tests.parent / "sm120patch", quiet=1)
-    compileall.compile_dir(tests, quiet=1, rx=re.compile(r"(^|/)(test_[^/]*|conftest)\.py$"))
-    for source in sorted(tests.rglob("*.py")):
-        if not (source.name.startswith("test_") or source.name == "conftest.py"):
-            continue
+    compileall.compile_dir(tests, quiet=1, rx=rewritten)  # the others: rx names what to skip
+    for source in sorted(p for p in tests.rglob("*.py") if rewritten.search(str(p))):
         cache = rewrite.get_cache_dir(source)
         pyc = cache / (source.name[:-3] + rewrite.PYC_TAIL)
         if rewrite._read_pyc(source, pyc) is None and rewrite.try_makedirs(cache):

@@ -6,16 +6,13 @@ this process (its rank probe in a new one), and once in a process of its own."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from sm120patch.cli import main
 from tests.bench.fakes import H200, RTX_PRO_6000, fake_serving_site
+from tests.support.cli import process_env, run, run_process
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,26 +20,16 @@ REPO = Path(__file__).resolve().parents[2]
 def bench(
     *args: str, site: Path | None = None, json_out: bool = True, process: bool = False
 ) -> tuple[int, dict | None, str]:
-    """``sm120patch bench --python THIS ARGS``: in this process (click's runner), or with
-    ``process`` in a new one; the rank probe runs in a new process either way, with FakeTorch
-    (``site``) on its path.  Never a traceback."""
-    env: dict[str, str | None] = {"PYTHONPATH": str(site) if site else None, "CUDA_VISIBLE_DEVICES": None}
-    env.update(NO_COLOR="1", COLUMNS="200")
+    """``sm120patch bench --python THIS ARGS``: in this process, or with ``process`` in a new
+    one; the rank probe runs in a new process either way, with FakeTorch (``site``) as its
+    only PYTHONPATH and no CUDA_VISIBLE_DEVICES.  Never a traceback."""
     argv = ["bench", "--python", sys.executable, *args] + (["--json"] if json_out else [])
     if process:
-        proc = subprocess.run(
-            [sys.executable, "-m", "sm120patch", *argv],
-            capture_output=True,
-            text=True,
-            env={k: v for k, v in {**os.environ, **env}.items() if v is not None},
-            cwd=REPO,
-            timeout=120,
-        )
+        env = process_env(drop=["PYTHONPATH", "CUDA_VISIBLE_DEVICES"], **({"PYTHONPATH": str(site)} if site else {}))
+        proc = run_process(*argv, env=env, cwd=REPO, timeout=120)
         code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
     else:
-        result = CliRunner().invoke(main, argv, env=env)
-        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-        code, stdout, stderr = result.exit_code, result.stdout, result.stderr
+        code, stdout, stderr = run(*argv, env={"PYTHONPATH": str(site) if site else None, "CUDA_VISIBLE_DEVICES": None})
     assert "Traceback" not in stderr, stderr
     return code, json.loads(stdout) if json_out and stdout else None, stderr
 
