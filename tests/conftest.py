@@ -11,6 +11,7 @@ import functools
 import gc
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,6 +23,7 @@ import pytest
 
 from sm120patch.commands.demo import cache_root
 from sm120patch.patchkit.layout import ADD_NORM, COMM_FUSION, COMMUNICATOR, OVERRIDES, SERVER_ARGS
+from tests.support import workers_python
 from tests.support.mini_sglang import write_mini_sglang
 from tests.support.realtrees import TREES, copy_release, record_hashes, run_cycle, sha256
 
@@ -73,13 +75,23 @@ def pytest_configure(config: pytest.Config) -> None:
     processes it starts) in memory where there is a tmpfs: it writes and fsyncs thousands of
     small files, and each fsync on disk costs about half a millisecond.  The slow tier stays
     on disk: it hard-links the cached releases, which must be on the same filesystem.
-    Under pytest-xdist the test modules are compiled first (``compile_rewritten_tests``)."""
-    if config.getoption("numprocesses", None) and not hasattr(config, "workerinput"):
+    Under pytest-xdist (``-n N``) the test modules are compiled first
+    (``compile_rewritten_tests``), and the fast tier's workers run this interpreter without
+    its ``.pth`` code (tests/support/workers_python.py; ``--tx N*popen`` runs them as is)."""
+    starts_workers = bool(config.getoption("numprocesses", None)) and not hasattr(config, "workerinput")
+    if starts_workers:
         compile_rewritten_tests(config)
-    if not fast_tier(config) or not (MEMORY_TMP.is_dir() and os.access(MEMORY_TMP, os.W_OK | os.X_OK)):
+    if not fast_tier(config):
         return
-    os.environ["TMPDIR"] = str(MEMORY_TMP)
-    tempfile.tempdir = str(MEMORY_TMP)
+    if MEMORY_TMP.is_dir() and os.access(MEMORY_TMP, os.W_OK | os.X_OK):
+        os.environ["TMPDIR"] = str(MEMORY_TMP)
+        tempfile.tempdir = str(MEMORY_TMP)
+    if starts_workers and os.name == "posix":  # -n N has just set config.option.tx to N * ["popen"]
+        folder = Path(tempfile.mkdtemp(prefix="sm120patch-workers-python-"))
+        config.add_cleanup(functools.partial(shutil.rmtree, folder, ignore_errors=True))
+        python = workers_python.make(folder, sys.path)
+        config.option.tx = [f"popen//python={python}"] * len(config.option.tx)
+        os.environ[workers_python.CHOSEN] = str(python)  # the workers' own test checks they run it
 
 
 def first_batches(total: int, workers: int) -> list[int]:

@@ -1,0 +1,45 @@
+"""The interpreter the fast tier's pytest-xdist workers run: this one, minus the code that
+``.pth`` files run at each start.
+
+Every Python process a fast test starts (``python -m sm120patch``, the probes the commands
+run in the serving interpreter, the fake serving processes and their TP ranks: about 450)
+runs ``site``, which executes each ``import`` line of every ``.pth`` file in site-packages:
+an editable install's finder, coverage's hook, on some hosts a ``certifi`` hook.  Here that
+is about 40 ms of the 60 ms a bare start takes.  The workers run this interpreter from a
+virtual environment of its own (``make``) whose one ``.pth`` file only lists this process's
+import path: each process imports the same files from the same folders, and no ``.pth``
+code runs.  Made by ``pytest_configure`` (tests/conftest.py) in the process that starts
+the workers, for ``-n N`` runs of the fast tier only: the slow tier needs what a ``.pth``
+sets up (pip downloads through this host's proxy trust its CA that way)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+#: What the interpreter in the folder ``make`` fills is called (as ``python -m venv`` names it).
+PYTHON = Path("bin") / "python3"
+#: Set by the process that starts the workers to the interpreter it gave them.
+CHOSEN = "SM120PATCH_TESTS_WORKERS_PYTHON"
+
+
+def make(folder: Path, import_path: Iterable[str]) -> Path:
+    """A virtual environment in ``folder`` (which must exist) whose interpreter is this
+    one's base interpreter, symlinked as ``venv`` does, with no system site-packages and one
+    ``.pth`` file listing ``import_path`` (``sys.path``: each absolute folder, once, in
+    order; the standard library's folders are the interpreter's own).  Its interpreter."""
+    base = Path(getattr(sys, "_base_executable", None) or sys.executable)
+    python = folder / PYTHON
+    python.parent.mkdir()
+    python.symlink_to(base)
+    major, minor, micro = sys.version_info[:3]
+    config = f"home = {base.parent}\ninclude-system-site-packages = false\nversion = {major}.{minor}.{micro}\n"
+    (folder / "pyvenv.cfg").write_text(config)
+    site_packages = folder / "lib" / f"python{major}.{minor}" / "site-packages"
+    site_packages.mkdir(parents=True)
+    # An absolute path never starts with "import", so site reads each line as a folder to add.
+    lines = dict.fromkeys(os.path.abspath(p) for p in import_path if p and os.path.isabs(p))
+    (site_packages / "import-path.pth").write_text("".join(f"{line}\n" for line in lines))
+    return python
