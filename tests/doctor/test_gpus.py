@@ -139,9 +139,7 @@ def run(returncode: int, stdout: bytes, stderr: bytes = b"") -> GpuReport:
 replies = st.builds(answer, st.integers(min_value=-64, max_value=255), st.binary(max_size=300), st.binary(max_size=100))
 
 
-@settings(max_examples=400, deadline=None)
-@given(st.integers(min_value=-64, max_value=255), st.binary(max_size=400), st.binary(max_size=200))
-def test_any_bytes_and_exit_code_read_without_an_exception(returncode: int, stdout: bytes, stderr: bytes) -> None:
+def check_bytes_and_exit_code(returncode: int, stdout: bytes, stderr: bytes) -> None:
     report = run(returncode, stdout, stderr)
     assert report.source == COMMAND
     if returncode != 0:
@@ -150,23 +148,58 @@ def test_any_bytes_and_exit_code_read_without_an_exception(returncode: int, stdo
         gpu.describe()  # every GPU can be said
 
 
-@settings(max_examples=300, deadline=None)
-@given(replies, st.none() | replies, st.none() | replies)
-def test_any_three_replies_read_without_an_exception(main: Reply, names: Reply | None, uuids: Reply | None) -> None:
+@settings(max_examples=150, deadline=None)
+@given(st.integers(min_value=-64, max_value=255), st.binary(max_size=400), st.binary(max_size=200))
+def test_any_bytes_and_exit_code_read_without_an_exception(returncode: int, stdout: bytes, stderr: bytes) -> None:
+    check_bytes_and_exit_code(returncode, stdout, stderr)
+
+
+@pytest.mark.slow
+@settings(max_examples=400, deadline=None)
+@given(st.integers(min_value=-64, max_value=255), st.binary(max_size=400), st.binary(max_size=200))
+def test_many_more_bytes_and_exit_codes_read_without_one(returncode: int, stdout: bytes, stderr: bytes) -> None:
+    check_bytes_and_exit_code(returncode, stdout, stderr)
+
+
+def check_three_replies(main: Reply, names: Reply | None, uuids: Reply | None) -> None:
     report = read_answer(COMMAND, main, names, uuids)
     assert report.answered or report.error
     assert "; ".join(g.describe() for g in report.gpus) is not None
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.binary(max_size=30), st.binary(max_size=12)), max_size=6))
-def test_any_name_and_capability_bytes_keep_the_gpu(rows: list[tuple[bytes, bytes]]) -> None:
+@settings(max_examples=100, deadline=None)
+@given(replies, st.none() | replies, st.none() | replies)
+def test_any_three_replies_read_without_an_exception(main: Reply, names: Reply | None, uuids: Reply | None) -> None:
+    check_three_replies(main, names, uuids)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None)
+@given(replies, st.none() | replies, st.none() | replies)
+def test_many_more_three_replies_read_without_one(main: Reply, names: Reply | None, uuids: Reply | None) -> None:
+    check_three_replies(main, names, uuids)
+
+
+def check_name_and_capability_bytes(rows: list[tuple[bytes, bytes]]) -> None:
     """A line with an index and a name is a GPU, whatever the bytes of its name and capability."""
     lines = [b"%d, N%s, %s" % (i, name, cap) for i, (name, cap) in enumerate(rows)]
     one_line = [line for line in lines if len(line.decode("utf-8", "replace").splitlines()) == 1]
     report = run(0, b"\n".join(one_line))
     assert {g.index for g in report.gpus} == {int(line.split(b",")[0]) for line in one_line}
     assert report.unread == ()
+
+
+@settings(max_examples=70, deadline=None)
+@given(st.lists(st.tuples(st.binary(max_size=30), st.binary(max_size=12)), max_size=6))
+def test_any_name_and_capability_bytes_keep_the_gpu(rows: list[tuple[bytes, bytes]]) -> None:
+    check_name_and_capability_bytes(rows)
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.binary(max_size=30), st.binary(max_size=12)), max_size=6))
+def test_many_more_name_and_capability_bytes_keep_the_gpu(rows: list[tuple[bytes, bytes]]) -> None:
+    check_name_and_capability_bytes(rows)
 
 
 def test_answer_says_the_exit_status_when_nothing_was_printed() -> None:

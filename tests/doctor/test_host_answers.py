@@ -23,14 +23,25 @@ from tests.doctor.hostfakes import fake_nvidia_smi, serving_python, two_rtx
 PYTHON = "/env/bin/python"
 
 
-@settings(max_examples=400, deadline=None)
-@given(st.integers(min_value=-64, max_value=255), st.binary(max_size=300), st.binary(max_size=300))
-def test_any_bytes_and_exit_code_read_without_an_exception(returncode: int, stdout: bytes, stderr: bytes) -> None:
+def check_bytes_and_exit_code(returncode: int, stdout: bytes, stderr: bytes) -> None:
     facts = from_answer(PYTHON, Answer.from_bytes(returncode, stdout, stderr))
     assert isinstance(facts, HostFacts)
     if facts.error is not None:
         assert facts.error.startswith(f"{PYTHON} could not {STEP}: ")
     diagnose(None, None, {}, _host(facts))  # and judging them never raises either
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(min_value=-64, max_value=255), st.binary(max_size=300), st.binary(max_size=300))
+def test_any_bytes_and_exit_code_read_without_an_exception(returncode: int, stdout: bytes, stderr: bytes) -> None:
+    check_bytes_and_exit_code(returncode, stdout, stderr)
+
+
+@pytest.mark.slow
+@settings(max_examples=400, deadline=None)
+@given(st.integers(min_value=-64, max_value=255), st.binary(max_size=300), st.binary(max_size=300))
+def test_many_more_bytes_and_exit_codes_read_without_one(returncode: int, stdout: bytes, stderr: bytes) -> None:
+    check_bytes_and_exit_code(returncode, stdout, stderr)
 
 
 json_values = st.recursive(
@@ -46,7 +57,7 @@ def parses_and_is_judged(data: dict) -> None:
     diagnose(None, None, {}, _host(facts), tp=2)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(st.dictionaries(st.sampled_from(KEYS), json_values))
 def test_any_json_object_parses_without_an_exception(data: dict) -> None:
     parses_and_is_judged(data)

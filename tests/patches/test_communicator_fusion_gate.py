@@ -105,9 +105,7 @@ def gate_source(draw) -> tuple[str, int]:
     return source, n_sm
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(gate_source())
-def test_generated_gate_variants_are_widened_exactly_or_refused_as_drift(case: tuple[str, int]) -> None:
+def check_gate_variant(case: tuple[str, int]) -> None:
     source, n_sm = case
     compile(source, "<variant>", "exec")
     ctx = bare_context(PATCH)
@@ -129,3 +127,18 @@ def test_generated_gate_variants_are_widened_exactly_or_refused_as_drift(case: t
     assert re.sub(r"\s+or _is_sm120_supported", "", patched) == source
     assert patched.count("# a comment inside the condition") == source.count("# a comment inside the condition")
     assert "# trailing comment" in patched or "# trailing comment" not in source
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gate_source())
+def test_generated_gate_variants_are_widened_exactly_or_refused_as_drift(case: tuple[str, int]) -> None:
+    check_gate_variant(case)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gate_source())
+def test_many_more_generated_gate_variants_are_widened_exactly_or_refused_as_drift(case: tuple[str, int]) -> None:
+    check_gate_variant(case)
+
+

@@ -143,9 +143,7 @@ def auto_enable_source(draw) -> tuple[str, str]:
     return source, expected
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(auto_enable_source())
-def test_generated_auto_enable_blocks_are_widened_unless_they_also_pick_sm100_kernels(case: tuple[str, str]) -> None:
+def check_auto_enable_variant(case: tuple[str, str]) -> None:
     source, expected = case
     compile(source, "<variant>", "exec")
     ctx = bare_context(PATCH)
@@ -161,6 +159,19 @@ def test_generated_auto_enable_blocks_are_widened_unless_they_also_pick_sm100_ke
         "(self.nnodes == 1 or is_sm100_supported())"
     )
     assert PATCH.check(cst.parse_module(patched), ctx).state is State.APPLIED
+
+
+@settings(max_examples=70, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(auto_enable_source())
+def test_generated_auto_enable_blocks_are_widened_unless_they_also_pick_sm100_kernels(case: tuple[str, str]) -> None:
+    check_auto_enable_variant(case)
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(auto_enable_source())
+def test_many_more_generated_auto_enable_blocks_are_widened_unless_they_also_pick_sm100_kernels(case: tuple[str, str]) -> None:
+    check_auto_enable_variant(case)
 
 
 def test_an_else_branch_that_turns_fusion_on_is_gated_by_the_ifs_around_it() -> None:

@@ -40,9 +40,7 @@ edits = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
-@given(lines, edits)
-def test_cut_diff_applies_to_the_whole_file(base: list[str], changes: list) -> None:
+def check_cut_diff_applies(base: list[str], changes: list) -> None:
     new = list(base)
     for op, where, text in changes:
         at = min(where, len(new))
@@ -55,6 +53,19 @@ def test_cut_diff_applies_to_the_whole_file(base: list[str], changes: list) -> N
     diff = unified_diff("x.py", "".join(base).encode(), "".join(new).encode())
     assert patch(base, diff) == new
     assert (diff == "") == (base == new)
+
+
+@settings(max_examples=100, deadline=None)
+@given(lines, edits)
+def test_cut_diff_applies_to_the_whole_file(base: list[str], changes: list) -> None:
+    check_cut_diff_applies(base, changes)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None)
+@given(lines, edits)
+def test_many_more_cut_diffs_apply_to_the_whole_file(base: list[str], changes: list) -> None:
+    check_cut_diff_applies(base, changes)
 
 
 def whole_file_diff(old: list[str], new: list[str], context: int = 3) -> str:
