@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from sm120patch.probes import RUNNER, start_recorded
+from sm120patch.probes import RUNNER, leave_ctrl_c_to_the_main_thread, start_recorded
 
 #: A phase allowed to take ``LONG_PHASE_FACTOR`` times the limit: the first workspace builds
 #: FlashInfer's trtllm_comm module, which takes minutes.
@@ -60,6 +60,7 @@ def limit_for(phase: str, timeout: float) -> float:
 
 
 def _reader(rank: int, stream: IO[str], out: queue.Queue[tuple[int, str | None]]) -> None:
+    leave_ctrl_c_to_the_main_thread()
     try:
         for line in stream:
             out.put((rank, line))

@@ -27,6 +27,7 @@ from sm120patch.probes import (
     allow_probes,
     end_all,
     host_facts,
+    leave_ctrl_c_to_the_main_thread,
     run_script,
 )
 
@@ -172,7 +173,7 @@ def read_host(python: str, env: Mapping[str, str] | None = None, timeout: float 
     ``timeout`` seconds, not twice that.  ``env``: doctor's environment (os.environ)."""
     env = os.environ if env is None else env
     allow_probes()
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    with ThreadPoolExecutor(max_workers=1, initializer=leave_ctrl_c_to_the_main_thread) as pool:
         smi = pool.submit(from_nvidia_smi, timeout)
         try:
             facts = run_host_facts(python, timeout)

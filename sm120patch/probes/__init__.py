@@ -150,6 +150,15 @@ def interrupts_deferred() -> Iterator[None]:
         previous(signal.SIGINT, held[0])
 
 
+def leave_ctrl_c_to_the_main_thread() -> None:
+    """Block SIGINT in the calling helper thread (one that runs nvidia-smi, or reads a rank's
+    output).  The kernel hands the process's SIGINT to any thread that does not block it, and
+    Python runs the handler only in the main thread: taken by a helper while the main thread
+    waits on a probe or a rank, Ctrl-C was seen only once that wait ended on its own (a hung
+    probe: its whole limit).  Blocked here, it interrupts the main thread's wait."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
 def end_all() -> None:
     """End every probe still running, those of other threads too: Ctrl-C reaches only the
     main thread, and a probe in its own session does not see the terminal's SIGINT."""

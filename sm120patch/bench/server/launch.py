@@ -29,7 +29,7 @@ from typing import IO
 
 from sm120patch.bench import launch as rank_launch
 from sm120patch.bench.server import parse
-from sm120patch.probes import start_recorded
+from sm120patch.probes import leave_ctrl_c_to_the_main_thread, start_recorded
 
 STARTING = "starting (importing sglang)"
 #: Phases that may take a multiple of --timeout: JIT builds of FlashInfer / sgl-kernel modules.
@@ -92,6 +92,7 @@ def stop(proc: subprocess.Popen[str], groups: set[int]) -> None:
 
 
 def _reader(stream: IO[str], out: queue.Queue[str | None]) -> None:
+    leave_ctrl_c_to_the_main_thread()
     for line in stream:
         out.put(line)
     out.put(None)
