@@ -89,9 +89,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if starts_workers and os.name == "posix":  # -n N has just set config.option.tx to N * ["popen"]
         folder = Path(tempfile.mkdtemp(prefix="sm120patch-workers-python-"))
         config.add_cleanup(functools.partial(shutil.rmtree, folder, ignore_errors=True))
-        python = workers_python.make(folder, sys.path)
+        python = workers_python.make(folder, workers_python.site_import_path())
         config.option.tx = [f"popen//python={python}"] * len(config.option.tx)
         os.environ[workers_python.CHOSEN] = str(python)  # the workers' own test checks they run it
+        os.environ[workers_python.GIVEN] = sys.executable
 
 
 def first_batches(total: int, workers: int) -> list[int]:

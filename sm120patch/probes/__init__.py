@@ -155,7 +155,10 @@ def leave_ctrl_c_to_the_main_thread() -> None:
     output).  The kernel hands the process's SIGINT to any thread that does not block it, and
     Python runs the handler only in the main thread: taken by a helper while the main thread
     waits on a probe or a rank, Ctrl-C was seen only once that wait ended on its own (a hung
-    probe: its whole limit).  Blocked here, it interrupts the main thread's wait."""
+    probe: its whole limit).  Blocked here, it interrupts the main thread's wait.  For helper
+    threads only (in the main thread it would hold Ctrl-C back).  A process started from the
+    thread inherits the block: nvidia-smi does, which runs in a session of its own and is ended
+    with SIGTERM and SIGKILL, never SIGINT; a probe that should see SIGINT must not start here."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 

@@ -137,6 +137,10 @@ def run(returncode: int, stdout: bytes, stderr: bytes = b"") -> GpuReport:
 
 
 replies = st.builds(answer, st.integers(min_value=-64, max_value=255), st.binary(max_size=300), st.binary(max_size=100))
+#: The strategies each property test and its slow-tier twin share.
+ANSWERS = (st.integers(min_value=-64, max_value=255), st.binary(max_size=400), st.binary(max_size=200))
+THREE_REPLIES = (replies, st.none() | replies, st.none() | replies)
+ROWS = st.lists(st.tuples(st.binary(max_size=30), st.binary(max_size=12)), max_size=6)
 
 
 def check_bytes_and_exit_code(returncode: int, stdout: bytes, stderr: bytes) -> None:
@@ -149,14 +153,14 @@ def check_bytes_and_exit_code(returncode: int, stdout: bytes, stderr: bytes) -> 
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(min_value=-64, max_value=255), st.binary(max_size=400), st.binary(max_size=200))
+@given(*ANSWERS)
 def test_any_bytes_and_exit_code_read_without_an_exception(returncode: int, stdout: bytes, stderr: bytes) -> None:
     check_bytes_and_exit_code(returncode, stdout, stderr)
 
 
 @pytest.mark.slow
 @settings(max_examples=400, deadline=None)
-@given(st.integers(min_value=-64, max_value=255), st.binary(max_size=400), st.binary(max_size=200))
+@given(*ANSWERS)
 def test_many_more_bytes_and_exit_codes_read_without_one(returncode: int, stdout: bytes, stderr: bytes) -> None:
     check_bytes_and_exit_code(returncode, stdout, stderr)
 
@@ -168,14 +172,14 @@ def check_three_replies(main: Reply, names: Reply | None, uuids: Reply | None) -
 
 
 @settings(max_examples=100, deadline=None)
-@given(replies, st.none() | replies, st.none() | replies)
+@given(*THREE_REPLIES)
 def test_any_three_replies_read_without_an_exception(main: Reply, names: Reply | None, uuids: Reply | None) -> None:
     check_three_replies(main, names, uuids)
 
 
 @pytest.mark.slow
 @settings(max_examples=300, deadline=None)
-@given(replies, st.none() | replies, st.none() | replies)
+@given(*THREE_REPLIES)
 def test_many_more_three_replies_read_without_one(main: Reply, names: Reply | None, uuids: Reply | None) -> None:
     check_three_replies(main, names, uuids)
 
@@ -190,14 +194,14 @@ def check_name_and_capability_bytes(rows: list[tuple[bytes, bytes]]) -> None:
 
 
 @settings(max_examples=70, deadline=None)
-@given(st.lists(st.tuples(st.binary(max_size=30), st.binary(max_size=12)), max_size=6))
+@given(ROWS)
 def test_any_name_and_capability_bytes_keep_the_gpu(rows: list[tuple[bytes, bytes]]) -> None:
     check_name_and_capability_bytes(rows)
 
 
 @pytest.mark.slow
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.binary(max_size=30), st.binary(max_size=12)), max_size=6))
+@given(ROWS)
 def test_many_more_name_and_capability_bytes_keep_the_gpu(rows: list[tuple[bytes, bytes]]) -> None:
     check_name_and_capability_bytes(rows)
 

@@ -21,6 +21,8 @@ from sm120patch.probes import Answer
 from tests.doctor.hostfakes import fake_nvidia_smi, serving_python, two_rtx
 
 PYTHON = "/env/bin/python"
+#: What the serving interpreter may print and exit with (the property test and its slow twin).
+ANSWERS = (st.integers(min_value=-64, max_value=255), st.binary(max_size=300), st.binary(max_size=300))
 
 
 def check_bytes_and_exit_code(returncode: int, stdout: bytes, stderr: bytes) -> None:
@@ -32,14 +34,14 @@ def check_bytes_and_exit_code(returncode: int, stdout: bytes, stderr: bytes) -> 
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(min_value=-64, max_value=255), st.binary(max_size=300), st.binary(max_size=300))
+@given(*ANSWERS)
 def test_any_bytes_and_exit_code_read_without_an_exception(returncode: int, stdout: bytes, stderr: bytes) -> None:
     check_bytes_and_exit_code(returncode, stdout, stderr)
 
 
 @pytest.mark.slow
 @settings(max_examples=400, deadline=None)
-@given(st.integers(min_value=-64, max_value=255), st.binary(max_size=300), st.binary(max_size=300))
+@given(*ANSWERS)
 def test_many_more_bytes_and_exit_codes_read_without_one(returncode: int, stdout: bytes, stderr: bytes) -> None:
     check_bytes_and_exit_code(returncode, stdout, stderr)
 
