@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sm120patch.doctor import gpus
@@ -23,6 +22,7 @@ from sm120patch.doctor.gpus import (
     read_answer,
 )
 from tests.doctor.hostfakes import RTX_PRO_6000, FakeGpu, fake_nvidia_smi, nvidia_smi_calls, two_rtx, uuid_of
+from tests.support.properties import fast_and_slow
 
 COMMAND = "nvidia-smi --query-gpu=index,name,compute_cap --format=csv,noheader"
 NAMES_COMMAND = "nvidia-smi --query-gpu=index,name --format=csv,noheader"
@@ -152,17 +152,9 @@ def check_bytes_and_exit_code(returncode: int, stdout: bytes, stderr: bytes) -> 
         gpu.describe()  # every GPU can be said
 
 
-@settings(max_examples=150, deadline=None)
-@given(*ANSWERS)
-def test_any_bytes_and_exit_code_read_without_an_exception(returncode: int, stdout: bytes, stderr: bytes) -> None:
-    check_bytes_and_exit_code(returncode, stdout, stderr)
-
-
-@pytest.mark.slow
-@settings(max_examples=400, deadline=None)
-@given(*ANSWERS)
-def test_many_more_bytes_and_exit_codes_read_without_one(returncode: int, stdout: bytes, stderr: bytes) -> None:
-    check_bytes_and_exit_code(returncode, stdout, stderr)
+test_any_bytes_and_exit_code_read_without_an_exception, test_many_more_bytes_and_exit_codes_read_without_one = (
+    fast_and_slow(check_bytes_and_exit_code, *ANSWERS, fast=150, slow=400)
+)
 
 
 def check_three_replies(main: Reply, names: Reply | None, uuids: Reply | None) -> None:
@@ -171,17 +163,9 @@ def check_three_replies(main: Reply, names: Reply | None, uuids: Reply | None) -
     assert "; ".join(g.describe() for g in report.gpus) is not None
 
 
-@settings(max_examples=100, deadline=None)
-@given(*THREE_REPLIES)
-def test_any_three_replies_read_without_an_exception(main: Reply, names: Reply | None, uuids: Reply | None) -> None:
-    check_three_replies(main, names, uuids)
-
-
-@pytest.mark.slow
-@settings(max_examples=300, deadline=None)
-@given(*THREE_REPLIES)
-def test_many_more_three_replies_read_without_one(main: Reply, names: Reply | None, uuids: Reply | None) -> None:
-    check_three_replies(main, names, uuids)
+test_any_three_replies_read_without_an_exception, test_many_more_three_replies_read_without_one = fast_and_slow(
+    check_three_replies, *THREE_REPLIES, fast=100, slow=300
+)
 
 
 def check_name_and_capability_bytes(rows: list[tuple[bytes, bytes]]) -> None:
@@ -193,17 +177,9 @@ def check_name_and_capability_bytes(rows: list[tuple[bytes, bytes]]) -> None:
     assert report.unread == ()
 
 
-@settings(max_examples=70, deadline=None)
-@given(ROWS)
-def test_any_name_and_capability_bytes_keep_the_gpu(rows: list[tuple[bytes, bytes]]) -> None:
-    check_name_and_capability_bytes(rows)
-
-
-@pytest.mark.slow
-@settings(max_examples=200, deadline=None)
-@given(ROWS)
-def test_many_more_name_and_capability_bytes_keep_the_gpu(rows: list[tuple[bytes, bytes]]) -> None:
-    check_name_and_capability_bytes(rows)
+test_any_name_and_capability_bytes_keep_the_gpu, test_many_more_name_and_capability_bytes_keep_the_gpu = fast_and_slow(
+    check_name_and_capability_bytes, ROWS, fast=70, slow=200
+)
 
 
 def test_answer_says_the_exit_status_when_nothing_was_printed() -> None:

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sm120patch.doctor.diagnose import diagnose
@@ -19,6 +18,7 @@ from sm120patch.doctor.gpus import GpuReport
 from sm120patch.doctor.host import STEP, Host, HostFacts, from_answer, parse_host_facts, read_host, run_host_facts
 from sm120patch.probes import Answer
 from tests.doctor.hostfakes import fake_nvidia_smi, serving_python, two_rtx
+from tests.support.properties import fast_and_slow
 
 PYTHON = "/env/bin/python"
 #: What the serving interpreter may print and exit with (the property test and its slow twin).
@@ -33,17 +33,9 @@ def check_bytes_and_exit_code(returncode: int, stdout: bytes, stderr: bytes) -> 
     diagnose(None, None, {}, _host(facts))  # and judging them never raises either
 
 
-@settings(max_examples=150, deadline=None)
-@given(*ANSWERS)
-def test_any_bytes_and_exit_code_read_without_an_exception(returncode: int, stdout: bytes, stderr: bytes) -> None:
-    check_bytes_and_exit_code(returncode, stdout, stderr)
-
-
-@pytest.mark.slow
-@settings(max_examples=400, deadline=None)
-@given(*ANSWERS)
-def test_many_more_bytes_and_exit_codes_read_without_one(returncode: int, stdout: bytes, stderr: bytes) -> None:
-    check_bytes_and_exit_code(returncode, stdout, stderr)
+test_any_bytes_and_exit_code_read_without_an_exception, test_many_more_bytes_and_exit_codes_read_without_one = (
+    fast_and_slow(check_bytes_and_exit_code, *ANSWERS, fast=150, slow=400)
+)
 
 
 json_values = st.recursive(
@@ -59,17 +51,9 @@ def parses_and_is_judged(data: dict) -> None:
     diagnose(None, None, {}, _host(facts), tp=2)
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.dictionaries(st.sampled_from(KEYS), json_values))
-def test_any_json_object_parses_without_an_exception(data: dict) -> None:
-    parses_and_is_judged(data)
-
-
-@pytest.mark.slow
-@settings(max_examples=2000, deadline=None)
-@given(st.dictionaries(st.sampled_from(KEYS), json_values))
-def test_many_more_json_objects_parse_without_an_exception(data: dict) -> None:
-    parses_and_is_judged(data)
+test_any_json_object_parses_without_an_exception, test_many_more_json_objects_parse_without_an_exception = (
+    fast_and_slow(parses_and_is_judged, st.dictionaries(st.sampled_from(KEYS), json_values), fast=40, slow=2000)
+)
 
 
 def _host(facts: HostFacts) -> Host:

@@ -33,6 +33,7 @@ from tests.support.patch_checks import (
     sm_clause,
 )
 from tests.support.realtrees import intended_changes
+from tests.support.properties import fast_and_slow
 
 PATCH = by_id()["communicator-fusion-gate"]
 
@@ -129,16 +130,8 @@ def check_gate_variant(case: tuple[str, int]) -> None:
     assert "# trailing comment" in patched or "# trailing comment" not in source
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(gate_source())
-def test_generated_gate_variants_are_widened_exactly_or_refused_as_drift(case: tuple[str, int]) -> None:
-    check_gate_variant(case)
-
-
-@pytest.mark.slow
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(gate_source())
-def test_many_more_generated_gate_variants_are_widened_exactly_or_refused_as_drift(case: tuple[str, int]) -> None:
-    check_gate_variant(case)
+test_generated_gate_variants_are_widened_exactly_or_refused_as_drift, test_many_more_generated_gate_variants_are_widened_exactly_or_refused_as_drift = fast_and_slow(
+    check_gate_variant, gate_source(), fast=100, slow=300, suppress_health_check=[HealthCheck.too_slow]
+)
 
 

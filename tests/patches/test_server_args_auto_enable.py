@@ -30,6 +30,7 @@ from tests.support.patch_checks import (
     sm_clause,
 )
 from tests.support.realtrees import intended_changes
+from tests.support.properties import fast_and_slow
 
 PATCH = by_id()["server-args-auto-enable"]
 
@@ -161,17 +162,9 @@ def check_auto_enable_variant(case: tuple[str, str]) -> None:
     assert PATCH.check(cst.parse_module(patched), ctx).state is State.APPLIED
 
 
-@settings(max_examples=70, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(auto_enable_source())
-def test_generated_auto_enable_blocks_are_widened_unless_they_also_pick_sm100_kernels(case: tuple[str, str]) -> None:
-    check_auto_enable_variant(case)
-
-
-@pytest.mark.slow
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(auto_enable_source())
-def test_many_more_generated_auto_enable_blocks_are_widened_unless_they_also_pick_sm100_kernels(case: tuple[str, str]) -> None:
-    check_auto_enable_variant(case)
+test_generated_auto_enable_blocks_are_widened_unless_they_also_pick_sm100_kernels, test_many_more_generated_auto_enable_blocks_are_widened_unless_they_also_pick_sm100_kernels = fast_and_slow(
+    check_auto_enable_variant, auto_enable_source(), fast=70, slow=200, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def test_an_else_branch_that_turns_fusion_on_is_gated_by_the_ifs_around_it() -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sm120patch.report.diff import unified_diff
+from tests.support.properties import fast_and_slow
 
 HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
@@ -55,17 +55,9 @@ def check_cut_diff_applies(base: list[str], changes: list) -> None:
     assert (diff == "") == (base == new)
 
 
-@settings(max_examples=100, deadline=None)
-@given(lines, edits)
-def test_cut_diff_applies_to_the_whole_file(base: list[str], changes: list) -> None:
-    check_cut_diff_applies(base, changes)
-
-
-@pytest.mark.slow
-@settings(max_examples=300, deadline=None)
-@given(lines, edits)
-def test_many_more_cut_diffs_apply_to_the_whole_file(base: list[str], changes: list) -> None:
-    check_cut_diff_applies(base, changes)
+test_cut_diff_applies_to_the_whole_file, test_many_more_cut_diffs_apply_to_the_whole_file = fast_and_slow(
+    check_cut_diff_applies, lines, edits, fast=100, slow=300
+)
 
 
 def whole_file_diff(old: list[str], new: list[str], context: int = 3) -> str:
