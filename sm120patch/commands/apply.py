@@ -17,6 +17,7 @@ from sm120patch.commands.common import (
     why_not_written,
 )
 from sm120patch.errors import EnvironmentProblem, ExitCode
+from sm120patch.locate.identity import same_tree
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import Patch
 from sm120patch.plan.registry import all_patches
@@ -59,7 +60,8 @@ def apply(
     plan = state.consistent(judge)
     if plan is None:
         if outcome.plan is not None and outcome.exit_code == ExitCode.OK and not dry_run:
-            _refresh_record(state, outcome.plan, partial=len(selected) < len(all_patches()))
+            adopted = _refresh_record(state, outcome.plan, partial=len(selected) < len(all_patches()))
+            outcome.notes += [adopted] if adopted else []
         return outcome
     with state.lock():
         recovered = recover(state)
@@ -116,22 +118,24 @@ def _judge(
     return plan
 
 
-def _refresh_record(state: StateDir, plan: Plan, partial: bool) -> None:
-    """Nothing to write, but what verify may trust is stale (a newer sm120patch, say), or there
-    is no record while apply was asked to leave patches out (``partial``): record it, so the
-    next verify needs no parsing and judges against what was asked.  Only the manifest is
-    written, under the lock, and only for this release."""
+def _refresh_record(state: StateDir, plan: Plan, partial: bool) -> str | None:
+    """Nothing to write, but what verify may trust is stale (a newer sm120patch, or a version
+    that appeared or moved since), or there is no record while apply was asked to leave
+    patches out (``partial``): record it, so the next verify needs no parsing and judges
+    against what was asked.  Only the manifest is written, under the lock, and only for this
+    tree.  Returns the note that says the state now names this tree's version, if it does."""
     manifest = state.load()
     tree = plan.tree
     if manifest is None and not partial:
-        return
-    if manifest is not None and (not tree.same_release(manifest.sglang_version) or trusted_plan(tree, state, manifest)):
-        return
+        return None
+    if manifest is not None and (not same_tree(tree, manifest) or trusted_plan(tree, state, manifest)):
+        return None
     with state.lock():
         now = state.load()
         if (now is None) != (manifest is None) or not _still_current(plan):
-            return  # another run wrote meanwhile: its record stands
+            return None  # another run wrote meanwhile: its record stands
         manifest = now or Manifest(tree.version, str(tree.package_dir))
+        adopted = _adopt(manifest, tree)
         record(plan, manifest, [p.id for p in all_patches()])
         try:
             state.save(manifest)
@@ -140,13 +144,29 @@ def _refresh_record(state: StateDir, plan: Plan, partial: bool) -> None:
                 f"the patches are in place, but recording them in {state.manifest_path} failed "
                 f"({exc.strerror}: {exc.filename or state.manifest_path}); no sglang file was changed"
             ) from exc
+    return adopted
+
+
+def _adopt(manifest: Manifest, tree: SglangTree) -> str | None:
+    """A state of this tree (``same_tree``) saved under another version: it now names this one."""
+    if tree.same_release(manifest.sglang_version):
+        return None
+    old = version_text(manifest.sglang_version)
+    manifest.sglang_version, manifest.sglang_location = tree.version, str(tree.package_dir)
+    return (
+        f"the saved state was written when this sglang read as {old}; its files still hold what apply "
+        f"wrote, so it is this tree's state, now recorded as sglang {version_text(tree.version)}"
+    )
 
 
 def _write(outcome: Outcome, plan: Plan, state: StateDir) -> None:
     tree = outcome.tree
     check_writable([f.path for f in plan.changes])
     manifest = state.load()
-    if manifest is not None and not tree.same_release(manifest.sglang_version):
+    if manifest is not None and same_tree(tree, manifest):
+        adopted = _adopt(manifest, tree)
+        outcome.notes += [adopted] if adopted else []
+    elif manifest is not None:
         aside = set_aside(state, manifest.sglang_version or "unknown")
         outcome.notes.append(
             f"the saved state was for sglang {version_text(manifest.sglang_version)}; {version_text(tree.version)} "

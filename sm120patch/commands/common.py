@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sm120patch.errors import EnvironmentProblem
+from sm120patch.locate.identity import same_tree
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.layout import COMM_FUSION
 from sm120patch.patchkit.model import Patch
@@ -73,7 +74,7 @@ def state_summary(state: StateDir, manifest: Manifest | None, tree: SglangTree) 
         present=manifest is not None,
         sglang_version=manifest.sglang_version if manifest else None,
         tool_version=manifest.tool_version if manifest else None,
-        stale=bool(manifest and not tree.same_release(manifest.sglang_version)),
+        stale=bool(manifest and not same_tree(tree, manifest)),
         files=sorted(manifest.files) if manifest else [],
         interrupted=state.journal_path.exists(),
     )

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sm120patch.commands.common import file_statuses, plan_tree, set_aside, state_summary, version_text
 from sm120patch.errors import EnvironmentProblem, ExitCode, NotAsAsked
-from sm120patch.locate.tree import SglangTree
+from sm120patch.locate.identity import same_tree, written_in_place
+from sm120patch.locate.tree import InstallKind, SglangTree
+from sm120patch.patchkit.model import State
 from sm120patch.plan.registry import all_patches
 from sm120patch.report.outcome import Command, Outcome
-from sm120patch.transaction.fsutil import sha256
+from sm120patch.transaction.fsutil import remove_tree, sha256
 from sm120patch.transaction.journal import Entry, Op, check_writable, commit, recover, remove_temps
 from sm120patch.transaction.state import Manifest, StateDir
+
+if TYPE_CHECKING:
+    from sm120patch.plan.types import Plan
 
 
 def revert(tree: SglangTree, force: bool = False, dry_run: bool = False) -> Outcome:
@@ -33,22 +39,44 @@ def _revert_locked(outcome: Outcome, state: StateDir, force: bool, dry_run: bool
     if recovered:
         outcome.notes.append(recovered)
     manifest = state.load()
-    if manifest is None:
-        _revert_without_state(outcome, state)
-        if not dry_run:  # a folder of sm120patch's without a manifest is of no use to anyone
-            _remove_state(outcome, state)
-        return outcome
-    remove_temps(state, [tree.path(rel) for rel in manifest.files])
-    outcome.state = state_summary(state, manifest, tree)
-    outcome.files = file_statuses(tree, sorted(manifest.files), manifest)
-    if not tree.same_release(manifest.sglang_version):
+    if manifest is not None:
+        remove_temps(state, [tree.path(rel) for rel in manifest.files])
+        outcome.state = state_summary(state, manifest, tree)
+        outcome.files = file_statuses(tree, sorted(manifest.files), manifest)
+        if same_tree(tree, manifest):
+            return _revert_own(outcome, state, manifest, force, dry_run)
         return _revert_other_release(outcome, state, manifest, dry_run)
+    if _kept_in_place(outcome, state, dry_run):
+        return outcome
+    _revert_without_state(outcome, state)
+    if not dry_run:  # a folder of sm120patch's without a manifest is of no use to anyone
+        _remove_state(outcome, state)
+    return outcome
+
+
+def _kept_in_place(outcome: Outcome, state: StateDir, dry_run: bool) -> bool:
+    """Restore from a state kept aside (``stale-*/``) whose written files are all still in
+    place, byte for byte, if there is one (the newest): no backup is left where no command
+    reaches it."""
+    tree = outcome.tree
+    kept = next(((name, m) for name, m in state.kept_states() if written_in_place(tree, m)), None)
+    if kept is None:
+        return False
+    name, aside = kept
+    outcome.state = state_summary(state, aside, tree)
+    outcome.files = file_statuses(tree, sorted(aside.files), aside)
+    _restore(outcome, state, aside, dry_run, folder=name)
+    return True
+
+
+def _revert_own(outcome: Outcome, state: StateDir, manifest: Manifest, force: bool, dry_run: bool) -> Outcome:
+    """The saved state is this tree's: restore its backups (refused where a file changed since)."""
+    tree = outcome.tree
     deleted = [s.rel for s in outcome.files if s.sha256 is None]
     if deleted:  # --force could not help: the journal replaces files in place
         raise NotAsAsked(
             f"cannot restore {', '.join(deleted)}: deleted since apply, and revert only replaces files "
-            f"in place; nothing was written. Reinstall sglang to get the originals back: "
-            f"pip install --force-reinstall --no-deps sglang=={tree.version}"
+            f"in place; nothing was written. Reinstall sglang to get the originals back: {_reinstall(tree, deleted)}"
         )
     changed = [s.rel for s in outcome.files if s.recorded is None]
     if changed and not force:
@@ -76,35 +104,65 @@ def _remove_state(outcome: Outcome, state: StateDir) -> None:
 
 
 def _revert_without_state(outcome: Outcome, state: StateDir) -> None:
+    """No saved state: "as released" is said only on evidence (RECORD's hashes); patches
+    found in files RECORD cannot vouch for are named, with what puts the release back."""
     tree = outcome.tree
     plan = plan_tree(tree, list(all_patches()), change=False)
     outcome.plan = plan
     outcome.files = file_statuses(tree, [f.rel for f in plan.files if f.original is not None], None)
     outcome.state = state_summary(state, None, tree)
     modified = [f.rel for f in outcome.files if f.pristine is False]
+    unknown = [f.rel for f in outcome.files if f.pristine is None]
+    patched = _patched(plan, unknown)
     if modified:
         outcome.exit_code = ExitCode.NOT_AS_ASKED
         outcome.headline = (
             f"no saved state in {state.root}, but {', '.join(modified)} differ from the release (RECORD); "
-            f"sm120patch did not write them. Restore with `pip install --force-reinstall --no-deps "
-            f"sglang=={tree.version}`"
+            f"sm120patch did not write them. Restore with `{_reinstall(tree, modified)}`"
+        )
+    elif patched:
+        outcome.exit_code = ExitCode.NOT_AS_ASKED
+        outcome.headline = _no_backup(f"no saved state in {state.root}", patched, tree)
+    elif unknown:
+        outcome.headline = (
+            "nothing to revert: no saved state, and no sm120patch patch is in the files; whether they are "
+            f"as released cannot be told ({tree.record.problem or 'no RECORD entry'})"
         )
     else:
         outcome.headline = "nothing to revert: no saved state, files as released"
 
 
+def _patched(plan: Plan, rels: list[str]) -> list[str]:
+    """Those of ``rels`` in which a patch is found applied (a release's own files have none)."""
+    return sorted({r.file for r in plan.reports if r.state is State.APPLIED and r.file in rels})
+
+
+def _no_backup(why: str, patched: list[str], tree: SglangTree) -> str:
+    return (
+        f"{why}, but {', '.join(patched)} hold sm120patch's patches and no backup of them is left; "
+        f"no sglang file was changed. Restore them with `{_reinstall(tree, patched)}`"
+    )
+
+
+def _reinstall(tree: SglangTree, rels: list[str]) -> str:
+    """The command that puts the release's own ``rels`` back: git in a checkout, else pip."""
+    if tree.install_kind is not InstallKind.WHEEL and any((d / ".git").exists() for d in tree.package_dir.parents):
+        return f"git -C {tree.package_dir} checkout -- {' '.join(rels)}"
+    return f"pip install --force-reinstall --no-deps sglang=={tree.version or '<version>'}"
+
+
 def _revert_other_release(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: bool) -> Outcome:
     """The saved state belongs to the release sglang was upgraded (or downgraded) from: none of
-    its backups is of this release.  Its files may be gone from this one; only a file RECORD
-    has another hash for is not pristine."""
-    tree, old = outcome.tree, version_text(manifest.sglang_version)
+    its backups is of this release (its files no longer hold what apply wrote).  Its files may
+    be gone from this one; only a file RECORD has another hash for is not pristine, and one
+    RECORD cannot vouch for is judged by what is in it."""
+    tree, old, new = outcome.tree, version_text(manifest.sglang_version), version_text(outcome.tree.version)
     differ = [s.rel for s in outcome.files if s.pristine is False]
     if differ:
         outcome.exit_code = ExitCode.NOT_AS_ASKED
         outcome.headline = (
-            f"the saved state is from sglang {old} but {version_text(tree.version)} is installed, and its "
-            f"{', '.join(differ)} differ from its RECORD; restore them with "
-            f"`pip install --force-reinstall --no-deps sglang=={tree.version}`"
+            f"the saved state is from sglang {old} but {new} is installed, and its "
+            f"{', '.join(differ)} differ from its RECORD; restore them with `{_reinstall(tree, differ)}`"
         )
         return outcome
     unknown = [s.rel for s in outcome.files if s.pristine is None and s.sha256 is not None]
@@ -114,25 +172,40 @@ def _revert_other_release(outcome: Outcome, state: StateDir, manifest: Manifest,
     if not dry_run:
         aside = set_aside(state, manifest.sglang_version or "unknown")
         outcome.notes.append(f"the state of sglang {old} is kept in {aside}")
+    if _kept_in_place(outcome, state, dry_run):
+        return outcome
+    patched = _patched(plan_tree(tree, list(all_patches()), change=False), unknown) if unknown else []
+    if patched:
+        outcome.exit_code = ExitCode.NOT_AS_ASKED
+        outcome.headline = _no_backup(f"the saved state is from sglang {old}, not {new}", patched, tree)
+    elif unknown:
+        outcome.headline = (
+            f"nothing of sglang {new} to revert: the saved state is from sglang {old}, and no sm120patch patch "
+            "is in the files it names"
+        )
+    else:
+        outcome.headline = (
+            f"nothing of sglang {new} to revert: the saved state is from sglang {old}, and no file it names "
+            f"differs from {new}'s RECORD"
+        )
+    if not dry_run:
         _remove_state(outcome, state)
-    outcome.headline = (
-        f"nothing of sglang {version_text(tree.version)} to revert: the saved state is from sglang {old}, and no "
-        f"file it names differs from {version_text(tree.version)}'s RECORD"
-    )
     return outcome
 
 
-def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: bool) -> Outcome:
-    """Put every backed-up file back (``--force``: keeping changed files aside first)."""
+def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: bool, folder: str = "") -> Outcome:
+    """Put every backed-up file back (``--force``: keeping changed files aside first).
+    ``folder``: the ``stale-*`` folder of a kept-aside state whose written files are in place."""
     tree = outcome.tree
     entries: list[Entry] = []
     diffs = []
-    folder: Path | None = None  # where this revert keeps the changed files (--force)
+    overwritten: Path | None = None  # where this revert keeps the changed files (--force)
     for status in outcome.files:
         record = manifest.files[status.rel]
         if status.sha256 == record.sha256_before:
             continue
-        backup = state.root / record.backup
+        source = f"{folder}/{record.backup}" if folder else record.backup
+        backup = state.root / source
         data = backup.read_bytes() if backup.is_file() else b""
         if sha256(data) != record.sha256_before:
             raise EnvironmentProblem(
@@ -143,9 +216,9 @@ def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: boo
         current = path.read_bytes()
         diffs.append((status.rel, current, data))
         if status.recorded is None and not dry_run:
-            folder, kept = _keep_changed(state, folder, status.rel, current)
+            overwritten, kept = _keep_changed(state, overwritten, status.rel, current)
             outcome.notes.append(f"kept the changed {status.rel} as {kept}")
-        entries.append(Entry(status.rel, str(path), sha256(current), record.sha256_before, record.backup))
+        entries.append(Entry(status.rel, str(path), sha256(current), record.sha256_before, source))
     outcome.changes = diffs
     if dry_run:
         outcome.headline = f"dry run: would restore {len(entries)} file(s); nothing written"
@@ -156,8 +229,25 @@ def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: boo
     outcome.files = file_statuses(tree, sorted(manifest.files), None)
     outcome.state = state_summary(state, None, tree)
     outcome.headline = f"restored {len(entries)} file(s) byte for byte; state removed"
+    if folder:
+        _drop_kept(state, folder)
+        outcome.headline = (
+            f"restored {len(entries)} file(s) byte for byte from the state of sglang "
+            f"{version_text(manifest.sglang_version)} kept aside in {state.root / folder}; state removed"
+        )
     _remove_state(outcome, state)
     return outcome
+
+
+def _drop_kept(state: StateDir, folder: str) -> None:
+    """A kept-aside state once its backups are back in place: nothing in it is needed."""
+    try:
+        remove_tree(state.root / folder)
+    except OSError as exc:
+        raise EnvironmentProblem(
+            f"the files are restored, but {exc.filename or state.root / folder} could not be removed "
+            f"({exc.strerror}); remove {state.root / folder} by hand"
+        ) from exc
 
 
 def _keep_changed(state: StateDir, folder: Path | None, rel: str, data: bytes) -> tuple[Path, Path]:

@@ -7,6 +7,7 @@ import sys
 
 from sm120patch.commands.common import HOST_HINT, file_statuses, fused_path_warnings, state_summary, version_text
 from sm120patch.errors import ExitCode
+from sm120patch.locate.identity import same_tree
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import State
 from sm120patch.plan.current import judge
@@ -30,13 +31,23 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None) -> Outcome:
             f"an apply/revert was interrupted ({state.journal_path}); "
             "the next `sm120patch apply` or `revert` finishes it"
         )
-    if manifest is not None and not tree.same_release(manifest.sglang_version):
+    outcome.exit_code, outcome.headline = _verdict(plan, outcome.files, tree, manifest)
+    if manifest is not None and not same_tree(tree, manifest):
+        # Said once, and never "replaced" beside "applied": the patches may be in place anyway.
+        what = (
+            "the files are no longer what apply wrote"
+            if outcome.exit_code == ExitCode.OK
+            else "an upgrade or reinstall replaced the patched files"
+        )
         outcome.notes.append(
             f"the saved state is from sglang {version_text(manifest.sglang_version)}, but {version_text(tree.version)} "
-            "is installed: an "
-            "upgrade or reinstall replaced the patched files (apply sets the old state aside)"
+            f"is installed: {what} (apply sets the old state aside)"
         )
-    outcome.exit_code, outcome.headline = _verdict(plan, outcome.files, tree, manifest)
+    elif manifest is not None and not tree.same_release(manifest.sglang_version):
+        outcome.notes.append(
+            f"the saved state was written when this sglang read as {version_text(manifest.sglang_version)}; its "
+            "files still hold what apply wrote, so it is this tree's state (revert restores from it)"
+        )
     if outcome.exit_code == ExitCode.OK:
         outcome.notes.append(HOST_HINT)
     if runtime_timeout is not None and not plan.refusal:
@@ -63,7 +74,7 @@ def _verdict(plan: Plan, files: list[FileStatus], tree: SglangTree, manifest: Ma
     run = "Run `sm120patch apply`."
     mine = [f for f in files if f.rel in pending]
     changed = ", ".join(f"sglang/{f.rel}" for f in mine if f.pristine is False and f.recorded is None)
-    if manifest is not None and not tree.same_release(manifest.sglang_version):
+    if manifest is not None and not same_tree(tree, manifest):
         return ExitCode.NOT_AS_ASKED, (
             f"not patched: sglang was upgraded from {version_text(manifest.sglang_version)} to "
             f"{version_text(tree.version)} after `apply`, which replaced the patched files. {run}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sm120patch.locate.identity import same_tree
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import State
 from sm120patch.plan.registry import all_patches
@@ -53,7 +54,7 @@ def _parsed(tree: SglangTree) -> Plan:
 def mark_skipped(plan: Plan, manifest: Manifest | None) -> None:
     """A patch the last apply of this release left out (``--skip``, or not chosen by
     ``--only``) is what was asked where it is not applied: it reads as skipped, not pending."""
-    if manifest is None or not manifest.patch_set or not plan.tree.same_release(manifest.sglang_version):
+    if manifest is None or not manifest.patch_set or not same_tree(plan.tree, manifest):
         return
     asked = set(manifest.patch_set)
     for report in plan.reports:

@@ -197,6 +197,29 @@ class StateDir:
         fsync_dir(self.root)
         return target
 
+    def kept_states(self) -> list[tuple[str, Manifest]]:
+        """The states set aside (``stale-*/`` folders with a manifest), newest first, each with
+        its folder's name: ``<name>/<record.backup>`` is a backup of it.  One that does not load
+        (damaged, or of a newer format) is left where it is, unread."""
+        try:
+            folders = [p for p in self.root.iterdir() if p.name.startswith("stale-") and p.is_dir()]
+        except OSError:
+            return []
+        kept = []
+        for folder in folders:
+            with contextlib.suppress(EnvironmentProblem, OSError):
+                manifest = StateDir._at(folder).load()
+                if manifest is not None:
+                    kept.append(((folder / "manifest.json").stat().st_mtime_ns, folder.name, manifest))
+        return [(name, manifest) for _, name, manifest in sorted(kept, key=lambda k: k[:2], reverse=True)]
+
+    @staticmethod
+    def _at(root: Path) -> StateDir:
+        """A state directory at ``root`` itself (a kept-aside one), for reading its manifest."""
+        state = StateDir(root)
+        state.root = root
+        return state
+
     def keep_aside(self, label: str, path: Path) -> None:
         """Move one file under ``stale-<label>-<time>/`` (never delete a backup)."""
         if not path.exists():

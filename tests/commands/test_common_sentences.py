@@ -27,7 +27,7 @@ from sm120patch.report.outcome import CheckedBy, FileStatus, Recorded, StateSumm
 from sm120patch.transaction.state import FileRecord, Manifest, StateDir
 from tests.support.cli import apply_all
 from tests.support.fakes import RTX_PRO_6000, fake_flashinfer, fake_nvidia_smi
-from tests.support.mini_sglang import COMM, FUSION, SERVER_ARGS
+from tests.support.mini_sglang import COMM, FUSION, SERVER_ARGS, write_mini_sglang
 from tests.support.realtrees import record_hashes
 
 #: A release whose fusion module creates FlashInfer's workspace with no ``try`` around it
@@ -145,6 +145,9 @@ def test_state_summary_after_apply_and_for_another_release(mini: Path) -> None:
     )
     manifest.sglang_version = "0.5.10"
     state.journal_path.write_text("{}")  # left by an apply that was stopped
+    moved = common.state_summary(state, manifest, tree_of(mini))  # the files are still apply's writing
+    assert (moved.stale, moved.sglang_version, moved.interrupted) == (False, "0.5.10", True)
+    write_mini_sglang(mini.parent)  # reinstalled over it: the state is of another release now
     older = common.state_summary(state, manifest, tree_of(mini))
     assert (older.stale, older.sglang_version, older.interrupted) == (True, "0.5.10", True)
 

@@ -436,5 +436,107 @@ def test_a_state_of_another_release_that_cannot_be_removed_says_where(mini: Path
         revert(from_directory(mini))
     assert str(raised.value) == (
         f"{root / 'lock'} could not be removed (Permission denied) once the revert was done "
-        f"(nothing to revert); remove {root} by hand"
+        "(nothing of sglang 0.5.12 to revert: the saved state is from sglang 0.5.11, and no file it names "
+        f"differs from 0.5.12's RECORD); remove {root} by hand"
     )
+
+
+# -- a saved state whose version moved, and states kept aside --------------------------------
+
+
+def without_install_metadata(package: Path) -> None:
+    """The miniature release as an unpacked checkout: no dist-info, so no version, no RECORD."""
+    for dist in package.parent.glob("sglang-*.dist-info"):
+        shutil.rmtree(dist)
+
+
+def test_a_state_saved_before_the_version_appeared_is_restored_byte_for_byte(mini: Path) -> None:
+    """apply on a checkout of no known version, then the version appears (``pip install -e``
+    writes ``_version.py``): the files still hold what apply wrote, so the state is this
+    tree's and revert restores it, as it would without the version change."""
+    without_install_metadata(mini)
+    assert from_directory(mini).version is None
+    applied(mini)
+    (mini / "_version.py").write_text("__version__ = version = '0.5.11'\n")
+    tree = from_directory(mini)
+    assert tree.version == "0.5.11"
+    outcome = revert(tree)
+    assert (outcome.exit_code, outcome.headline) == (ExitCode.OK, "restored 3 file(s) byte for byte; state removed")
+    assert outcome.notes == []
+    assert contents(mini) == ORIGINAL
+    assert not (mini / ".sm120patch").exists()
+
+
+def test_a_kept_aside_state_whose_files_are_in_place_is_restored_and_named(mini: Path) -> None:
+    """A state set aside (by an earlier sm120patch that took a version change for an upgrade)
+    while the files it wrote stayed in place: revert restores from it and says from where."""
+    from sm120patch.transaction.state import StateDir
+
+    without_install_metadata(mini)
+    applied(mini)
+    aside = StateDir(mini).set_aside("unknown")
+    for force in (False, True):  # --force reads the same files the same way
+        outcome = revert(from_directory(mini), force=force, dry_run=True)
+        assert (outcome.exit_code, outcome.headline) == (
+            ExitCode.OK,
+            "dry run: would restore 3 file(s); nothing written",
+        )
+    outcome = revert(from_directory(mini), force=True)
+    assert outcome.exit_code == ExitCode.OK
+    assert outcome.headline == (
+        f"restored 3 file(s) byte for byte from the state of sglang (unknown version) kept aside in {aside}; "
+        "state removed"
+    )
+    assert contents(mini) == ORIGINAL
+    assert not (mini / ".sm120patch").exists()
+    # Nothing left to restore: the files are the originals again, and said so only as far as known.
+    again = revert(from_directory(mini), force=True)
+    assert again.exit_code == ExitCode.OK
+    assert again.headline == (
+        "nothing to revert: no saved state, and no sm120patch patch is in the files; whether they are as "
+        "released cannot be told (no install metadata (not installed from a wheel))"
+    )
+
+
+def test_a_kept_aside_state_whose_files_changed_since_is_not_restored(mini: Path) -> None:
+    """Only a state whose written files are all in place, byte for byte, is restored from:
+    the patched files edited since are named, and nothing is written."""
+    from sm120patch.transaction.state import StateDir
+
+    without_install_metadata(mini)
+    applied(mini)
+    aside = StateDir(mini).set_aside("unknown")
+    edited = edit(mini, COMM, "# edited by hand\n")
+    before = contents(mini), state_files(mini)
+    outcome = revert(from_directory(mini), force=True)
+    assert outcome.exit_code == ExitCode.NOT_AS_ASKED
+    assert outcome.headline == (
+        f"no saved state in {mini / '.sm120patch'}, but {', '.join(TARGETS)} hold sm120patch's patches and no "
+        f"backup of them is left; no sglang file was changed. Restore them with `{PIP}<version>`"
+    )
+    assert "files as released" not in outcome.headline
+    assert (mini / COMM).read_bytes() == edited
+    assert (contents(mini), state_files(mini)) == before and aside.is_dir()
+
+
+def test_only_a_kept_aside_state_in_place_is_restored_the_others_stay_kept(mini: Path) -> None:
+    """Two states kept aside, the newer one of files no longer there (its after-hashes match
+    nothing): the one whose written files are in place is restored, the other stays kept."""
+    from sm120patch.transaction.state import StateDir
+
+    without_install_metadata(mini)
+    applied(mini)
+    in_place = StateDir(mini).set_aside("unknown")
+    other = in_place.parent / "stale-0.5.10-20260101T000000"
+    shutil.copytree(in_place, other)
+    manifest = json.loads((other / "manifest.json").read_text())
+    for record in manifest["files"].values():
+        record["sha256_after"] = "0" * 64
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    outcome = revert(from_directory(mini))
+    assert outcome.headline.startswith(
+        f"restored 3 file(s) byte for byte from the state of sglang (unknown version) kept aside in {in_place};"
+    )
+    assert contents(mini) == ORIGINAL
+    assert other.is_dir() and not in_place.exists()
+    assert outcome.notes == [f"kept {mini / '.sm120patch'}: it holds {other.name}; nothing else of sm120patch is left"]

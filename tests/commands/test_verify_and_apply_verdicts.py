@@ -445,10 +445,36 @@ def test_a_record_another_run_changed_meanwhile_is_left_to_it(mini: Path, monkey
 def test_the_record_of_another_release_is_not_rewritten(mini: Path) -> None:
     manifest = applied(mini)
     edit_manifest(manifest, sglang_version="0.5.10")  # upgraded; the new release's files patched by hand
+    for rel in (COMM, SERVER_ARGS, FUSION):  # patched, but not the bytes apply wrote
+        with (mini / rel).open("a") as fh:
+            fh.write("# patched by hand after the upgrade\n")
     recorded = manifest.read_bytes()
     code, data = jrun("apply", "--sglang-path", str(mini))
     assert (code, data["headline"]) == (0, "already applied: nothing to change")
     assert manifest.read_bytes() == recorded
+
+
+def test_a_version_that_moved_over_the_files_apply_wrote_is_the_same_tree(mini: Path) -> None:
+    """The saved state names another version, but each file holds what apply wrote: the
+    version moved (a checkout's tag, ``_version.py`` written by ``pip install -e``), the tree
+    did not.  apply records the version and keeps the state; verify never says "replaced"."""
+    manifest = applied(mini)
+    edit_manifest(manifest, sglang_version=None)
+    code, data = jrun("verify", "--sglang-path", str(mini))
+    assert (code, data["headline"]) == (0, "all patches applied")
+    assert data["state"]["stale"] is False
+    assert data["messages"][0] == (
+        "the saved state was written when this sglang read as (unknown version); its files still hold what "
+        "apply wrote, so it is this tree's state (revert restores from it)"
+    )
+    assert not any("replaced" in note for note in data["messages"])
+    code, data = jrun("apply", "--sglang-path", str(mini))
+    assert (code, data["headline"]) == (0, "already applied: nothing to change")
+    assert data["messages"][-1] == (
+        "the saved state was written when this sglang read as (unknown version); its files still hold what "
+        "apply wrote, so it is this tree's state, now recorded as sglang 0.5.11"
+    )
+    assert json.loads(manifest.read_text())["sglang_version"] == "0.5.11"
 
 
 def test_ctrl_c_while_replacing_files_is_finished_by_the_next_apply(
