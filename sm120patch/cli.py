@@ -262,7 +262,7 @@ def main() -> None:
 
     \b
       sm120patch apply    back up, patch, print the verification report
-      sm120patch verify   after an upgrade or at container start (exit 0 = patched)
+      sm120patch verify   after an upgrade, at container start (exit 0 = patched)
       sm120patch revert   restore the original files byte for byte
       sm120patch doctor   what else stands between this host and the fused kernel
       sm120patch bench    does fusion pay on this host? fused vs unfused, measured

@@ -11,8 +11,8 @@ import zipfile
 import zlib
 from pathlib import Path
 
-from rich.markup import escape
 from rich.rule import Rule
+from rich.text import Text
 
 from sm120patch.commands.apply import apply
 from sm120patch.commands.revert import revert
@@ -22,6 +22,7 @@ from sm120patch.locate.tree import from_directory
 from sm120patch.plan.registry import all_patches
 from sm120patch.report import as_text
 from sm120patch.report.as_text import printable
+from sm120patch.report.lines import put
 from sm120patch.transaction.fsutil import sha256_file
 
 DEMO_VERSION = "0.5.9"  # the release the original hand fix (sed + grep) was verified on
@@ -96,8 +97,9 @@ def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="sm120patch-demo-"))
     try:
         tree = from_directory(install_wheel(wheel, scratch / "site-packages", cached))
-        said = f"[bold]sm120patch demo[/]: {escape(wheel.name)} unpacked into {escape(str(scratch))}"
-        out.print(said, soft_wrap=True)  # one line the terminal wraps: the folder is copied whole
+        # Wrapped at spaces: the folder, on a line of its own if need be, is copied whole.
+        said = Text.assemble(("sm120patch demo", "bold"), f": {wheel.name} unpacked into {scratch}")
+        put(out, said, whole_in_logs=True)
         steps = [
             ("apply", lambda: apply(tree, list(all_patches()))),
             ("verify", lambda: verify(tree)),
@@ -115,34 +117,34 @@ def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
                 as_text.render(outcome, brief=True)
                 out.print(Rule("then"))
             else:
-                mark = "[green]ok[/]" if outcome.exit_code == 0 else "[bold red]FAILED[/]"
-                out.print(f"{mark} sm120patch {title}: {escape(printable(outcome.headline))}", highlight=False)
+                mark = ("ok", "green") if outcome.exit_code == 0 else ("FAILED", "bold red")
+                put(out, Text.assemble(mark, f" sm120patch {title}: {printable(outcome.headline)}"))
             if outcome.exit_code != 0:
                 failed.append(title)
         final = verify(tree).plan
         touched = sorted({r.file for r in final.reports}) if final and not failed else []
         mismatched = [rel for rel in touched if sha256_file(tree.path(rel)) != tree.record.sha256(rel)]
         for warning in dict.fromkeys(warnings):
-            out.print(f"[bold yellow]warning:[/] [yellow]{escape(printable(warning))}[/]", highlight=False)
+            put(out, Text.assemble(("warning: ", "bold yellow"), (printable(warning), "yellow")))
         out.print(Rule("result"))
         if failed or mismatched:
             what = [f"failed: {', '.join(failed)}"] if failed else []
             what += [f"not as released (RECORD): {', '.join(f'sglang/{r}' for r in mismatched)}"] if mismatched else []
-            out.print(f"[bold red]demo failed[/]: {'; '.join(what)}", highlight=False)
+            put(out, Text.assemble(("demo failed", "bold red"), f": {'; '.join(what)}"))
             return 1
-        out.print(
-            f"[bold green]demo ok[/]: sglang {tree.version} patched, verified, re-applied as a no-op "
-            f"and reverted; its {len(touched)} files match their RECORD hashes again",
-            highlight=False,
+        ok = (
+            f": sglang {tree.version} patched, verified, re-applied as a no-op "
+            f"and reverted; its {len(touched)} files match their RECORD hashes again"
         )
-        out.print(
+        put(out, Text.assemble(("demo ok", "bold green"), ok))
+        put(
+            out,
             "On the GPU host, in the environment that serves sglang: `sm120patch apply`, then "
             "`sm120patch doctor --tp N` and `sm120patch bench --tp N` (pipx: add --python /path/to/env/bin/python).",
-            highlight=False,
         )
         return 0
     finally:
         if keep:
-            out.print(f"scratch directory kept: {scratch}")
+            put(out, f"scratch directory kept: {scratch}")
         else:
             shutil.rmtree(scratch, ignore_errors=True)

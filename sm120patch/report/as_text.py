@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from sm120patch.locate.tree import InstallKind
 from sm120patch.patchkit.model import State
 from sm120patch.plan.types import PatchReport
+from sm120patch.report.lines import longest_word, put
 from sm120patch.report.outcome import Command, Outcome
 
 if TYPE_CHECKING:  # rich loads only to render for people (JSON output never needs it)
@@ -80,62 +81,54 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
     """The patch report: one table per file (files in path order, as verify and doctor list
     them), each row wrapping inside its own column at any terminal width.  ``brief``: no
     evidence and no per-file hashes (the demo)."""
-    from rich.padding import Padding
-    from rich.table import Table
     from rich.text import Text
 
     out = console()
     tree = outcome.tree
-    out.print(
-        Text.assemble(
-            ("sglang ", "bold"),
-            (printable(tree.version or "(unknown version)"), "bold"),
-            f"  {printable(tree.package_dir)}  ",
-            (f"[{tree.install_kind.value}]", "dim"),
-        ),
-        soft_wrap=True,  # one line the terminal wraps: the path is copied whole
+    header = Text.assemble(
+        ("sglang ", "bold"),
+        (printable(tree.version or "(unknown version)"), "bold"),
+        f"  {printable(tree.package_dir)}  ",
+        (f"[{tree.install_kind.value}]", "dim"),
     )
+    put(out, header, whole_in_logs=True)  # the path, on a line of its own if need be, copies whole
     if tree.install_kind is InstallKind.EDITABLE:
-        out.print(Text("note: editable install: this edits your sglang checkout", style="yellow"))
+        put(out, Text("note: editable install: this edits your sglang checkout", style="yellow"))
     plan = outcome.plan
     if plan is not None and plan.reports:
         labels = {id(r): _label(r, dry_run) for r in plan.reports}
+        details = {id(r): Text(r.summary if show_docs else printable(r.detail)) for r in plan.reports}
         widths = (max(len(r.id) for r in plan.reports), max(len(label) for label in labels.values()))
-        # Three columns (each padded by 3) only where the detail keeps room to be read; on a
-        # narrower terminal the detail goes on its own lines under its patch.
-        stacked = widths[0] + widths[1] + 9 + MIN_DETAIL_WIDTH > out.width
+        # Three columns (each padded by 3) only where the detail keeps room to be read and its
+        # every word fits the column whole; else the detail goes on its own lines under its patch.
+        room = out.width - widths[0] - widths[1] - 9
+        stacked = room < max(MIN_DETAIL_WIDTH, *(longest_word(d) for d in details.values()))
         for rel in sorted({r.file for r in plan.reports}):
-            out.print(Text(f"sglang/{rel}", style="bold"))
-            table = Table(show_header=False, box=None, padding=(0, 1, 0, 2), expand=False)
-            table.add_column(no_wrap=True, min_width=widths[0])
-            table.add_column(no_wrap=True, min_width=widths[1])
-            table.add_column(overflow="fold")
+            put(out, Text(f"sglang/{rel}", style="bold"))
             for r in (r for r in plan.reports if r.file == rel):
                 state = r.state_after or r.state
-                # Text, not str: a cell given as a str is read as rich markup ("sizes[i]" would
-                # lose "[i]", "[/x]" would raise).
+                # Text, not str: a str would be read as rich markup ("sizes[i]" would lose "[i]").
                 label = Text(labels[id(r)], style=_STYLE[state])
-                detail = Text(r.summary if show_docs else printable(r.detail))
                 if stacked:
-                    out.print(Text.assemble("  ", r.id, "  ", label), overflow="fold")
-                    out.print(Padding(detail, (0, 0, 0, 4), expand=False))
+                    put(out, Text.assemble(r.id, "  ", label), lead="  ")
+                    put(out, details[id(r)], lead="    ")
                 else:
-                    table.add_row(Text(r.id), label, detail)
-            if not stacked:
-                out.print(table)
+                    lead = Text.assemble(
+                        "  ", r.id.ljust(widths[0]), "   ", label, " " * (widths[1] - len(label)), "   "
+                    )
+                    put(out, details[id(r)], lead=lead)
         evidence = sorted({(r.file, e) for r in plan.reports for e in r.evidence}, key=lambda x: (x[0], x[1].line))
         if evidence and outcome.command in (Command.VERIFY, Command.APPLY) and not brief:
             planned = not outcome.written and any(r.state_after not in (None, r.state) for r in plan.reports)
             # A dry run's lines are the ones apply would write, not what the files hold.
-            out.print(Text("evidence, as apply would write it:" if planned else "evidence:", style="bold"))
+            put(out, Text("evidence, as apply would write it:" if planned else "evidence:", style="bold"))
             for rel in sorted({rel for rel, _ in evidence}):  # the file once, then line and code
-                out.print(Text(f"  sglang/{rel}", style="dim"))
-                table = Table(show_header=False, box=None, padding=(0, 1, 0, 4), expand=False)
-                table.add_column(no_wrap=True, justify="right", style="dim")
-                table.add_column(overflow="fold")
-                for _, e in (item for item in evidence if item[0] == rel):
-                    table.add_row(Text(str(e.line)), Text(printable(e.text.strip())))
-                out.print(table)
+                put(out, Text(f"sglang/{rel}", style="dim"), lead="  ")
+                numbers = [e for item, e in evidence if item == rel]
+                digits = max(len(str(e.line)) for e in numbers)
+                for e in numbers:
+                    lead = Text.assemble("    ", (str(e.line).rjust(digits), "dim"), "     ")
+                    put(out, Text(printable(e.text.strip())), lead=lead)
     if show_docs:  # the docs are the output asked for: stdout, rendered
         from rich.console import Console
 
@@ -143,8 +136,6 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
 
         render_docs(Console(highlight=False))
     if outcome.files and outcome.command in (Command.VERIFY, Command.REVERT) and not brief:
-        from rich.padding import Padding
-
         for f in sorted(outcome.files, key=lambda f: f.rel):
             if f.pristine is None:
                 problem = tree.record.problem
@@ -152,45 +143,50 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
             else:
                 kind = "matches the release (RECORD)" if f.pristine else "differs from the release"
             recorded = f", {f.recorded.value} per saved state" if f.recorded else ""
-            out.print(Padding(Text(f"sglang/{f.rel}: {kind}{recorded}", style="dim"), (0, 0, 0, 2)))
+            put(out, Text(f"sglang/{f.rel}: {kind}{recorded}", style="dim"), lead="  ")
     if outcome.runtime is not None:
         _render_runtime(out, outcome.runtime)
     for note in dict.fromkeys(outcome.notes):  # each once, in order
-        out.print(Text(printable(note)))
+        put(out, Text(printable(note)))
     for warning in dict.fromkeys(outcome.warnings):
-        out.print(Text.assemble(("warning: ", "bold yellow"), (printable(warning), "yellow")))
+        put(out, Text.assemble(("warning: ", "bold yellow"), (printable(warning), "yellow")))
     style = "bold green" if outcome.exit_code == 0 else "bold red"
-    out.print(Text(printable(outcome.headline), style=style))
+    put(out, Text(printable(outcome.headline), style=style))
 
 
 def _render_runtime(out: Console, result: RuntimeCheck) -> None:
     from rich.text import Text
 
-    out.print(Text(printable(f"runtime ({result.python}):"), style="bold"))
+    put(out, Text(printable(f"runtime ({result.python}):"), style="bold"))
     torch = result.torch
     if torch is None or not torch.ok:
-        out.print(Text(printable(f"  torch: {torch.error if torch else None}"), style="red"), soft_wrap=True)
+        put(
+            out, Text(printable(f"torch: {torch.error if torch else None}"), style="red"), lead="  ", whole_in_logs=True
+        )
         return
     gpu = f"{torch.device} (cc {'.'.join(map(str, torch.capability))})" if torch.capability else "no CUDA GPU visible"
-    out.print(Text(printable(f"  torch {torch.version} (CUDA {torch.cuda}), {gpu}")), soft_wrap=True)
+    put(out, Text(printable(f"torch {torch.version} (CUDA {torch.cuda}), {gpu}")), lead="  ", whole_in_logs=True)
     package = result.sglang
     if package is None or not package.ok:
         error = package.error if package else None
-        out.print(Text(printable(f"  import sglang: {error}"), style="red"), soft_wrap=True)
+        put(out, Text(printable(f"import sglang: {error}"), style="red"), lead="  ", whole_in_logs=True)
         return
     probe = result.probe
     if probe is not None and probe.ok:
-        out.print(Text(printable(f"  {probe.expression} = {probe.value}")))
+        put(out, Text(printable(f"{probe.expression} = {probe.value}")), lead="  ", whole_in_logs=True)
     else:
-        out.print(
-            Text(printable(f"  SM120 probe failed: {probe.error if probe else None}"), style="red"), soft_wrap=True
+        put(
+            out,
+            Text(printable(f"SM120 probe failed: {probe.error if probe else None}"), style="red"),
+            lead="  ",
+            whole_in_logs=True,
         )
     for module in result.modules:
         if module.ok:
             flags = " ".join(f"{k}={v}" for k, v in module.flags.items()) or "(no cached SM flags)"
-            out.print(Text(printable(f"  {module.module}: imports; {flags}")), soft_wrap=True)
+            put(out, Text(printable(f"{module.module}: imports; {flags}")), lead="  ", whole_in_logs=True)
         else:
-            out.print(Text(printable(f"  {module.module}: {module.error}"), style="red"), soft_wrap=True)
+            put(out, Text(printable(f"{module.module}: {module.error}"), style="red"), lead="  ", whole_in_logs=True)
 
 
 def render_doctor(result: DoctorReport) -> None:
@@ -208,21 +204,15 @@ def render_doctor(result: DoctorReport) -> None:
             body.append("\n" + printable(f.detail))
         if f.source:
             body.append("\nfrom: " + printable(f.source), style="dim")
-        lines = body.wrap(out, max(out.width - indent, 20), overflow="fold")
-        for i, line in enumerate(lines):
-            line.rstrip()
-            lead = Text(f"{severity:<{indent}}", style=_SEVERITY_STYLE[severity]) if i == 0 else Text(" " * indent)
-            # overflow="ignore": under 28 columns a line (the 20-column floor) is wider than
-            # the terminal, which wraps it; rich would cut it.
-            out.print(Text.assemble(lead, line), no_wrap=True, crop=False, overflow="ignore")
+        put(out, body, lead=Text(f"{severity:<{indent}}", style=_SEVERITY_STYLE[severity]))
     style = "bold green" if result.exit_code == 0 else "bold red"
-    out.print(Text(printable(result.headline), style=style))
+    put(out, Text(printable(result.headline), style=style))
 
 
 def error(message: str) -> None:
     from rich.text import Text
 
-    console().print(Text.assemble(("error: ", "bold red"), printable(message)), soft_wrap=True)
+    put(console(), Text(printable(message)), lead=Text("error: ", style="bold red"), whole_in_logs=True)
 
 
 def print_diff(diff: str) -> None:

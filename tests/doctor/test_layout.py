@@ -5,22 +5,14 @@ CUDA_VISIBLE_DEVICES that names no GPU: long findings."""
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import os
-import re
-import struct
-import subprocess
 import sys
-import termios
 from pathlib import Path
-
-from rich.cells import cell_len
 
 from tests.doctor.hostfakes import fake_nvidia_smi, two_rtx
 from tests.support.cli import jrun, run
+from tests.support.terminal import assert_fits, in_terminal
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 WIDTH = 80
 
 
@@ -36,43 +28,20 @@ def environment(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def in_terminal(args: list[str], env: dict[str, str], columns: int) -> str:
-    """Run ``args`` with a pseudo-terminal of ``columns`` as stdin, stdout and stderr."""
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    proc = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError as exc:  # EIO: the child closed the terminal
-            if exc.errno != errno.EIO:
-                raise
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(master)
-    proc.wait(timeout=120)
-    return ANSI.sub("", b"".join(chunks).decode("utf-8", "replace")).replace("\r\n", "\n")
-
-
 def test_doctor_in_an_80_column_terminal(mini: Path, tmp_path: Path) -> None:
     env = environment(tmp_path)
     command = [sys.executable, "-m", "sm120patch", "doctor", "--sglang-path", str(mini), "--tp", "8"]
     text = in_terminal(command, env, WIDTH)
     lines = text.splitlines()
     assert "Traceback" not in text and len(lines) > 20
-    assert max(cell_len(line) for line in lines) <= WIDTH, "\n".join(line for line in lines if cell_len(line) > WIDTH)
+    assert_fits(lines, WIDTH)
     assert not [line for line in lines if line.startswith(" " * 9)]  # indented by 8 at most, never 43
     assert not [line for line in lines if line != line.rstrip()]  # no padding to the width
     _, findings = jrun(*command[3:], env=env)  # the same host, in this process
     shown = text.split()
     for finding in findings["findings"]:
         for part in ("summary", "detail"):
-            words = [w for w in finding[part].split() if len(w) < WIDTH - 8]
-            assert " ".join(words) in " ".join(shown), (finding["id"], part)  # whole words, in order
+            assert " ".join(finding[part].split()) in " ".join(shown), (finding["id"], part)  # whole words, in order
     assert text.count("GPU 0: ") >= 1 and "cc unknown: nvidia-smi says [N/A]" in " ".join(shown)
 
 
@@ -84,4 +53,4 @@ def test_narrow_and_wide_widths_wrap_within_them(mini: Path, tmp_path: Path) -> 
         code, _, err = run("doctor", "--sglang-path", str(mini), env={**env, "COLUMNS": str(columns)})
         lines = err.splitlines()
         assert code in (0, 1) and len(lines) > 20, err
-        assert max(cell_len(line) for line in lines) <= columns
+        assert_fits(lines, columns)

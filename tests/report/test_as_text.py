@@ -181,14 +181,13 @@ def test_list_docs_shows_each_summary_and_prints_the_docs_on_stdout(capsys: pyte
     assert "  where it looks:" in out
 
 
-def test_a_detail_longer_than_the_terminal_folds_inside_its_column(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_detail_word_longer_than_the_terminal_is_whole_on_its_own_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """A name is never split: one wider than the detail column puts the details under their
+    patches, and one wider than the terminal is a line of its own, whole, for the terminal to
+    wrap (what is copied from it is the name)."""
     detail = "".join(f"{n:03d}" for n in range(100))  # 300 characters, no space to wrap at
     lines = shown(capsys, an_outcome(reports=(a_report("gate", "srt/a.py", State.PENDING, detail),)))[2:-1]
-    prefix = "  gate   pending   "
-    assert len(lines) == 2 and lines[0].startswith(prefix)
-    assert all(len(line) <= 200 for line in lines)
-    assert lines[1][: len(prefix)] == " " * len(prefix)
-    assert lines[0][len(prefix) :] + lines[1][len(prefix) :] == detail
+    assert lines == ["  gate  pending", detail]
 
 
 def test_where_the_detail_has_room_it_is_a_third_column(
@@ -224,12 +223,12 @@ def test_on_a_narrow_terminal_the_detail_goes_under_its_patch(
     assert lines[-1] == "    _is_sm120_supported is assigned"
 
 
-def test_ids_padded_to_the_longest_id_of_any_file_still_leave_the_detail_whole(
+def test_a_detail_word_wider_than_its_column_puts_every_detail_under_its_patch(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A long id in one file widens the id column of every file; where a detail then needs
-    more than the terminal has, the detail column narrows (the id column, padded to its
-    width, never does: a narrowed one would take back its width and crop the detail)."""
+    """A long id in one file widens the id column of every file; where a word of a detail
+    (an identifier, a path) is then wider than the detail column, every detail goes under its
+    patch, where the word fits whole: no name is split across lines."""
     monkeypatch.setenv("COLUMNS", "120")
     ident = "sm120-" + "x" * 49
     digits = "".join(f"{n:03d}" for n in range(30))
@@ -239,21 +238,22 @@ def test_ids_padded_to_the_longest_id_of_any_file_still_leave_the_detail_whole(
     )
     assert shown(capsys, an_outcome(reports=reports))[1:-1] == [
         "sglang/srt/a.py",
-        "  gate" + " " * 54 + "pending   will widen will widen will widen will widen",
-        " " * 70 + digits[:49],
-        " " * 70 + digits[49:],
+        "  gate  pending",
+        "    will widen will widen will widen will widen",
+        "    " + digits,
         "sglang/srt/b.py",
-        f"  {ident}   skipped   left out",
+        f"  {ident}  skipped",
+        "    left out",
     ]
 
 
-def test_a_narrow_report_exactly_id_folded_detail_indented_and_padded_to_its_own_width(
+def test_a_narrow_report_exactly_no_word_split_no_line_padded(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Stacked, byte for byte: the header line is left to the terminal to wrap; an id wider
-    than the terminal folds (it has no space to wrap at); the detail wraps in the 26 columns
-    right of its indent, each line padded to the widest line of its own detail, not to the
-    terminal."""
+    """Stacked, byte for byte, on a stream that is no terminal: the header is one line (a
+    log keeps it whole); an id wider than the terminal is whole on its own line, from the
+    left edge; the detail wraps at spaces in the 26 columns right of its indent; no line
+    ends in spaces."""
     monkeypatch.setenv("COLUMNS", "30")
     reports = (
         a_report(
@@ -269,10 +269,10 @@ def test_a_narrow_report_exactly_id_folded_detail_indented_and_padded_to_its_own
     assert capsys.readouterr().err == (
         "sglang 0.5.11  /site/sglang  [wheel]\n"  # one line, wrapped by the terminal: the path copies whole
         "sglang/srt/a.py\n"
-        "  communicator-fusion-gate-and\n"
-        "-flag  pending -> applied\n"
+        "communicator-fusion-gate-and-flag\n"
+        "  pending -> applied\n"
         "    widens the gate for sm120a\n"
-        "    and sets the flag         \n"
+        "    and sets the flag\n"
         "  flag  applied\n"
         "    set\n"
         "done\n"
@@ -315,24 +315,23 @@ def test_evidence_only_in_verify_and_apply_and_not_in_the_demo(
     assert "    3     import z" not in lines
 
 
-def test_a_long_evidence_line_folds_inside_its_column(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_long_evidence_word_is_whole_after_its_line_number(capsys: pytest.CaptureFixture[str]) -> None:
     code = "".join(f"{n:03d}" for n in range(100))  # 300 characters, no space to wrap at
     reports = (a_report("gate", "srt/a.py", State.APPLIED, evidence=(Evidence(7, code),)),)
     lines = shown(capsys, an_outcome(Command.VERIFY, reports=reports))
     at = lines.index("  sglang/srt/a.py", lines.index("evidence:"))
-    first, second = lines[at + 1 : at + 3]
-    assert first.startswith("    7     ") and second.startswith(" " * 10)
-    assert first[10:] + second[10:] == code
+    assert lines[at + 1 : at + 3] == ["    7     " + code, "done"]
 
 
 def test_on_a_tiny_terminal_the_evidence_line_number_stays_whole(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The code column gives way, however narrow; the line number is never split."""
+    """However narrow, the line number is never split, and the code keeps 20 columns (the
+    terminal wraps the line): no word of it is split either."""
     monkeypatch.setenv("COLUMNS", "16")
     reports = (a_report("g", "srt/a.py", State.APPLIED, "ok", evidence=(Evidence(12345, "x = 1"),)),)
     lines = shown(capsys, an_outcome(Command.VERIFY, reports=reports))
-    assert lines[lines.index("evidence:") + 3 : -1] == ["    12345     x", "              =", "              1"]
+    assert lines[lines.index("evidence:") + 2 : -1] == ["    12345     x = 1"]
 
 
 def test_no_evidence_no_heading(capsys: pytest.CaptureFixture[str]) -> None:
@@ -525,10 +524,10 @@ def test_each_state_has_its_colour(capsys: pytest.CaptureFixture[str], colour: N
     for painted in (
         "\x1b[32mpending -> applied",
         "\x1b[36mnot-needed",
-        "\x1b[33mpending ",
-        "\x1b[1;31mdrift ",
-        "\x1b[1;31mrefused ",
-        "\x1b[2mskipped ",
+        "\x1b[33mpending\x1b[0m ",
+        "\x1b[1;31mdrift\x1b[0m ",
+        "\x1b[1;31mrefused\x1b[0m ",
+        "\x1b[2mskipped\x1b[0m",
     ):
         assert painted in err
 
@@ -548,11 +547,11 @@ def test_the_rest_of_the_report_in_colour(capsys: pytest.CaptureFixture[str], co
         "\x1b[33mnote: editable install: this edits your sglang checkout\x1b[0m",
         "\x1b[1msglang/srt/a.py\x1b[0m",
         "\x1b[1mevidence:\x1b[0m",
-        "\x1b[2m  sglang/srt/a.py\x1b[0m",
+        "  \x1b[2msglang/srt/a.py\x1b[0m",
         "\x1b[2m12\x1b[0m",
         "\x1b[2msglang/srt/a.py: matches the release (RECORD)\x1b[0m",
         "\x1b[1mruntime (/env/bin/python):\x1b[0m",
-        "\x1b[31m  torch: gone\x1b[0m",
+        "  \x1b[31mtorch: gone\x1b[0m",
         "\x1b[1;33mwarning: \x1b[0m\x1b[33mcareful\x1b[0m",
         "\x1b[1;32mdone\x1b[0m",
     ):
@@ -565,10 +564,10 @@ def test_the_rest_of_the_report_in_colour(capsys: pytest.CaptureFixture[str], co
 def test_runtime_failures_in_red(capsys: pytest.CaptureFixture[str], colour: None) -> None:
     modules = (ModuleImport("good", True, {"f": True}), ModuleImport("bad", False, error="e"))
     err = "\n".join(shown(capsys, an_outcome(runtime=a_check(probe=Sm120Probe(False, error="p"), modules=modules))))
-    assert "\x1b[31m  SM120 probe failed: p\x1b[0m" in err and "\x1b[31m  bad: e\x1b[0m" in err
+    assert "  \x1b[31mSM120 probe failed: p\x1b[0m" in err and "  \x1b[31mbad: e\x1b[0m" in err
     assert "\n  good: imports; f=True\n" in err and "\n  torch 2.9.0 (CUDA 12.9), RTX PRO 6000 (cc 12.0)\n" in err
     err = "\n".join(shown(capsys, an_outcome(runtime=a_check(sglang=SglangImport(False, "s")))))
-    assert "\x1b[31m  import sglang: s\x1b[0m" in err
+    assert "  \x1b[31mimport sglang: s\x1b[0m" in err
     err = "\n".join(shown(capsys, an_outcome(runtime=a_check(probe=Sm120Probe(True, "p", False)))))
     assert "\n  p = False\n" in err
 
@@ -613,8 +612,7 @@ def test_doctor_wraps_at_words_inside_the_indent_with_no_trailing_space(
         "        alpha beta gamma delta epsilon",
         "        zeta eta theta iota kappa",
         "        from:",
-        "        /ppppppppppppppppppppppppppppppp",  # a word wider than the column is folded
-        "        ppppppppp",
+        "/" + "p" * 40,  # a word wider than the column: whole, from the left edge
         "no blocking error; 1 warning(s) to read",
     ]
 
@@ -622,17 +620,15 @@ def test_doctor_wraps_at_words_inside_the_indent_with_no_trailing_space(
 def test_doctor_keeps_twenty_columns_on_a_tiny_terminal(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Under 28 columns each line is wider than the terminal, which wraps it: none is cut."""
+    """Under 28 columns each line is wider than the terminal, which wraps it: no word is cut."""
     monkeypatch.setenv("COLUMNS", "24")
     lines = doctor_lines(
         capsys, HostFinding("x", Severity.INFO, "s", "alpha beta gamma delta epsilon zeta " + "a" * 45)
     )
-    assert lines[1:6] == [
+    assert lines[1:4] == [
         "        alpha beta gamma",
         "        delta epsilon zeta",
-        "        " + "a" * 20,
-        "        " + "a" * 20,
-        "        " + "a" * 5,
+        "a" * 45,
     ]
 
 

@@ -1,0 +1,76 @@
+"""Lines people read, wrapped at spaces to the terminal's width.
+
+A word (an identifier, a path, a command) is never split: one longer than the room left is
+printed whole on a line of its own, which the terminal then wraps, so that what is copied
+from it is the name itself.  Every report, finding, note, warning, headline, error and demo
+line goes through ``put``; ``wrap`` gives the lines themselves, for a caller that lays them
+out.  Text in, rich ``Text`` out: the styles of each part are kept across the breaks.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from rich.cells import cell_len
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+_WORD = re.compile(r"\S+\s*")
+
+#: The narrowest room a line is wrapped in, however deep its indent on however narrow a
+#: terminal: narrower would put each word on its own line and read no better.
+MIN_ROOM = 20
+
+
+def wrap(text: Text | str, width: int) -> list[Text]:
+    """``text`` as lines of at most ``width`` cells, broken at spaces only (and at its own
+    newlines); a word wider than ``width`` is a line of its own, whole.  No line ends in
+    spaces."""
+    text = Text(text) if isinstance(text, str) else text
+    lines = []
+    for paragraph in text.split("\n", allow_blank=True):
+        plain = paragraph.plain
+        column = cell_len(plain) - cell_len(plain.lstrip())  # the paragraph's own indent
+        breaks = []
+        for word in _WORD.finditer(plain):
+            needs = cell_len(word.group().rstrip())
+            if column > 0 and column + needs > width and plain[: word.start()].strip():
+                breaks.append(word.start())
+                column = 0
+            column += cell_len(word.group())
+        for line in paragraph.divide(breaks):
+            line.rstrip()
+            lines.append(line)
+    return lines
+
+
+def longest_word(text: Text | str) -> int:
+    """The width of the widest word of ``text``: the narrowest column it fits whole."""
+    plain = text.plain if isinstance(text, Text) else text
+    return max((cell_len(word) for word in plain.split()), default=0)
+
+
+def put(out: Console, text: Text | str, lead: Text | str = "", style: str = "", whole_in_logs: bool = False) -> None:
+    """Print ``text`` wrapped to ``out``'s width after ``lead`` (an indent, a label): the first
+    line starts with ``lead``, the others with as many spaces.  Printed as laid out here, so
+    rich neither wraps again nor crops a word wider than the terminal.  A word too wide for
+    its indent (a path, say) starts at the left edge instead: one that fits the terminal
+    stays on one line of it; a longer one is the only thing on its line.  ``whole_in_logs``:
+    where ``out`` is no terminal (a log, a pipe), the text is one line however long."""
+    lead = Text(lead) if isinstance(lead, str) else lead
+    text = Text(text, style=style) if isinstance(text, str) else text
+    if whole_in_logs and not out.is_terminal:  # a log or a pipe: one line, for grep and for copying
+        out.print(Text.assemble(lead, text), soft_wrap=True)
+        return
+    indent = cell_len(lead.plain)
+    room = max(out.width - indent, MIN_ROOM)
+    for i, line in enumerate(wrap(text, room)):
+        first = lead if i == 0 else Text(" " * indent)
+        if not first.plain.strip() and room < cell_len(line.plain):
+            first = Text()
+        shown = Text.assemble(first, line)
+        shown.rstrip()
+        out.print(shown, no_wrap=True, crop=False, overflow="ignore")
