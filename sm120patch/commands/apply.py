@@ -61,7 +61,9 @@ def apply(
     if plan is None:
         if outcome.plan is not None and outcome.exit_code == ExitCode.OK and not dry_run:
             adopted = _refresh_record(state, outcome.plan, partial=len(selected) < len(all_patches()))
-            outcome.notes += [adopted] if adopted else []
+            if adopted:
+                outcome.notes.append(adopted)
+                outcome.state = state_summary(state, state.load(), tree)
         return outcome
     with state.lock():
         recovered = recover(state)
