@@ -79,8 +79,9 @@ def _label(report: PatchReport, dry_run: bool) -> str:
 
 def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, brief: bool = False) -> None:
     """The patch report: one table per file (files in path order, as verify and doctor list
-    them), each row wrapping inside its own column at any terminal width.  ``brief``: no
-    evidence and no per-file hashes (the demo)."""
+    them), each detail wrapping at spaces inside its own column, or under its patch where the
+    column is too narrow for a word of it (a name is never split; ``lines.put``).  ``brief``:
+    no evidence and no per-file hashes (the demo)."""
     from rich.text import Text
 
     out = console()
@@ -124,9 +125,9 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
             put(out, Text("evidence, as apply would write it:" if planned else "evidence:", style="bold"))
             for rel in sorted({rel for rel, _ in evidence}):  # the file once, then line and code
                 put(out, Text(f"sglang/{rel}", style="dim"), lead="  ")
-                numbers = [e for item, e in evidence if item == rel]
-                digits = max(len(str(e.line)) for e in numbers)
-                for e in numbers:
+                shown = [e for item, e in evidence if item == rel]
+                digits = max(len(str(e.line)) for e in shown)
+                for e in shown:
                     lead = Text.assemble("    ", (str(e.line).rjust(digits), "dim"), "     ")
                     put(out, Text(printable(e.text.strip())), lead=lead)
     if show_docs:  # the docs are the output asked for: stdout, rendered

@@ -109,3 +109,24 @@ def test_apply_then_a_version_change_then_revert_force(tmp_path: Path) -> None:
     code, reverted = jrun("revert", "--force", "--sglang-path", str(package))
     assert (code, reverted["headline"]) == (0, "restored 3 file(s) byte for byte; state removed")
     assert_restored(package, rels)
+
+
+def test_a_state_an_earlier_sm120patch_set_aside_is_restored_from_where_it_was_kept(tmp_path: Path) -> None:
+    """Where an earlier sm120patch left a user: the state of "sglang (unknown version)" moved to
+    ``stale-unknown-*/`` once the version appeared, the three files still patched.  revert
+    restores them from there, byte for byte, and names the folder; nothing of it is left."""
+    from sm120patch.transaction.state import StateDir
+
+    package = checkout(tmp_path / "sglang-src")
+    rels = apply_unknown(package)
+    aside = StateDir(package).set_aside("unknown")
+    version_file(package, VERSION)
+    code, forced = jrun("revert", "--force", "--dry-run", "--sglang-path", str(package))
+    assert (code, forced["headline"]) == (0, "dry run: would restore 3 file(s); nothing written")
+    code, reverted = jrun("revert", "--sglang-path", str(package))
+    assert (code, reverted["headline"]) == (
+        0,
+        f"restored 3 file(s) byte for byte from the state of sglang (unknown version) kept aside in {aside}; "
+        "state removed",
+    )
+    assert_restored(package, rels)

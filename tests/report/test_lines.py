@@ -1,0 +1,72 @@
+"""report/lines.py: lines wrapped at spaces, no word split, a word too wide on its own line."""
+
+from __future__ import annotations
+
+import io
+
+from hypothesis import strategies as st
+from rich.console import Console
+from rich.text import Text
+
+from sm120patch.report.lines import MIN_ROOM, put, wrap
+from tests.support.properties import fast_and_slow
+
+PATH = "/opt/conda/envs/serve/lib/python3.11/site-packages/sglang/srt/layers/communicator.py"
+
+
+def printed(width: int, *args: object, terminal: bool = True, **kwargs: object) -> list[str]:
+    out = io.StringIO()
+    console = Console(file=out, width=width, force_terminal=terminal, color_system=None)
+    put(console, *args, **kwargs)  # type: ignore[arg-type]
+    return out.getvalue().splitlines()
+
+
+def test_a_path_wider_than_its_indent_starts_at_the_left_edge_whole() -> None:
+    assert printed(60, f"kept the changed file as {PATH} for you", lead="    ") == [
+        "    kept the changed file as",
+        PATH,
+        "    for you",
+    ]
+
+
+def test_a_label_stays_on_the_first_line_and_the_rest_hang_under_it() -> None:
+    assert printed(30, "cannot write the manifest here, nothing was changed", lead="error: ") == [
+        "error: cannot write the",
+        "       manifest here, nothing",
+        "       was changed",
+    ]
+
+
+def test_its_own_newlines_are_kept_and_styles_cross_the_breaks() -> None:
+    text = Text.assemble(("bold words ", "bold"), "then plain\n  indented")
+    lines = wrap(text, 10)
+    assert [line.plain for line in lines] == ["bold words", "then plain", "  indented"]
+    assert [(s.start, s.end, s.style) for s in lines[0].spans] == [(0, 10, "bold")]
+
+
+def test_on_a_log_a_whole_in_logs_line_is_one_line_however_long() -> None:
+    sentence = " ".join([f"no sglang found in {PATH}"] * 3)
+    assert printed(40, sentence, lead="error: ", terminal=False, whole_in_logs=True) == [f"error: {sentence}"]
+    assert len(printed(40, sentence, lead="error: ", terminal=True, whole_in_logs=True)) > 3
+
+
+def words_stay_whole_and_in_order(words: list[str], width: int) -> None:
+    lines = [line.plain for line in wrap(" ".join(words), width)]
+    assert " ".join(lines).split() == words  # no word split, none lost, none reordered
+    assert all(len(line) <= width or " " not in line for line in lines)  # wider: one word alone
+    assert all(line == line.rstrip() for line in lines)
+
+
+test_every_word_stays_whole_and_in_order, test_every_word_stays_whole_and_in_order_many = fast_and_slow(
+    words_stay_whole_and_in_order,
+    st.lists(st.text(alphabet="abc_./-", min_size=1, max_size=40), min_size=1, max_size=30),
+    st.integers(min_value=1, max_value=50),
+    fast=60,
+    slow=2000,
+)
+
+
+def test_however_narrow_the_terminal_a_line_keeps_its_minimum_room() -> None:
+    lines = printed(10, "alpha beta gamma delta epsilon", lead="warning ")
+    assert lines[0] == "warning alpha beta gamma"
+    assert all(len(line) <= 8 + MIN_ROOM for line in lines)
