@@ -242,7 +242,7 @@ class _Cli(click.Group):
                 from sm120patch.report import as_json as machine
 
                 machine.print_json(machine.error_json(exc.format_message(), ExitCode.ENVIRONMENT))
-            exc.show()
+            _show_usage_error(exc)
             sys.exit(ExitCode.ENVIRONMENT)
         except click.Abort:  # Ctrl-C outside a command's body (click turns it into Abort)
             if "--json" in argv:
@@ -252,6 +252,17 @@ class _Cli(click.Group):
             click.echo(f"error: {INTERRUPTED}", err=True)
             sys.exit(ExitCode.INTERRUPTED)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _show_usage_error(exc: click.ClickException) -> None:
+    """click's own text for ``exc``, printed as the report prints its lines (report/lines.py)."""
+    import io
+
+    from sm120patch.report import as_text
+
+    shown = io.StringIO()
+    exc.show(file=shown)
+    as_text.usage_error(shown.getvalue())
 
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})

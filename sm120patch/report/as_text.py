@@ -216,6 +216,18 @@ def error(message: str) -> None:
     put(console(), Text(printable(message)), lead=Text("error: ", style="bold red"), whole_in_logs=True)
 
 
+def usage_error(shown: str) -> None:
+    """click's text for a usage error (usage, hint, ``Error: ...``), each line wrapped as
+    every error is: click would leave its sentence one line however wide the terminal."""
+    out = console()
+    for line in shown.splitlines():
+        head, colon, rest = line.partition("Error: ")
+        if colon and not head:
+            put(out, printable(rest), lead="Error: ", whole_in_logs=True)
+        else:
+            put(out, printable(line), whole_in_logs=True)
+
+
 def print_diff(diff: str) -> None:
     """The diff on stdout: highlighted on a terminal, plain when piped (and then rich's
     highlighter, which loads pygments, is never imported)."""

@@ -102,3 +102,5 @@ def test_each_error_fits_and_names_its_path_whole(tmp_path: Path) -> None:
     assert_whole(text, f"refusing to revert: changed since apply (hash differs from the patched one): {COMM}.")
     text, _ = shown(["apply", "--sglang-path", str(package), "--no-such-option"], env)
     assert "Error: No such option '--no-such-option'." in text
+    text, _ = shown(["apply", "--sglang-path", str(package), "--only", "no-such-patch"], env)  # click's, 160 wide
+    assert_whole(text, "Error: unknown patch id no-such-patch; known: communicator-import, communicator-flag,")
