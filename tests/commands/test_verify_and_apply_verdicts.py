@@ -159,6 +159,22 @@ def test_an_upgrade_after_apply_names_both_releases(mini: Path) -> None:
     ]
 
 
+def test_a_state_of_another_release_beside_applied_patches_never_says_replaced(mini: Path) -> None:
+    """The saved state is of 0.5.10 and the files hold the patches, but not the bytes apply
+    wrote (patched again by hand after an upgrade): "all patches applied", and the note says
+    the files are no longer apply's writing, not that an upgrade replaced the patched files."""
+    edit_manifest(applied(mini), sglang_version="0.5.10")
+    for rel in (COMM, SERVER_ARGS, FUSION):
+        (mini / rel).write_text((mini / rel).read_text() + "# patched by hand after the upgrade\n")
+    code, data = verify_json(mini)
+    assert (code, data["headline"]) == (0, "all patches applied")
+    assert data["messages"][0] == (
+        "the saved state is from sglang 0.5.10, but 0.5.11 is installed: the files are no longer what apply "
+        "wrote (apply sets the old state aside)"
+    )
+    assert not any("replaced" in message for message in data["messages"])
+
+
 def test_a_file_changed_after_apply_is_named_and_only_the_pending_ones(mini: Path) -> None:
     applied(mini)
     (mini / COMM).write_text(FILES[COMM] + "# another tool put the original back, with a comment\n")
