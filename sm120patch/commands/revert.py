@@ -221,7 +221,8 @@ def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: boo
         entries.append(Entry(status.rel, str(path), sha256(current), record.sha256_before, source))
     outcome.changes = diffs
     if dry_run:
-        outcome.headline = f"dry run: would restore {len(entries)} file(s); nothing written"
+        source = f" from the state kept aside in {state.root / folder}" if folder else ""
+        outcome.headline = f"dry run: would restore {len(entries)} file(s){source}; nothing written"
         return outcome
     check_writable([Path(e.path) for e in entries])
     commit(state, entries, None, Op.REVERT)

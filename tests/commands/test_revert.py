@@ -479,7 +479,7 @@ def test_a_kept_aside_state_whose_files_are_in_place_is_restored_and_named(mini:
         outcome = revert(from_directory(mini), force=force, dry_run=True)
         assert (outcome.exit_code, outcome.headline) == (
             ExitCode.OK,
-            "dry run: would restore 3 file(s); nothing written",
+            f"dry run: would restore 3 file(s) from the state kept aside in {aside}; nothing written",
         )
     outcome = revert(from_directory(mini), force=True)
     assert outcome.exit_code == ExitCode.OK

@@ -122,7 +122,10 @@ def test_a_state_an_earlier_sm120patch_set_aside_is_restored_from_where_it_was_k
     aside = StateDir(package).set_aside("unknown")
     version_file(package, VERSION)
     code, forced = jrun("revert", "--force", "--dry-run", "--sglang-path", str(package))
-    assert (code, forced["headline"]) == (0, "dry run: would restore 3 file(s); nothing written")
+    assert (code, forced["headline"]) == (
+        0,
+        f"dry run: would restore 3 file(s) from the state kept aside in {aside}; nothing written",
+    )
     code, reverted = jrun("revert", "--sglang-path", str(package))
     assert (code, reverted["headline"]) == (
         0,
