@@ -46,6 +46,7 @@ class FileRecord:
     sha256_after: str
     patches: list[str]
     backup: str  # relative to the state dir
+    link: str | None = None  # the file was a symlink out of the package with this text: revert relinks
 
 
 @dataclass
