@@ -69,6 +69,7 @@ def apply(
         if outcome.plan is not None and outcome.exit_code == ExitCode.OK and not dry_run:
             _refresh_record(state, outcome.plan, partial=len(selected) < len(all_patches()))
         return outcome
+    _changes(plan)  # a target whose folder links out of the package: refused before the state folder is made
     with state.lock():
         recovered = recover(state)
         if recovered:

@@ -4,6 +4,7 @@ a link to a checkout, files that are symlinks into an installer's cache, or hard
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.locate.tree import SglangTree
@@ -26,12 +27,21 @@ def _names(rels: list[str]) -> str:
     return ", ".join(f"sglang/{rel}" for rel in sorted(rels))
 
 
+def _store_package(rel: str, target: links.Target) -> str:
+    """The store's copy of the package a link leads into (``<cache entry>/sglang``), where the
+    link leads to the same ``rel`` there; else the file it leads to."""
+    store_file = target.store_file
+    assert store_file is not None
+    depth = len(Path(rel).parts)
+    return str(store_file.parents[depth - 1]) if store_file.as_posix().endswith(f"/{rel}") else str(store_file)
+
+
 def notes(found: dict[str, links.Target], written: bool) -> list[str]:
     """One line per kind of sharing; ``written``: apply has just replaced these files."""
     lines = []
     into = {rel: t for rel, t in found.items() if t.link is not None}
     if into:
-        store = os.path.commonpath([str(t.store_file) for t in into.values()])
+        store = os.path.commonpath([_store_package(rel, t) for rel, t in into.items()])
         if written:
             lines.append(
                 f"{_names(list(into))} were links into {store}: each link here was replaced by a patched file, "

@@ -91,7 +91,11 @@ class Journal:
     format: int = JOURNAL_FORMAT
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "op": self.op.value}
+        data = {**asdict(self), "op": self.op.value}
+        for entry in data["entries"]:
+            if entry["link"] is None:  # a file's entry, as journals without links have it
+                del entry["link"]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Journal:

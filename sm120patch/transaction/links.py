@@ -40,12 +40,8 @@ class Target:
 
     path: Path  # the name that is replaced
     link: str | None = None  # a symlink out of the package: its text (``os.readlink``)
+    store_file: Path | None = None  # and the file it leads to, which is never written
     shared: int = 0  # other hard links of the file (``st_nlink - 1``): a cache holds them
-
-    @property
-    def store_file(self) -> Path | None:
-        """The file a link out of the package leads to."""
-        return None if self.link is None else Path(os.path.realpath(self.path))
 
 
 def inside(path: str | Path, folder: str | Path) -> bool:
@@ -68,7 +64,7 @@ def target(package_dir: Path, path: Path) -> Target:
         real = os.path.realpath(here)
         if inside(real, package):
             return target(package_dir, Path(real)) if Path(real) != here else Target(here)
-        return Target(here, link=os.readlink(here))
+        return Target(here, link=os.readlink(here), store_file=Path(real))
     try:
         links = os.stat(here).st_nlink
     except FileNotFoundError:

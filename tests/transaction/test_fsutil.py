@@ -131,7 +131,7 @@ def test_atomic_symlink_stopped_before_the_rename_leaves_the_file_and_no_temp(
             raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(fsutil, "STEP_HOOK", fail)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="Input/output error"):
         fsutil.atomic_symlink(target, "elsewhere.py")
     assert not target.is_symlink() and target.read_bytes() == b"patched\n"
     assert temps_in(tmp_path) == []
