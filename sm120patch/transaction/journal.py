@@ -7,12 +7,15 @@ Protocol (each step durable before the next):
    (``stage`` for apply; revert's new content is the backup);
 3. ``journal.json`` names every file with its sha256 before and after and where its new
    content is, plus the manifest to leave behind; written atomically, it exists whole or not;
-4. each target is replaced atomically (``fsutil.atomic_write``);
+4. each target is replaced atomically (``fsutil.atomic_write``; a link revert puts back,
+   ``fsutil.atomic_symlink``), by its own name: never a file in a store it links to
+   (``links.py``);
 5. the manifest is written (or the state removed, for revert), then the journal deleted.
 
 A process killed anywhere leaves either no journal (nothing was replaced yet) or a whole
 journal: the next run finishes it (``recover``), file by file, since every target is then
-either at its "before" hash (not yet replaced) or its "after" hash (done).  Anything else
+either at its "before" identity (not yet replaced) or its "after" one (done): a file's sha256,
+or a symlink's text (``links.identity``), never the bytes a link leads to.  Anything else
 means someone else changed the file meanwhile, and recovery stops without touching it.
 
 This layer knows files, not patches: it takes paths, bytes, hashes and patch ids
@@ -214,6 +217,11 @@ def _stopped(state: StateDir, what: str, exc: OSError) -> EnvironmentProblem:
     )
 
 
+def _short(identity: str) -> str:
+    """An identity as a message names it: a link whole, a hash by its first 12 digits."""
+    return identity if identity.startswith(links.LINK_PREFIX) else identity[:12]
+
+
 def _finish(state: StateDir, journal: Journal) -> list[str]:
     done = []
     for entry in journal.entries:
@@ -223,7 +231,7 @@ def _finish(state: StateDir, journal: Journal) -> list[str]:
         if current != entry.before:
             raise NotAsAsked(
                 f"interrupted {journal.op.value}: {entry.rel} is neither the version before "
-                f"({entry.before[:12]}) nor after ({entry.after[:12]}) the operation; it was "
+                f"({_short(entry.before)}) nor after ({_short(entry.after)}) the operation; it was "
                 f"changed by something else. Left as is. Compare it with "
                 f"{state.root / entry.source}, then remove {state.journal_path}"
             )
