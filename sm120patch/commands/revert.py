@@ -170,9 +170,8 @@ def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: boo
     outcome.headline = f"restored {len(entries)} file(s) byte for byte; state removed"
     if any(e.link is not None for e in entries):
         outcome.notes.append("the files that were links into an installer's cache are links again, as installed")
-    linked = links.linked_package_note(tree.linked_from, tree.package_dir)
-    if linked:
-        outcome.notes.append(linked.replace("patching", "restored"))
+    if tree.linked_from is not None:
+        outcome.notes.append(f"sglang is a link to {tree.package_dir}: restored the checkout")
     _remove_state(outcome, state)
     return outcome
 

@@ -106,6 +106,7 @@ def test_a_package_directory_linked_to_a_checkout_patches_the_checkout_and_says_
     assert not any(p.is_symlink() for p in checkout.rglob("*"))
     reverted = revert_tree(site / "sglang")
     assert reverted.exit_code == ExitCode.OK
+    assert f"sglang is a link to {checkout}: restored the checkout" in reverted.notes
     assert {rel: (checkout / rel).read_bytes() for rel in TARGETS} == ORIGINAL
 
 
