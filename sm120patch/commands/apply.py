@@ -3,6 +3,7 @@ atomically under the lock (the journal protocol in ``transaction/journal.py``)."
 
 from __future__ import annotations
 
+from sm120patch.commands import shared_files
 from sm120patch.commands.common import (
     HOST_HINT,
     file_statuses,
@@ -25,6 +26,7 @@ from sm120patch.plan.trust import record, trusted_plan
 from sm120patch.plan.types import Plan
 from sm120patch.probes import DEFAULT_TIMEOUT_S
 from sm120patch.report.outcome import Command, Outcome
+from sm120patch.transaction import links
 from sm120patch.transaction.journal import Change, Op, check_writable, commit, recover, remove_temps, stage, unchanged
 from sm120patch.transaction.state import Manifest, StateDir
 
@@ -44,6 +46,12 @@ def apply(
     nvidia-smi may take to say whether this host has an SM12x GPU."""
     state = StateDir(tree.package_dir)
     outcome = Outcome(Command.APPLY, tree, ExitCode.OK, "", notes=list(notes or []))
+    in_store = shared_files.store_problem(tree)
+    if in_store and not dry_run:  # not even the state folder may be made there
+        raise EnvironmentProblem(in_store)
+    linked = shared_files.linked_package(tree)
+    if linked:
+        outcome.notes.append(linked)
     outcome.warnings = fused_path_warnings(tree)
     refusal = None if allow_missing_kernel else missing_kernel_refusal(tree)
     note = gpu_note(timeout)
@@ -65,6 +73,7 @@ def apply(
                 outcome.notes.append(adopted)
                 outcome.state = state_summary(state, state.load(), tree)
         return outcome
+    _changes(plan)  # a target whose folder links out of the package: refused before the state folder is made
     with state.lock():
         recovered = recover(state)
         if recovered:
@@ -163,7 +172,9 @@ def _adopt(manifest: Manifest, tree: SglangTree) -> str | None:
 
 def _write(outcome: Outcome, plan: Plan, state: StateDir) -> None:
     tree = outcome.tree
-    check_writable([f.path for f in plan.changes])
+    found = shared_files.targets(tree, [f.rel for f in plan.changes])
+    changes = _changes(plan)
+    check_writable([c.path for c in changes])
     manifest = state.load()
     if manifest is not None and same_tree(tree, manifest):
         adopted = _adopt(manifest, tree)
@@ -177,10 +188,11 @@ def _write(outcome: Outcome, plan: Plan, state: StateDir) -> None:
         )
         manifest = None
     manifest = manifest or Manifest(tree.version, str(tree.package_dir))
-    entries = stage(state, _changes(plan), manifest)
+    entries = stage(state, changes, manifest)
     record(plan, manifest, [p.id for p in all_patches()])
     commit(state, entries, manifest, Op.APPLY)
     outcome.written = [e.rel for e in entries]
+    outcome.notes += shared_files.notes(found, written=True)
     outcome.changes = plan_changes(plan)
 
 
@@ -190,13 +202,15 @@ def _still_current(plan: Plan) -> bool:
 
 
 def _changes(plan: Plan) -> list[Change]:
-    """The plan's changed files as the transaction takes them."""
+    """The plan's changed files as the transaction takes them: each names the file to
+    replace, never one in a store it links to (``links.target``)."""
     changes = []
     for f in plan.changes:
         # The planner changes existing files only.
         assert f.original is not None
         assert f.updated is not None
-        changes.append(Change(f.rel, f.path, f.original, f.updated, f.applies))
+        target = links.target(plan.tree.package_dir, f.path)
+        changes.append(Change(f.rel, target.path, f.original, f.updated, f.applies, link=target.link))
     return changes
 
 
@@ -206,6 +220,8 @@ def _report_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool, b
     manifest = state.load()
     outcome.state = state_summary(state, manifest, tree)
     outcome.files = file_statuses(tree, [f.rel for f in plan.files if f.original is not None], manifest, by_hash)
+    if not outcome.written:
+        outcome.notes += shared_files.notes(shared_files.targets(tree, [s.rel for s in outcome.files]), written=False)
     refused = why_not_written(plan)
     if refused:
         outcome.exit_code, outcome.headline = ExitCode.NOT_AS_ASKED, refused

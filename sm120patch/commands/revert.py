@@ -12,6 +12,7 @@ from sm120patch.locate.tree import InstallKind, SglangTree
 from sm120patch.patchkit.model import State
 from sm120patch.plan.registry import all_patches
 from sm120patch.report.outcome import Command, Outcome
+from sm120patch.transaction import links
 from sm120patch.transaction.fsutil import remove_tree, sha256
 from sm120patch.transaction.journal import Entry, Op, check_writable, commit, recover, remove_temps
 from sm120patch.transaction.state import Manifest, StateDir
@@ -207,18 +208,29 @@ def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: boo
         source = f"{folder}/{record.backup}" if folder else record.backup
         backup = state.root / source
         data = backup.read_bytes() if backup.is_file() else b""
-        if sha256(data) != record.sha256_before:
+        path = links.target(tree.package_dir, tree.path(status.rel)).path
+        relink = record.link is not None and links.leads_to(path, record.link, record.sha256_before)
+        if sha256(data) != record.sha256_before and not relink:
             raise EnvironmentProblem(
                 f"backup {backup} is missing or damaged; nothing was written. Reinstall sglang to restore: "
                 f"pip install --force-reinstall --no-deps sglang=={tree.version}"
             )
-        path = tree.path(status.rel)
+        if record.link is not None and not relink:
+            outcome.notes.append(
+                f"sglang/{status.rel} was a link to {record.link}, which no longer holds the release's file "
+                "(the installer's cache was cleaned?): restored the original as a file of its own"
+            )
         current = path.read_bytes()
         diffs.append((status.rel, current, data))
         if status.recorded is None and not dry_run:
             overwritten, kept = _keep_changed(state, overwritten, status.rel, current)
             outcome.notes.append(f"kept the changed {status.rel} as {kept}")
-        entries.append(Entry(status.rel, str(path), sha256(current), record.sha256_before, source))
+        if relink:
+            assert record.link is not None
+            after = links.LINK_PREFIX + record.link
+            entries.append(Entry(status.rel, str(path), sha256(current), after, source, link=record.link))
+        else:
+            entries.append(Entry(status.rel, str(path), sha256(current), record.sha256_before, source))
     outcome.changes = diffs
     if dry_run:
         source = f" from the state kept aside in {state.root / folder}" if folder else ""
@@ -236,6 +248,10 @@ def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: boo
             f"restored {len(entries)} file(s) byte for byte from the state of sglang "
             f"{version_text(manifest.sglang_version)} kept aside in {state.root / folder}; state removed"
         )
+    if any(e.link is not None for e in entries):
+        outcome.notes.append("the files that were links into an installer's cache are links again, as installed")
+    if tree.linked_from is not None:
+        outcome.notes.append(f"sglang is a link to {tree.package_dir}: restored the checkout")
     _remove_state(outcome, state)
     return outcome
 

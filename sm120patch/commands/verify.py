@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+from sm120patch.commands import shared_files
 from sm120patch.commands.common import HOST_HINT, file_statuses, fused_path_warnings, state_summary, version_text
 from sm120patch.errors import ExitCode
 from sm120patch.locate.identity import same_tree
@@ -26,6 +27,7 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None) -> Outcome:
     read = {f.rel: f.original for f in plan.files if f.original is not None}
     outcome.files = file_statuses(tree, list(read), manifest, by_hash=judged.by_hash, read=read)
     outcome.warnings = fused_path_warnings(tree)
+    outcome.notes += shared_files.notes(shared_files.targets(tree, list(read)), written=False)
     if outcome.state and outcome.state.interrupted:
         outcome.notes.append(
             f"an apply/revert was interrupted ({state.journal_path}); "

@@ -74,6 +74,7 @@ class SglangTree:
     python: str | None = None
     flashinfer: str | None = None  # the installed version
     flashinfer_dir: Path | None = None  # the installed ``flashinfer`` package
+    linked_from: Path | None = None  # where sglang was found, when that folder is a link to ``package_dir``
 
     @property
     def pcie_ipc_option(self) -> bool:
@@ -160,6 +161,7 @@ def _from_probe(data: dict[str, Any], how_found: str) -> SglangTree | None:
         python=data.get("python"),
         flashinfer=data.get("flashinfer"),
         flashinfer_dir=Path(data["flashinfer_dir"]) if data.get("flashinfer_dir") else None,
+        linked_from=Path(data["package_link"]) if isinstance(data.get("package_link"), str) else None,
     )
 
 
@@ -330,6 +332,7 @@ def from_directory(directory: Path) -> SglangTree:
             + "; pass the 'sglang' directory that holds srt/ (site-packages/sglang, "
             "or a checkout's python/sglang) or the directory above it"
         )
+    linked_from = Path(os.path.abspath(package_dir)) if package_dir.is_symlink() else None
     package_dir = package_dir.resolve()
     dist_info = _sibling_dist_info(package_dir)
     version = _metadata_field(dist_info / "METADATA", "version") if dist_info else None
@@ -343,6 +346,7 @@ def from_directory(directory: Path) -> SglangTree:
         how_found=f"--sglang-path {directory}",
         flashinfer=_sibling_flashinfer(package_dir.parent),
         flashinfer_dir=flashinfer_kernel.sibling_package(package_dir.parent),
+        linked_from=linked_from,
     )
 
 

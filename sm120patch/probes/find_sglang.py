@@ -40,6 +40,13 @@ def _package_dir(name: str) -> str | None:
     return os.path.realpath(next(iter(spec.submodule_search_locations)))
 
 
+def _package_link(name: str) -> str | None:
+    """The package's folder as found, when it is itself a symlink (to a checkout, say)."""
+    spec = importlib.util.find_spec(name)
+    found = next(iter(spec.submodule_search_locations or ())) if spec is not None else None
+    return found if found is not None and os.path.islink(found) else None
+
+
 def find() -> dict[str, Any]:
     result: dict[str, Any] = {
         "python": sys.executable,
@@ -55,6 +62,7 @@ def find() -> dict[str, Any]:
     result["package_dir"] = _package_dir("sglang")
     if result["package_dir"] is None:
         return result
+    result["package_link"] = _package_link("sglang")
     try:
         dist = importlib.metadata.distribution("sglang")
     except importlib.metadata.PackageNotFoundError:

@@ -26,7 +26,8 @@ STEP_HOOK: Callable[[str], None] | None = None
 @dataclass(frozen=True)
 class Op:
     """One operation on disk: ``create`` (a new file with ``data``, not yet fsynced),
-    ``fsync`` (its data), ``rename`` (``path`` to ``target``), ``unlink``, ``fsync_dir``."""
+    ``symlink`` (a new link whose text is ``data``), ``fsync`` (its data), ``rename``
+    (``path`` to ``target``), ``unlink``, ``fsync_dir``."""
 
     kind: str
     path: Path
@@ -101,15 +102,16 @@ def atomic_write(path: Path, data: bytes) -> None:
 
     The bytes go to a temp file in the same directory, are fsynced, get the mode and owner
     of the file they replace (if there is one), and ``os.replace`` swaps them in; the
-    directory is fsynced so the rename survives power loss.  Symlinks are resolved first:
-    the real file is replaced and the link stays a link.
+    directory is fsynced so the rename survives power loss.  The name ``path`` is replaced,
+    never what it links to: a symlink or hard link into a store becomes a file of its own
+    (``links.target`` says which name to pass).
     """
-    real = Path(os.path.realpath(path))
+    path = Path(path)
     try:
-        st: os.stat_result | None = os.stat(real)
+        st: os.stat_result | None = os.stat(path)
     except FileNotFoundError:
         st = None
-    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=TEMP_SUFFIX)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as fh:
             step("write")
@@ -126,12 +128,30 @@ def atomic_write(path: Path, data: bytes) -> None:
                 with contextlib.suppress(PermissionError):
                     os.chown(tmp, st.st_uid, st.st_gid)
         step("rename")
-        rename(Path(tmp), real)
+        rename(Path(tmp), path)
     except BaseException:  # a KeyboardInterrupt too: never leave the temp file, and re-raise
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    fsync_dir(real.parent)
+    fsync_dir(path.parent)
+
+
+def atomic_symlink(path: Path, text: str) -> None:
+    """Replace ``path`` with a symlink whose text is ``text``, all at once: the link is made
+    under a temp name beside it, renamed over it, and the directory fsynced."""
+    tmp = path.parent / f".{path.name}.{os.getpid()}{TEMP_SUFFIX}"
+    unlink(tmp)
+    step("write")
+    os.symlink(text, tmp)
+    _did("symlink", tmp, data=os.fsencode(text))
+    try:
+        step("rename")
+        rename(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
 
 
 TEMP_SUFFIX = ".sm120patch-tmp"
@@ -146,6 +166,5 @@ def remove_stale_temps(directories: Iterable[Path]) -> None:
 
 def drop_pycache(source: Path) -> None:
     """Delete cached bytecode of ``source`` so the next import compiles the new text."""
-    real = Path(os.path.realpath(source))
-    for pyc in (real.parent / "__pycache__").glob(f"{real.stem}.*.pyc"):
+    for pyc in (source.parent / "__pycache__").glob(f"{source.stem}.*.pyc"):
         unlink(pyc)

@@ -7,12 +7,15 @@ Protocol (each step durable before the next):
    (``stage`` for apply; revert's new content is the backup);
 3. ``journal.json`` names every file with its sha256 before and after and where its new
    content is, plus the manifest to leave behind; written atomically, it exists whole or not;
-4. each target is replaced atomically (``fsutil.atomic_write``);
+4. each target is replaced atomically (``fsutil.atomic_write``; a link revert puts back,
+   ``fsutil.atomic_symlink``), by its own name: never a file in a store it links to
+   (``links.py``);
 5. the manifest is written (or the state removed, for revert), then the journal deleted.
 
 A process killed anywhere leaves either no journal (nothing was replaced yet) or a whole
 journal: the next run finishes it (``recover``), file by file, since every target is then
-either at its "before" hash (not yet replaced) or its "after" hash (done).  Anything else
+either at its "before" identity (not yet replaced) or its "after" one (done): a file's sha256,
+or a symlink's text (``links.identity``), never the bytes a link leads to.  Anything else
 means someone else changed the file meanwhile, and recovery stops without touching it.
 
 This layer knows files, not patches: it takes paths, bytes, hashes and patch ids
@@ -21,6 +24,7 @@ This layer knows files, not patches: it takes paths, bytes, hashes and patch ids
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
@@ -31,14 +35,15 @@ from pathlib import Path
 from typing import Any
 
 from sm120patch.errors import EnvironmentProblem, NotAsAsked
+from sm120patch.transaction import links
 from sm120patch.transaction.fsutil import (
+    atomic_symlink,
     atomic_write,
     drop_pycache,
     fsync_dir,
     remove_stale_temps,
     remove_tree,
     sha256,
-    sha256_file,
     step,
     unlink,
 )
@@ -56,11 +61,15 @@ class Op(str, Enum):
 
 @dataclass(frozen=True)
 class Entry:
+    """One name the journal replaces.  ``before`` and ``after`` are what ``links.identity``
+    gives: a file's sha256, or ``link:<text>`` for a symlink."""
+
     rel: str
-    path: str  # target file (symlinks resolved when written)
+    path: str  # the name replaced (``links.target``: never a file in a store it links to)
     before: str
     after: str
     source: str  # new content, relative to the state dir
+    link: str | None = None  # the new state is this symlink (revert of a link apply replaced)
 
 
 @dataclass(frozen=True)
@@ -72,6 +81,7 @@ class Change:
     before: bytes
     after: bytes
     patches: tuple[str, ...]
+    link: str | None = None  # ``path`` is a symlink out of the package, with this text: kept
 
 
 @dataclass
@@ -84,7 +94,11 @@ class Journal:
     format: int = JOURNAL_FORMAT
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "op": self.op.value}
+        data = {**asdict(self), "op": self.op.value}
+        for entry in data["entries"]:
+            if entry["link"] is None:  # a file's entry, as journals without links have it
+                del entry["link"]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Journal:
@@ -102,22 +116,25 @@ def check_writable(paths: list[Path]) -> None:
     nothing) and create a temp file beside it.  ``os.access`` would say yes to root even
     for an immutable file or a read-only mount."""
     for path in paths:
-        real = Path(os.path.realpath(path))
         try:
-            with open(real, "ab"):
-                pass
-            with tempfile.NamedTemporaryFile(dir=real.parent, prefix=".sm120patch-probe-"):
+            if not path.is_symlink():  # what a link leads to is not written: never opened here
+                with open(path, "ab"):
+                    pass
+            with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".sm120patch-probe-"):
                 pass
         except OSError as exc:
             raise EnvironmentProblem(
-                f"{real}: cannot be replaced ({exc.strerror}); no sglang file was changed. Run "
+                f"{path}: cannot be replaced ({exc.strerror}); no sglang file was changed. Run "
                 "as the user that owns the sglang install, or make it writable"
             ) from exc
 
 
 def remove_temps(state: StateDir, targets: list[Path]) -> None:
     """Temp files of a killed run: beside the targets and anywhere in the state dir."""
-    dirs = [Path(os.path.realpath(p)).parent for p in targets]
+    dirs = []
+    for path in targets:
+        with contextlib.suppress(EnvironmentProblem):  # a folder out of the package: apply refuses it
+            dirs.append(links.target(state.root.parent, path).path.parent)
     try:
         dirs += [d for d in state.root.rglob("*") if d.is_dir()] + [state.root]
         remove_stale_temps(d for d in dirs if d.is_dir())
@@ -150,6 +167,8 @@ def stage(state: StateDir, changes: Sequence[Change], manifest: Manifest) -> lis
             rel = change.rel
             before, after = sha256(change.before), sha256(change.after)
             record = manifest.files.get(rel)
+            if record is not None and before == record.sha256_before:
+                record.link = change.link  # the original again: a link now, or a file
             if record is None or (before not in (record.sha256_before, record.sha256_after)):
                 # First time this file is patched, or it was edited by hand since: back up what
                 # is there now, and keep the earlier backup aside rather than overwrite it.
@@ -157,13 +176,14 @@ def stage(state: StateDir, changes: Sequence[Change], manifest: Manifest) -> lis
                 if record is not None:
                     state.keep_aside(f"superseded-{rel.replace('/', '_')}", state.backup_path(rel))
                 state.put(state.backup_path(rel), change.before)
-                record = FileRecord(before, after, [], f"backups/{rel}")
+                record = FileRecord(before, after, [], f"backups/{rel}", link=change.link)
             writing = state.staged_path(rel)
             state.put(state.staged_path(rel), change.after)
             record.sha256_after = after
             record.patches = sorted(set(record.patches) | set(change.patches))
             manifest.files[rel] = record
-            entries.append(Entry(rel, str(change.path), before, after, f"staged/{rel}"))
+            was = before if change.link is None else links.LINK_PREFIX + change.link
+            entries.append(Entry(rel, str(change.path), was, after, f"staged/{rel}"))
     except OSError as exc:
         remove_tree(state.root / "staged")
         raise EnvironmentProblem(
@@ -197,25 +217,33 @@ def _stopped(state: StateDir, what: str, exc: OSError) -> EnvironmentProblem:
     )
 
 
+def _short(identity: str) -> str:
+    """An identity as a message names it: a link whole, a hash by its first 12 digits."""
+    return identity if identity.startswith(links.LINK_PREFIX) else identity[:12]
+
+
 def _finish(state: StateDir, journal: Journal) -> list[str]:
     done = []
     for entry in journal.entries:
-        current = sha256_file(Path(entry.path))
+        current = links.identity(Path(entry.path))
         if current == entry.after:
             continue
         if current != entry.before:
             raise NotAsAsked(
                 f"interrupted {journal.op.value}: {entry.rel} is neither the version before "
-                f"({entry.before[:12]}) nor after ({entry.after[:12]}) the operation; it was "
+                f"({_short(entry.before)}) nor after ({_short(entry.after)}) the operation; it was "
                 f"changed by something else. Left as is. Compare it with "
                 f"{state.root / entry.source}, then remove {state.journal_path}"
             )
-        source = state.root / entry.source
-        data = source.read_bytes()
-        if sha256(data) != entry.after:
-            raise NotAsAsked(f"interrupted {journal.op.value}: {source} is damaged; {entry.rel} left as is")
         step("replace")
-        atomic_write(Path(entry.path), data)
+        if entry.link is not None:
+            atomic_symlink(Path(entry.path), entry.link)
+        else:
+            source = state.root / entry.source
+            data = source.read_bytes()
+            if sha256(data) != entry.after:
+                raise NotAsAsked(f"interrupted {journal.op.value}: {source} is damaged; {entry.rel} left as is")
+            atomic_write(Path(entry.path), data)
         drop_pycache(Path(entry.path))
         done.append(entry.rel)
     step("finalize")
@@ -244,7 +272,7 @@ def recover(state: StateDir) -> str | None:
         remove_tree(state.root / "staged")  # never committed
         return None
     try:
-        remove_stale_temps(Path(os.path.realpath(e.path)).parent for e in journal.entries)
+        remove_stale_temps(Path(e.path).parent for e in journal.entries)
         done = _finish(state, journal)
     except OSError as exc:
         raise _stopped(state, f"finishing the interrupted {journal.op.value}", exc) from exc

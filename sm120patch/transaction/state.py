@@ -46,6 +46,7 @@ class FileRecord:
     sha256_after: str
     patches: list[str]
     backup: str  # relative to the state dir
+    link: str | None = None  # the file was a symlink out of the package with this text: revert relinks
 
 
 @dataclass
@@ -66,7 +67,11 @@ class Manifest:
     seal: str = ""  # sha256 over the fields above that plan/trust.py relies on
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        for rec in data["files"].values():
+            if rec["link"] is None:  # what a file of its own had before links were recorded
+                del rec["link"]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Manifest:

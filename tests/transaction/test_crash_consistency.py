@@ -15,6 +15,10 @@ On each state recovery runs (the next ``apply``, and ``revert``) and the invaria
 checked: every target file is the original or the fully patched version, byte for byte; an
 operation that returned is durable; the next apply patches everything and the next revert
 restores the originals.  The last test shows that each durability slip makes the check fail.
+
+The same holds where the targets are symlinks into a store (uv's ``--link-mode=symlink``):
+a symlink is its text (``Link``), made atomically with its name; each target is the link as
+installed or the patched file, and the store is never written.
 """
 
 from __future__ import annotations
@@ -35,6 +39,17 @@ from sm120patch.locate.tree import from_directory
 from sm120patch.plan.registry import all_patches
 from sm120patch.transaction import fsutil
 from tests.support.mini_sglang import write_mini_sglang
+from tests.support.shared_store import linked_site, store_digest
+
+
+@dataclass(frozen=True)
+class Link:
+    """A symlink in a disk state: its text."""
+
+    text: str
+
+
+Content = bytes | Link
 
 SUBSETS_UP_TO = 6  # pending operations beyond this are taken in order (prefixes), not as subsets
 CUTS_UP_TO = 3  # files not fsynced beyond this are cut one at a time, not in every combination
@@ -45,7 +60,7 @@ class PowerCutModel:
     """Names and data as a power cut leaves them (relative paths under ``root``)."""
 
     root: Path
-    inodes: dict[int, tuple[bytes, bool]] = field(default_factory=dict)  # data, fsynced
+    inodes: dict[int, tuple[Content, bool]] = field(default_factory=dict)  # data, fsynced
     current: dict[str, int] = field(default_factory=dict)  # what the running process sees
     durable: dict[str, int] = field(default_factory=dict)  # names that survive a power cut
     pending: list[tuple[tuple[str, ...], set[str]]] = field(default_factory=list)  # (op, dirs to fsync)
@@ -54,15 +69,15 @@ class PowerCutModel:
     def of(cls, root: Path) -> PowerCutModel:
         model = cls(root)
         for path in sorted(root.rglob("*")):
-            if path.is_file() and not path.is_symlink():
-                model._new(model._rel(path), path.read_bytes(), synced=True)
+            if path.is_symlink() or path.is_file():
+                model._new(model._rel(path), read(path), synced=True)
         model.durable = dict(model.current)
         return model
 
     def _rel(self, path: Path) -> str:
-        return Path(os.path.realpath(path)).relative_to(os.path.realpath(self.root)).as_posix()
+        return (Path(os.path.realpath(path.parent)) / path.name).relative_to(os.path.realpath(self.root)).as_posix()
 
-    def _new(self, rel: str, data: bytes, synced: bool) -> int:
+    def _new(self, rel: str, data: Content, synced: bool) -> int:
         inode = len(self.inodes)
         self.inodes[inode] = (data, synced)
         self.current[rel] = inode
@@ -72,6 +87,9 @@ class PowerCutModel:
         rel = self._rel(op.path)
         if op.kind == "create":
             inode = self._new(rel, op.data or b"", synced=False)
+            self.pending.append((("link", rel, str(inode)), {_dir(rel)}))
+        elif op.kind == "symlink":  # its text is in the inode it is made with
+            inode = self._new(rel, Link(os.fsdecode(op.data or b"")), synced=True)
             self.pending.append((("link", rel, str(inode)), {_dir(rel)}))
         elif op.kind == "fsync":
             data, _ = self.inodes[self.current[rel]]
@@ -95,7 +113,7 @@ class PowerCutModel:
         else:
             raise AssertionError(f"unknown operation {op.kind}")
 
-    def states(self) -> Iterator[dict[str, bytes]]:
+    def states(self) -> Iterator[dict[str, Content]]:
         """Every disk state a power cut now could leave."""
         ops = [named for named, _ in self.pending]
         if len(ops) <= SUBSETS_UP_TO:
@@ -141,7 +159,9 @@ def _replay(names: dict[str, int], named: tuple[str, ...]) -> None:
         names.pop(named[1], None)
 
 
-def _data(data: bytes, cut: str) -> bytes:
+def _data(data: Content, cut: str) -> Content:
+    if isinstance(data, Link):
+        return data
     return {"whole": data, "empty": b"", "half": data[: len(data) // 2]}[cut]
 
 
@@ -149,15 +169,16 @@ def _data(data: bytes, cut: str) -> bytes:
 class Recorded:
     """The disk states of one operation: (states after op k, whether the operation had returned)."""
 
-    points: list[tuple[list[dict[str, bytes]], bool]]
+    points: list[tuple[list[dict[str, Content]], bool]]
 
 
 def record(root: Path, run: Callable[[], object], keep: Callable[[fsutil.Op], bool] = lambda op: True) -> Recorded:
     model = PowerCutModel.of(root)
-    points: list[tuple[list[dict[str, bytes]], bool]] = [(list(model.states()), False)]
+    points: list[tuple[list[dict[str, Content]], bool]] = [(list(model.states()), False)]
 
     def hook(op: fsutil.Op) -> None:
-        if Path(os.path.realpath(op.path)).is_relative_to(os.path.realpath(root)) and keep(op):
+        where = Path(os.path.realpath(op.path.parent))  # a link's own folder, not what it leads to
+        if where.is_relative_to(os.path.realpath(root)) and keep(op):
             model.take(op)
             points.append((list(model.states()), False))
 
@@ -170,17 +191,26 @@ def record(root: Path, run: Callable[[], object], keep: Callable[[fsutil.Op], bo
     return Recorded(points)
 
 
-def site_with_release(tmp: Path) -> tuple[Path, Path]:
+def site_with_release(tmp: Path, store: Path | None = None) -> tuple[Path, Path]:
+    """The mini release under ``tmp/site``: its own files, or (``store``) links into the
+    release written there, as uv's ``--link-mode=symlink`` installs it."""
     site = tmp / "site"
-    package = write_mini_sglang(site)
-    return site, package
+    if store is None:
+        return site, write_mini_sglang(site)
+    if not store.is_dir():
+        write_mini_sglang(store)
+    return site, linked_site(store, site)
 
 
-def files_of(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+def read(path: Path) -> Content:
+    return Link(os.readlink(path)) if path.is_symlink() else path.read_bytes()
 
 
-def materialize(state: dict[str, bytes], root: Path) -> None:
+def files_of(root: Path) -> dict[str, Content]:
+    return {p.relative_to(root).as_posix(): read(p) for p in root.rglob("*") if p.is_symlink() or p.is_file()}
+
+
+def materialize(state: dict[str, Content], root: Path) -> None:
     """Make the files under ``root`` exactly ``state`` (only what differs is written)."""
     on_disk = files_of(root) if root.is_dir() else {}
     for rel in on_disk.keys() - state.keys():
@@ -189,35 +219,41 @@ def materialize(state: dict[str, bytes], root: Path) -> None:
         if on_disk.get(rel) != data:
             path = root / rel
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
+            if path.is_symlink() or isinstance(data, Link):
+                path.unlink(missing_ok=True)
+            if isinstance(data, Link):
+                path.symlink_to(data.text)
+            else:
+                path.write_bytes(data)
 
 
-def _significant(state: dict[str, bytes]) -> dict[str, bytes]:
+def _significant(state: dict[str, Content]) -> dict[str, Content]:
     """A state without the temp files of unfinished writes: recovery deletes them unread,
     so states that differ only there are one state."""
     return {rel: data for rel, data in state.items() if not rel.endswith(fsutil.TEMP_SUFFIX)}
 
 
-def _digest(state: dict[str, bytes]) -> str:
+def _digest(state: dict[str, Content]) -> str:
     h = hashlib.sha256()
     for rel in sorted(state):
-        h.update(rel.encode() + b"\0" + state[rel] + b"\0")
+        data = state[rel]
+        h.update(rel.encode() + b"\0" + (b"link:" + data.text.encode() if isinstance(data, Link) else data) + b"\0")
     return h.hexdigest()
 
 
 @dataclass
 class Expect:
-    original: dict[str, bytes]  # target (relative to the site) -> bytes before apply
-    patched: dict[str, bytes]  # and after
+    original: dict[str, Content]  # target (relative to the site) -> bytes before apply
+    patched: dict[str, Content]  # and after
 
-    def problems(self, state: dict[str, bytes], returned: bool, final: dict[str, bytes], root: Path) -> list[str]:
+    def problems(self, state: dict[str, Content], returned: bool, final: dict[str, Content], root: Path) -> list[str]:
         """What is wrong with this crash state, after recovery by the next apply and revert.
         The state is laid out where it was recorded (the journal names absolute paths)."""
         found = []
         for rel in self.original:
             have = state.get(rel)
             if have not in (self.original[rel], self.patched[rel]):
-                found.append(f"{rel} is neither the original nor the patched file ({len(have or b'')} bytes)")
+                found.append(f"{rel} is neither the original nor the patched file ({have!r:.60})")
             elif returned and have != final[rel]:
                 found.append(f"{rel}: the operation returned, but the power cut undid it")
         for action, want in (("apply", self.patched), ("revert", self.original)):
@@ -229,7 +265,7 @@ class Expect:
             except ToolError as exc:
                 found.append(f"the next {action} stopped: {exc}")
                 continue
-            after = {rel: (root / rel).read_bytes() for rel in want}
+            after = {rel: read(root / rel) for rel in want}
             if outcome.exit_code != 0 or after != want:
                 wrong = sorted(rel for rel in want if after[rel] != want[rel])
                 found.append(
@@ -239,7 +275,7 @@ class Expect:
 
 
 def check(
-    recorded: Recorded, expect: Expect, final: dict[str, bytes], root: Path, first_only: bool = False
+    recorded: Recorded, expect: Expect, final: dict[str, Content], root: Path, first_only: bool = False
 ) -> list[str]:
     """Every problem of every distinct crash state (``first_only``: stop at the first,
     looking from the last point back, where a lost write shows soonest)."""
@@ -259,16 +295,17 @@ def check(
     return problems
 
 
-def applied_release(tmp: Path) -> tuple[Path, Path, Expect]:
-    """A site with the mini release, and what apply makes of its targets."""
-    site, package = site_with_release(tmp / "probe")
+def applied_release(tmp: Path, store: Path | None = None) -> tuple[Path, Path, Expect]:
+    """A site with the mini release (``store``: linked into it), and what apply makes of its
+    targets."""
+    site, package = site_with_release(tmp / "probe", store)
     before = files_of(site)
     assert apply(from_directory(package), list(all_patches())).exit_code == 0
     after = files_of(site)
     targets = sorted(rel for rel in before if rel.startswith("sglang/") and after.get(rel) != before[rel])
     assert targets, "the mini release has nothing to patch"
     expect = Expect({rel: before[rel] for rel in targets}, {rel: after[rel] for rel in targets})
-    site, package = site_with_release(tmp / "run")
+    site, package = site_with_release(tmp / "run", store)
     return site, package, expect
 
 
@@ -284,6 +321,28 @@ def test_revert_survives_a_power_cut_anywhere(tmp_path: Path) -> None:
     assert apply(from_directory(package), list(all_patches())).exit_code == 0
     recorded = record(site, lambda: revert(from_directory(package)))
     assert check(recorded, expect, expect.original, site) == []
+
+
+def test_apply_over_links_into_a_store_survives_a_power_cut_anywhere(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    site, package, expect = applied_release(tmp_path, store)
+    assert all(isinstance(v, Link) for v in expect.original.values())
+    before = store_digest(store)
+    recorded = record(site, lambda: apply(from_directory(package), list(all_patches())))
+    assert check(recorded, expect, expect.patched, site) == []
+    assert store_digest(store) == before  # nor did any recovery write there
+
+
+@pytest.mark.slow  # as costly as the revert of files above; the fast tier kills it at each step instead
+def test_revert_back_to_links_into_a_store_survives_a_power_cut_anywhere(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    site, package, expect = applied_release(tmp_path, store)
+    assert apply(from_directory(package), list(all_patches())).exit_code == 0
+    before = store_digest(store)
+    recorded = record(site, lambda: revert(from_directory(package)))
+    assert any(isinstance(s.get(rel), Link) for states, _ in recorded.points for s in states for rel in expect.original)
+    assert check(recorded, expect, expect.original, site) == []
+    assert store_digest(store) == before
 
 
 def test_recovery_never_overwrites_a_file_someone_else_changed(tmp_path: Path) -> None:

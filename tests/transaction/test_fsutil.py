@@ -84,16 +84,57 @@ def test_atomic_write_keeps_the_owner_of_the_file_it_replaces(tmp_path: Path) ->
     assert (target.stat().st_uid, target.stat().st_gid) == (12345, 23456)
 
 
-def test_atomic_write_through_a_symlink_replaces_the_real_file_and_keeps_the_link(tmp_path: Path) -> None:
-    real = tmp_path / "site-packages" / "communicator.py"
-    real.parent.mkdir()
-    real.write_bytes(b"old\n")
-    link = tmp_path / "link.py"
-    link.symlink_to(real)
+def test_atomic_write_over_a_symlink_replaces_the_link_and_never_writes_what_it_leads_to(tmp_path: Path) -> None:
+    store = tmp_path / "cache" / "communicator.py"
+    store.parent.mkdir()
+    store.write_bytes(b"old\n")
+    store.chmod(0o640)
+    link = tmp_path / "site-packages" / "communicator.py"
+    link.parent.mkdir()
+    link.symlink_to(store)
     atomic_write(link, b"new\n")
-    assert link.is_symlink() and link.resolve() == real
-    assert real.read_bytes() == b"new\n"
-    assert temps_in(real.parent) == [] and temps_in(tmp_path) == []
+    assert not link.is_symlink() and link.read_bytes() == b"new\n"
+    assert store.read_bytes() == b"old\n"
+    assert stat.S_IMODE(link.stat().st_mode) == 0o640  # the mode of the file it stood for
+    assert temps_in(store.parent) == [] and temps_in(link.parent) == []
+
+
+def test_atomic_write_over_a_hard_link_leaves_the_other_links_their_bytes(tmp_path: Path) -> None:
+    cache = tmp_path / "cache.py"
+    cache.write_bytes(b"old\n")
+    installed = tmp_path / "communicator.py"
+    os.link(cache, installed)
+    atomic_write(installed, b"new\n")
+    assert installed.read_bytes() == b"new\n" and installed.stat().st_nlink == 1
+    assert cache.read_bytes() == b"old\n" and cache.stat().st_nlink == 1
+
+
+def test_atomic_symlink_replaces_a_file_with_the_same_link_text(tmp_path: Path, ops: list[Op]) -> None:
+    target = tmp_path / "communicator.py"
+    target.write_bytes(b"patched\n")
+    fsutil.atomic_symlink(target, "../cache/communicator.py")
+    assert target.is_symlink() and os.readlink(target) == "../cache/communicator.py"
+    assert temps_in(tmp_path) == []
+    kinds = [op.kind for op in ops]
+    assert kinds == ["symlink", "rename", "fsync_dir"]
+    assert ops[0].data == b"../cache/communicator.py" and ops[1].target == target
+
+
+def test_atomic_symlink_stopped_before_the_rename_leaves_the_file_and_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "communicator.py"
+    target.write_bytes(b"patched\n")
+
+    def fail(name: str) -> None:
+        if name == "rename":
+            raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(fsutil, "STEP_HOOK", fail)
+    with pytest.raises(OSError, match="Input/output error"):
+        fsutil.atomic_symlink(target, "elsewhere.py")
+    assert not target.is_symlink() and target.read_bytes() == b"patched\n"
+    assert temps_in(tmp_path) == []
 
 
 @pytest.mark.parametrize("at", ["write", "fsync", "rename"])
@@ -201,11 +242,26 @@ def test_drop_pycache_removes_the_bytecode_of_that_module_only(tmp_path: Path) -
     kept = [cache / "communicator_utils.cpython-311.pyc", cache / "other.cpython-311.pyc"]
     for path in dropped + kept:
         path.write_bytes(b"pyc")
-    link = tmp_path / "communicator.py"
-    link.symlink_to(source)
-    drop_pycache(link)  # a link is followed to the real module's cache
+    drop_pycache(source)
     assert [path.exists() for path in dropped] == [False, False]
     assert [path.exists() for path in kept] == [True, True]
+
+
+def test_drop_pycache_of_a_link_drops_the_bytecode_beside_the_link_not_in_its_store(tmp_path: Path) -> None:
+    """Python caches a module's bytecode beside the name it imported (this environment's),
+    never in the store the name links to."""
+    store = tmp_path / "store" / "communicator.py"
+    (store.parent / "__pycache__").mkdir(parents=True)
+    store.write_bytes(b"x = 1\n")
+    in_store = store.parent / "__pycache__" / "communicator.cpython-311.pyc"
+    in_store.write_bytes(b"pyc")
+    link = tmp_path / "site" / "communicator.py"
+    (link.parent / "__pycache__").mkdir(parents=True)
+    link.symlink_to(store)
+    here = link.parent / "__pycache__" / "communicator.cpython-311.pyc"
+    here.write_bytes(b"pyc")
+    drop_pycache(link)
+    assert not here.exists() and in_store.read_bytes() == b"pyc"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root can give the target another owner to keep")

@@ -1,0 +1,77 @@
+"""What the report says about files sglang shares with a store (links.py): a package that is
+a link to a checkout, files that are symlinks into an installer's cache, or hard links to it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sm120patch.errors import EnvironmentProblem
+from sm120patch.locate.tree import SglangTree
+from sm120patch.transaction import links
+
+
+def targets(tree: SglangTree, rels: list[str]) -> dict[str, links.Target]:
+    """Each file's write target; a file whose folder is a link out of the package is left out
+    (apply refuses it, with its own sentence)."""
+    found = {}
+    for rel in rels:
+        try:
+            found[rel] = links.target(tree.package_dir, tree.path(rel))
+        except EnvironmentProblem:
+            continue
+    return found
+
+
+def _names(rels: list[str]) -> str:
+    return ", ".join(f"sglang/{rel}" for rel in sorted(rels))
+
+
+def _store_package(rel: str, target: links.Target) -> str:
+    """The store's copy of the package a link leads into (``<cache entry>/sglang``), where the
+    link leads to the same ``rel`` there; else the file it leads to."""
+    store_file = target.store_file
+    assert store_file is not None
+    depth = len(Path(rel).parts)
+    return str(store_file.parents[depth - 1]) if store_file.as_posix().endswith(f"/{rel}") else str(store_file)
+
+
+def notes(found: dict[str, links.Target], written: bool) -> list[str]:
+    """One line per kind of sharing; ``written``: apply has just replaced these files."""
+    lines = []
+    into = {rel: t for rel, t in found.items() if t.link is not None}
+    if into:
+        store = os.path.commonpath([_store_package(rel, t) for rel, t in into.items()])
+        if written:
+            lines.append(
+                f"{_names(list(into))} were links into {store}: each link here was replaced by a patched file, "
+                f"and {store} was not written; `sm120patch revert` puts the links back"
+            )
+        else:
+            lines.append(
+                f"{_names(list(into))} are links into {store} (an installer's cache, as uv's --link-mode=symlink "
+                "makes): apply replaces the links in this environment only, never the files they lead to"
+            )
+    shared = {rel: t for rel, t in found.items() if t.shared and t.link is None}
+    if shared:
+        if written:
+            lines.append(
+                f"{_names(list(shared))} shared their data with other hard links (an installer's cache: uv's "
+                "default, conda's pkgs): each got a file of its own, the other links keep the release's bytes"
+            )
+        else:
+            lines.append(
+                f"this install shares files with a cache: {_names(list(shared))} have other hard links (uv's "
+                "default, conda's pkgs); apply gives each a file of its own and leaves the others' bytes as they are"
+            )
+    return lines
+
+
+def linked_package(tree: SglangTree) -> str | None:
+    """The line a report gives a package directory that is a link to a checkout."""
+    return links.linked_package_note(tree.linked_from, tree.package_dir)
+
+
+def store_problem(tree: SglangTree) -> str | None:
+    """Why nothing may be written at all: the package directory is a link into a store."""
+    return links.package_link_problem(tree.linked_from, tree.package_dir)

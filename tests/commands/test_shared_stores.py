@@ -1,0 +1,246 @@
+"""sglang's files shared with a store (uv's cache, conda's pkgs, a checkout): apply patches
+this environment only, and revert leaves it as installed, links included.  On the miniature
+release laid out as the installers lay it out (tests/support/shared_store.py); the real
+installers are in test_shared_stores_real.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sm120patch.commands.apply import apply
+from sm120patch.errors import EnvironmentProblem, ExitCode
+from sm120patch.locate.tree import _from_probe, from_directory
+from sm120patch.plan.registry import all_patches
+from sm120patch.probes import find_sglang
+from sm120patch.transaction import fsutil
+from tests.support.cli import apply_all, revert_tree, verify_tree
+from tests.support.mini_sglang import COMM, FILES, FUSION, SERVER_ARGS, write_mini_sglang
+from tests.support.shared_store import linked_site, links_of, store_digest
+
+TARGETS = sorted((COMM, FUSION, SERVER_ARGS))
+ORIGINAL = {rel: FILES[rel].encode() for rel in TARGETS}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    """An installer's cache holding the miniature release."""
+    root = tmp_path / "cache" / "archive-v0" / "abc123"
+    write_mini_sglang(root)
+    return root
+
+
+def test_two_environments_linked_to_one_store_apply_patches_only_the_one_asked(tmp_path: Path, store: Path) -> None:
+    a = linked_site(store, tmp_path / "a")
+    b = linked_site(store, tmp_path / "b")
+    links_before = links_of(a, TARGETS)
+    assert all(links_before.values())
+    store_before, b_before = store_digest(store), store_digest(b.parent)
+    a_before = store_digest(a.parent)
+
+    applied = apply_all(a)
+    assert applied.exit_code == ExitCode.OK and sorted(applied.written) == TARGETS
+    assert links_of(a, TARGETS) == dict.fromkeys(TARGETS)  # each a file of its own now
+    assert all((a / rel).read_bytes() != ORIGINAL[rel] for rel in TARGETS)
+    assert store_digest(store) == store_before and store_digest(b.parent) == b_before
+    assert any(f"were links into {store / 'sglang'}" in n and "was not written" in n for n in applied.notes)
+    manifest = json.loads((a / ".sm120patch" / "manifest.json").read_text())
+    assert {rel: manifest["files"][rel]["link"] for rel in TARGETS} == links_before
+
+    other = verify_tree(b)
+    assert other.exit_code == ExitCode.NOT_AS_ASKED
+    assert other.headline.startswith("not patched: the files are sglang 0.5.11's release files")
+    assert any("are links into" in n and "in this environment only" in n for n in other.notes)
+    mine = verify_tree(a)
+    assert (mine.exit_code, mine.headline) == (ExitCode.OK, "all patches applied")
+
+    reverted = revert_tree(a)
+    assert reverted.exit_code == ExitCode.OK, reverted.headline
+    assert links_of(a, TARGETS) == links_before
+    assert store_digest(a.parent) == a_before  # every name as installed, the state gone
+    assert store_digest(store) == store_before and store_digest(b.parent) == b_before
+
+
+def test_a_hard_linked_install_gets_files_of_its_own_and_the_other_links_keep_their_bytes(
+    tmp_path: Path, store: Path
+) -> None:
+    a = linked_site(store, tmp_path / "a", mode="hardlink")
+    b = linked_site(store, tmp_path / "b", mode="hardlink")
+    assert (a / COMM).stat().st_nlink == 3
+    store_before = store_digest(store)
+
+    seen = verify_tree(a)
+    assert any(n.startswith("this install shares files with a cache: ") and "sglang/" + COMM in n for n in seen.notes)
+    applied = apply_all(a)
+    assert applied.exit_code == ExitCode.OK
+    assert any("shared their data with other hard links" in n for n in applied.notes)
+    assert all((a / rel).stat().st_nlink == 1 and (a / rel).read_bytes() != ORIGINAL[rel] for rel in TARGETS)
+    assert store_digest(store) == store_before
+    assert {rel: (b / rel).read_bytes() for rel in TARGETS} == ORIGINAL
+    assert (b / COMM).stat().st_nlink == 2  # the store and b, no longer a
+    assert verify_tree(b).exit_code == ExitCode.NOT_AS_ASKED
+
+    assert revert_tree(a).exit_code == ExitCode.OK
+    assert {rel: (a / rel).read_bytes() for rel in TARGETS} == ORIGINAL
+    assert store_digest(store) == store_before
+
+
+def test_a_package_directory_linked_to_a_checkout_patches_the_checkout_and_says_so(tmp_path: Path) -> None:
+    checkout = write_mini_sglang(tmp_path / "git" / "sglang" / "python")
+    shutil.rmtree(next(checkout.parent.glob("sglang-*.dist-info")))  # a checkout has no dist-info
+    site = tmp_path / "venv" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "sglang").symlink_to(checkout)
+
+    tree = from_directory(site)
+    assert (tree.package_dir, tree.linked_from) == (checkout, site / "sglang")
+    outcome = apply(tree, list(all_patches()))
+    assert outcome.exit_code == ExitCode.OK
+    assert f"sglang is a link to {checkout}: patching the checkout" in outcome.notes
+    assert (site / "sglang").is_symlink() and (checkout / ".sm120patch" / "manifest.json").is_file()
+    assert all((checkout / rel).read_bytes() != ORIGINAL[rel] for rel in TARGETS)
+    assert not any(p.is_symlink() for p in checkout.rglob("*"))
+    reverted = revert_tree(site / "sglang")
+    assert reverted.exit_code == ExitCode.OK
+    assert f"sglang is a link to {checkout}: restored the checkout" in reverted.notes
+    assert {rel: (checkout / rel).read_bytes() for rel in TARGETS} == ORIGINAL
+
+
+def test_the_probe_names_a_package_directory_that_is_a_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    checkout = write_mini_sglang(tmp_path / "checkout")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sglang").symlink_to(checkout)
+    monkeypatch.syspath_prepend(str(site))
+    found = find_sglang.find()
+    assert (found["package_dir"], found["package_link"]) == (str(checkout), str(site / "sglang"))
+    tree = _from_probe(found, "this interpreter")
+    assert tree is not None and tree.linked_from == site / "sglang"
+
+    monkeypatch.syspath_prepend(str(checkout.parent))  # the real folder first: no link
+    assert find_sglang.find()["package_link"] is None
+
+
+def test_a_package_directory_linked_into_a_store_is_refused_and_nothing_is_written(tmp_path: Path, store: Path) -> None:
+    site = tmp_path / "venv" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "sglang").symlink_to(store / "sglang")
+    before = store_digest(store)
+    with pytest.raises(EnvironmentProblem) as refused:
+        apply(from_directory(site), list(all_patches()))
+    assert f"{site / 'sglang'} is a link to {store / 'sglang'}, the files of an installed wheel" in str(refused.value)
+    assert "Nothing was written" in str(refused.value)
+    assert store_digest(store) == before and not (store / "sglang" / ".sm120patch").exists()
+    dry = apply(from_directory(site), list(all_patches()), dry_run=True)  # judging writes nothing: allowed
+    assert dry.exit_code == ExitCode.OK and store_digest(store) == before
+
+
+def test_a_folder_of_the_package_linked_into_a_store_is_refused(tmp_path: Path, store: Path) -> None:
+    site = tmp_path / "a"
+    package = write_mini_sglang(site)
+    shutil.rmtree(package / "srt" / "layers")
+    (package / "srt" / "layers").symlink_to(store / "sglang" / "srt" / "layers")
+    before = store_digest(store)
+    with pytest.raises(EnvironmentProblem) as refused:
+        apply_all(package)
+    message = str(refused.value)
+    assert f"{package / COMM}: its folder is a link to {store / 'sglang' / 'srt' / 'layers'}" in message
+    assert "Nothing was written" in message
+    assert store_digest(store) == before
+    assert (package / SERVER_ARGS).read_bytes() == ORIGINAL[SERVER_ARGS]
+    assert not (package / ".sm120patch").exists()
+
+
+def test_a_link_inside_the_package_is_followed_to_the_package_file(tmp_path: Path) -> None:
+    """A link from one sglang file to another is the package's own: the real file is patched
+    and the link stays a link, as before."""
+    package = write_mini_sglang(tmp_path / "site")
+    real = package / "srt" / "layers" / "_communicator_impl.py"
+    os.replace(package / COMM, real)
+    (package / COMM).symlink_to(real.name)
+    assert apply_all(package).exit_code == ExitCode.OK
+    assert os.readlink(package / COMM) == real.name and real.read_bytes() != ORIGINAL[COMM]
+    assert revert_tree(package).exit_code == ExitCode.OK
+    assert os.readlink(package / COMM) == real.name and real.read_bytes() == ORIGINAL[COMM]
+
+
+def test_revert_after_the_store_lost_a_file_restores_it_from_the_backup(tmp_path: Path, store: Path) -> None:
+    """``uv cache clean`` after apply: the link revert would put back leads nowhere, so the
+    original comes back as a file of its own, from the backup, and revert says so."""
+    a = linked_site(store, tmp_path / "a")
+    links = links_of(a, TARGETS)
+    assert apply_all(a).exit_code == ExitCode.OK
+    (store / "sglang" / COMM).unlink()
+    reverted = revert_tree(a)
+    assert reverted.exit_code == ExitCode.OK
+    assert not (a / COMM).is_symlink() and (a / COMM).read_bytes() == ORIGINAL[COMM]
+    assert any(n.startswith(f"sglang/{COMM} was a link to {links[COMM]}, which no longer") for n in reverted.notes)
+    assert links_of(a, [FUSION, SERVER_ARGS]) == {FUSION: links[FUSION], SERVER_ARGS: links[SERVER_ARGS]}
+
+
+def test_a_reinstall_in_between_is_what_revert_puts_back(tmp_path: Path, store: Path) -> None:
+    """Linked, applied, then reinstalled with copies and applied again: revert leaves the
+    copies; and the other way round, links again after an apply: revert puts the links back."""
+    a = linked_site(store, tmp_path / "a")
+    links = links_of(a, TARGETS)
+    assert apply_all(a).exit_code == ExitCode.OK
+    for rel in TARGETS:  # uv pip install --reinstall --link-mode=copy
+        (a / rel).unlink()
+        (a / rel).write_bytes(ORIGINAL[rel])
+    assert apply_all(a).exit_code == ExitCode.OK
+    assert revert_tree(a).exit_code == ExitCode.OK
+    assert links_of(a, TARGETS) == dict.fromkeys(TARGETS)
+    assert {rel: (a / rel).read_bytes() for rel in TARGETS} == ORIGINAL
+
+    assert apply_all(a).exit_code == ExitCode.OK
+    for rel in TARGETS:  # uv pip install --reinstall --link-mode=symlink
+        (a / rel).unlink()
+        (a / rel).symlink_to(links[rel])
+    assert apply_all(a).exit_code == ExitCode.OK
+    assert revert_tree(a).exit_code == ExitCode.OK
+    assert links_of(a, TARGETS) == links
+
+
+class Killed(BaseException):
+    """Stands in for SIGKILL at a step of the write path: nothing after it runs."""
+
+
+@pytest.mark.parametrize("command", ["apply", "revert"])
+@pytest.mark.parametrize("nth", [1, 2, 3, 4, 5, 6, 7])
+def test_a_run_killed_at_any_step_over_links_is_finished_by_the_next(
+    tmp_path: Path, store: Path, monkeypatch: pytest.MonkeyPatch, command: str, nth: int
+) -> None:
+    """Killed at the nth step of replacing the targets (each a write and a rename, of a file
+    or of a link): every target is as installed or fully changed, never half, and the next
+    revert leaves this environment as installed, links and all; the store is never written."""
+    a = linked_site(store, tmp_path / "a")
+    links = links_of(a, TARGETS)
+    installed, before = store_digest(a.parent), store_digest(store)
+    if command == "revert":
+        assert apply_all(a).exit_code == ExitCode.OK
+    patched = {rel: (a / rel).read_bytes() if command == "revert" else None for rel in TARGETS}
+    seen: list[str] = []
+
+    def kill(step: str) -> None:
+        if step in ("replace", "write", "rename") and (a / ".sm120patch" / "journal.json").exists():
+            seen.append(step)
+            if len(seen) == nth:
+                raise Killed
+
+    monkeypatch.setattr(fsutil, "STEP_HOOK", kill)
+    with pytest.raises(Killed):
+        apply_all(a) if command == "apply" else revert_tree(a)
+    monkeypatch.setattr(fsutil, "STEP_HOOK", None)
+    for rel in TARGETS:
+        here = (a / rel).read_bytes()
+        assert links_of(a, [rel])[rel] == links[rel] or (not (a / rel).is_symlink() and here != ORIGINAL[rel])
+        assert patched[rel] is None or (a / rel).is_symlink() or here == patched[rel]
+    outcome = revert_tree(a)
+    assert outcome.exit_code == ExitCode.OK, outcome.headline
+    assert outcome.notes[0].startswith(f"recovered an interrupted {command}")
+    assert links_of(a, TARGETS) == links and store_digest(a.parent) == installed
+    assert store_digest(store) == before

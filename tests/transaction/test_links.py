@@ -1,0 +1,101 @@
+"""``transaction.links``: which name a write replaces, and how the journal names what a name
+holds, on real links in a temp folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from sm120patch.errors import EnvironmentProblem, NotAsAsked
+from sm120patch.transaction import links
+from sm120patch.transaction.fsutil import sha256
+from sm120patch.transaction.journal import Entry, Journal, Op, _finish
+from sm120patch.transaction.state import StateDir
+
+
+@pytest.fixture
+def package(tmp_path: Path) -> Path:
+    root = tmp_path / "site" / "sglang"
+    (root / "srt").mkdir(parents=True)
+    return root
+
+
+def test_a_file_of_its_own_is_replaced_by_name(package: Path) -> None:
+    (package / "srt" / "a.py").write_bytes(b"a\n")
+    assert links.target(package, package / "srt" / "a.py") == links.Target(package / "srt" / "a.py")
+
+
+def test_a_hard_link_is_replaced_by_name_and_counts_its_other_links(package: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache.py"
+    cache.write_bytes(b"a\n")
+    os.link(cache, package / "srt" / "a.py")
+    os.link(cache, tmp_path / "other-env.py")
+    assert links.target(package, package / "srt" / "a.py") == links.Target(package / "srt" / "a.py", shared=2)
+
+
+def test_a_link_out_of_the_package_keeps_its_text_and_names_the_file_it_leads_to(package: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store" / "a.py"
+    store.parent.mkdir()
+    store.write_bytes(b"a\n")
+    os.symlink("../../../store/a.py", package / "srt" / "a.py")
+    found = links.target(package, package / "srt" / "a.py")
+    assert found == links.Target(package / "srt" / "a.py", link="../../../store/a.py", store_file=store)
+    assert links.identity(package / "srt" / "a.py") == "link:../../../store/a.py"
+
+
+def test_a_chain_of_links_inside_the_package_ends_at_the_package_file(package: Path) -> None:
+    (package / "real.py").write_bytes(b"a\n")
+    (package / "srt" / "hop.py").symlink_to(package / "real.py")
+    (package / "srt" / "a.py").symlink_to("hop.py")
+    assert links.target(package, package / "srt" / "a.py") == links.Target(package / "real.py")
+
+
+def test_a_folder_linked_out_of_the_package_is_refused(package: Path, tmp_path: Path) -> None:
+    (tmp_path / "store" / "layers").mkdir(parents=True)
+    (package / "srt" / "layers").symlink_to(tmp_path / "store" / "layers")
+    with pytest.raises(EnvironmentProblem, match=r"its folder is a link to .*store/layers, outside the sglang"):
+        links.target(package, package / "srt" / "layers" / "a.py")
+
+
+def test_identity_is_a_files_hash_or_none(package: Path) -> None:
+    (package / "a.py").write_bytes(b"a\n")
+    assert links.identity(package / "a.py") == sha256(b"a\n")
+    assert links.identity(package / "missing.py") is None
+    assert links.identity(package / "srt") is None
+
+
+def test_a_package_link_into_a_store_is_told_from_one_to_a_checkout(tmp_path: Path) -> None:
+    store = tmp_path / "cache" / "entry"
+    (store / "sglang").mkdir(parents=True)
+    (store / "sglang-0.5.23.dist-info").mkdir()
+    checkout = tmp_path / "git" / "python" / "sglang"
+    checkout.mkdir(parents=True)
+    link = tmp_path / "site" / "sglang"
+    problem = links.package_link_problem(link, store / "sglang")
+    assert problem is not None and problem.startswith(f"{link} is a link to {store / 'sglang'}, the files of")
+    assert "(sglang-0.5.23.dist-info beside it)" in problem
+    assert links.package_link_problem(link, checkout) is None
+    assert links.package_link_problem(None, store / "sglang") is None
+
+
+def test_recovery_names_a_link_it_did_not_expect_by_its_whole_text(package: Path) -> None:
+    """A journal's link entry, and the name now a link somewhere else: left as is, and the
+    message shows both links whole."""
+    (package / "a.py").symlink_to("/elsewhere/a.py")
+    state = StateDir(package)
+    entry = Entry(
+        "a.py", str(package / "a.py"), sha256(b"patched\n"), "link:/store/a.py", "backups/a.py", "/store/a.py"
+    )
+    with pytest.raises(NotAsAsked, match=r"neither the version before \([0-9a-f]{12}\) nor after \(link:/store/a.py\)"):
+        _finish(state, Journal(Op.REVERT, [entry], None))
+    assert os.readlink(package / "a.py") == "/elsewhere/a.py"
+
+
+def test_a_journal_keeps_a_link_entry_and_leaves_a_file_entry_as_older_journals_had_it() -> None:
+    relink = Entry("a.py", "/site/sglang/a.py", "b" * 64, "link:/store/a.py", "backups/a.py", "/store/a.py")
+    replace = Entry("b.py", "/site/sglang/b.py", "b" * 64, "a" * 64, "staged/b.py")
+    written = Journal(Op.REVERT, [relink, replace], None).to_json()
+    assert written["entries"][0]["link"] == "/store/a.py" and "link" not in written["entries"][1]
+    assert Journal.from_json(written).entries == [relink, replace]
