@@ -300,6 +300,16 @@ def main() -> None:
     help="Write even though the FlashInfer beside sglang has no SM12x allreduce kernel (fusion would "
     "then stop sglang <= 0.5.9 from starting, and change nothing in later releases).",
 )
+@click.option(
+    "--fuse-up-to",
+    metavar="N|measured",
+    callback=lambda ctx, param, value: _fuse_up_to(value),
+    help="Also lower sglang's fusion token limit to N tokens, or to the crossover the last `sm120patch bench` "
+    "saved for this tree (`measured`); never above sglang's own.",
+)
+@click.option(
+    "--tp", type=click.IntRange(min=2), help="With --fuse-up-to measured: the TP sglang serves at (refuses another)."
+)
 def apply(
     tree: SglangTree,
     only: list[str] | None,
@@ -308,13 +318,17 @@ def apply(
     strict: bool,
     allow_missing_kernel: bool,
     timeout: float,
+    fuse_up_to: int | str | None = None,
+    tp: int | None = None,
 ) -> Outcome:
     """Back up and patch the located sglang (a second run is a no-op).  Refuses while the
     FlashInfer beside it lacks the SM12x kernel (--allow-missing-kernel)."""
     from sm120patch.commands.apply import apply as apply_tree
+    from sm120patch.commands.fuse_limit import asked_limit
     from sm120patch.plan.registry import select
 
     patches, notes = select(only or [], skip or []) if only or skip else (None, [])
+    token_limit = asked_limit(tree, fuse_up_to, tp)
     return apply_tree(
         tree,
         patches,
@@ -323,7 +337,17 @@ def apply(
         strict=strict,
         allow_missing_kernel=allow_missing_kernel,
         timeout=timeout,
+        token_limit=token_limit,
     )
+
+
+def _fuse_up_to(value: str | None) -> int | str | None:
+    from sm120patch.commands.fuse_limit import parse
+
+    try:
+        return None if value is None else parse(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is neither a token count of 1 or more nor `measured`") from None
 
 
 @main.command()

@@ -20,6 +20,7 @@ from sm120patch.errors import EnvironmentProblem, ExitCode
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import Patch
 from sm120patch.plan.registry import all_patches
+from sm120patch.plan.token_limit import LimitAsk, recorded
 from sm120patch.plan.trust import record, trusted_plan
 from sm120patch.plan.types import Plan
 from sm120patch.probes import DEFAULT_TIMEOUT_S
@@ -36,12 +37,17 @@ def apply(
     strict: bool = False,
     allow_missing_kernel: bool = False,
     timeout: float = DEFAULT_TIMEOUT_S,
+    token_limit: LimitAsk | None = None,
 ) -> Outcome:
     """Patch the tree with ``patches`` (default: all).  A FlashInfer beside sglang without
     the SM12x kernel refuses the change unless ``allow_missing_kernel``.  ``strict``: any
     warning about the fused path refuses it too, for image builds.  ``timeout``: how long
-    nvidia-smi may take to say whether this host has an SM12x GPU."""
+    nvidia-smi may take to say whether this host has an SM12x GPU.  ``token_limit``: the fusion
+    token limit asked for (``--fuse-up-to``); without it, the one the last apply of this
+    release recorded stays, and a tree never asked keeps sglang's."""
     state = StateDir(tree.package_dir)
+    asked = token_limit or recorded(state.load(), tree)
+    limit = asked.limit if asked else None
     outcome = Outcome(Command.APPLY, tree, ExitCode.OK, "", notes=list(notes or []))
     outcome.warnings = fused_path_warnings(tree)
     refusal = None if allow_missing_kernel else missing_kernel_refusal(tree)
@@ -53,13 +59,13 @@ def apply(
 
     def judge() -> Plan | None:
         outcome.notes = list(notes_so_far)  # judged again when a writer began meanwhile
-        return _judge(outcome, state, patches, selected, dry_run, strict, refusal)
+        return _judge(outcome, state, patches, selected, dry_run, strict, refusal, limit, token_limit is not None)
 
     # Judged while no apply or revert is writing (the lock, shared): what it finds is true.
     plan = state.consistent(judge)
     if plan is None:
         if outcome.plan is not None and outcome.exit_code == ExitCode.OK and not dry_run:
-            _refresh_record(state, outcome.plan, partial=len(selected) < len(all_patches()))
+            _refresh_record(state, outcome.plan, partial=len(selected) < len(all_patches()), asked=token_limit)
         return outcome
     with state.lock():
         recovered = recover(state)
@@ -68,9 +74,9 @@ def apply(
         remove_temps(state, [f.path for f in plan.files])
         if recovered or not _still_current(plan):
             # Another run changed the tree while we waited for the lock: plan again.
-            plan = plan_tree(tree, selected, change=True)
+            plan = plan_tree(tree, selected, change=True, token_limit=limit)
         if plan.changes and not why_not_written(plan):
-            _write(outcome, plan, state)
+            _write(outcome, plan, state, asked)
         _report_plan(outcome, plan, state, dry_run)
         if recovered and not outcome.written and outcome.exit_code == ExitCode.OK:
             # The stopped run did the writing; "already applied" would hide that this one finished it.
@@ -86,29 +92,31 @@ def _judge(
     dry_run: bool,
     strict: bool,
     refusal: str | None,
+    limit: int | None = None,
+    limit_asked: bool = False,
 ) -> Plan | None:
     """The plan to write, or None: then ``outcome`` is the answer (refused, a dry run, or
     nothing to write)."""
     tree = outcome.tree
-    trusted = trusted_plan(tree, state, state.load()) if patches is None and not dry_run else None
+    trusted = trusted_plan(tree, state, state.load()) if patches is None and not dry_run and not limit_asked else None
     if trusted is not None and not (strict and outcome.warnings):
         _report_plan(outcome, trusted, state, dry_run, by_hash=True)
         return None
-    plan = plan_tree(tree, selected, change=True)
+    plan = plan_tree(tree, selected, change=True, token_limit=limit)
     if why_not_written(plan) or dry_run:
         if dry_run and refusal and plan.changes:
             outcome.notes.append(refusal.replace("refusing to patch, nothing was written", "apply would refuse"))
         _report_plan(outcome, plan, state, dry_run)
         return None
     if refusal and plan.changes:
-        _refuse(outcome, selected, state, refusal)
+        _refuse(outcome, selected, state, refusal, limit)
         return None
     if strict and outcome.warnings:
         headline = (
             f"--strict: nothing was written: {len(outcome.warnings)} warning(s) say the fused path "
             "would still not run on SM12x"
         )
-        _refuse(outcome, selected, state, headline)
+        _refuse(outcome, selected, state, headline, limit)
         return None
     if not plan.changes and not state.journal_path.exists():
         _report_plan(outcome, plan, state, dry_run)
@@ -116,22 +124,28 @@ def _judge(
     return plan
 
 
-def _refresh_record(state: StateDir, plan: Plan, partial: bool) -> None:
+def _refresh_record(state: StateDir, plan: Plan, partial: bool, asked: LimitAsk | None = None) -> None:
     """Nothing to write, but what verify may trust is stale (a newer sm120patch, say), or there
     is no record while apply was asked to leave patches out (``partial``): record it, so the
     next verify needs no parsing and judges against what was asked.  Only the manifest is
-    written, under the lock, and only for this release."""
+    written, under the lock, and only for this release.  ``asked``: a fusion token limit
+    already in force, now asked with another source (``--fuse-up-to measured`` after ``512``)."""
     manifest = state.load()
     tree = plan.tree
     if manifest is None and not partial:
         return
-    if manifest is not None and (not tree.same_release(manifest.sglang_version) or trusted_plan(tree, state, manifest)):
+    same_ask = asked is None or (manifest is not None and manifest.token_limit == asked.to_json())
+    if manifest is not None and (
+        not tree.same_release(manifest.sglang_version) or (trusted_plan(tree, state, manifest) and same_ask)
+    ):
         return
     with state.lock():
         now = state.load()
         if (now is None) != (manifest is None) or not _still_current(plan):
             return  # another run wrote meanwhile: its record stands
         manifest = now or Manifest(tree.version, str(tree.package_dir))
+        if asked is not None:
+            manifest.token_limit = asked.to_json()
         record(plan, manifest, [p.id for p in all_patches()])
         try:
             state.save(manifest)
@@ -142,7 +156,7 @@ def _refresh_record(state: StateDir, plan: Plan, partial: bool) -> None:
             ) from exc
 
 
-def _write(outcome: Outcome, plan: Plan, state: StateDir) -> None:
+def _write(outcome: Outcome, plan: Plan, state: StateDir, asked: LimitAsk | None = None) -> None:
     tree = outcome.tree
     check_writable([f.path for f in plan.changes])
     manifest = state.load()
@@ -156,6 +170,7 @@ def _write(outcome: Outcome, plan: Plan, state: StateDir) -> None:
         manifest = None
     manifest = manifest or Manifest(tree.version, str(tree.package_dir))
     entries = stage(state, _changes(plan), manifest)
+    manifest.token_limit = asked.to_json() if asked else None
     record(plan, manifest, [p.id for p in all_patches()])
     commit(state, entries, manifest, Op.APPLY)
     outcome.written = [e.rel for e in entries]
@@ -203,10 +218,10 @@ def _report_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool, b
     return outcome
 
 
-def _refuse(outcome: Outcome, patches: list[Patch], state: StateDir, headline: str) -> None:
+def _refuse(outcome: Outcome, patches: list[Patch], state: StateDir, headline: str, limit: int | None = None) -> None:
     """Nothing is written: each patch, and its evidence lines, as the files are now, not as
     the change that will not happen would leave them."""
-    plan = plan_tree(outcome.tree, patches, change=False)
+    plan = plan_tree(outcome.tree, patches, change=False, token_limit=limit)
     _report_plan(outcome, plan, state, dry_run=False)
     outcome.notes = [note for note in outcome.notes if note != HOST_HINT]
     outcome.exit_code, outcome.headline = ExitCode.NOT_AS_ASKED, headline

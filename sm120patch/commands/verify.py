@@ -10,6 +10,7 @@ from sm120patch.errors import ExitCode
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import State
 from sm120patch.plan.current import judge
+from sm120patch.plan.token_limit import limit_note
 from sm120patch.plan.types import Plan
 from sm120patch.report.outcome import Command, FileStatus, Outcome
 from sm120patch.transaction.state import Manifest, StateDir
@@ -37,6 +38,9 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None) -> Outcome:
             "upgrade or reinstall replaced the patched files (apply sets the old state aside)"
         )
     outcome.exit_code, outcome.headline = _verdict(plan, outcome.files, tree, manifest)
+    limit = limit_note(plan.reports, manifest, tree)
+    if limit:
+        outcome.notes.append(limit)
     if outcome.exit_code == ExitCode.OK:
         outcome.notes.append(HOST_HINT)
     if runtime_timeout is not None and not plan.refusal:

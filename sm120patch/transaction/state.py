@@ -34,6 +34,7 @@ from sm120patch.transaction.fsutil import atomic_write, fsync_dir, remove_tree, 
 
 FORMAT = 2  # 2: the manifest also records what the last apply saw in each file (``checked``)
 DIRNAME = ".sm120patch"
+BENCH_RESULT = "bench-last.json"  # bench's last result (bench/saved.py); a full revert removes it
 #: Times a writer makes the state directory and opens its lock before giving up: a revert that
 #: finishes meanwhile removes the directory between the two.
 LOCK_OPEN_TRIES = 5
@@ -63,6 +64,8 @@ class Manifest:
     # What the last apply saw in each file once the tree was written: plan/trust.py's
     # ``CheckedFile`` as JSON.  Written and read by trust.py alone; here it is only carried.
     checked: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The fusion token limit the last apply was asked for and its source (plan/token_limit.py).
+    token_limit: dict[str, Any] | None = None
     seal: str = ""  # sha256 over the fields above that plan/trust.py relies on
 
     def to_json(self) -> dict[str, Any]:
@@ -319,6 +322,7 @@ class StateDir:
         so that nothing of this tool is left in the sglang tree.  What must be kept (``stale-*``
         folders: an earlier release's backups, files a ``revert --force`` kept aside) keeps the
         directory; their names are returned."""
+        unlink(self.root / BENCH_RESULT)  # a measurement of this tree, no backup: it goes too
         kept = sorted(p.name for p in self.root.iterdir() if p.name not in ("lock", ".gitignore"))
         if not kept:
             unlink(self.root / ".gitignore")

@@ -1,0 +1,162 @@
+"""``apply --fuse-up-to N|measured``: the limit asked for, checked before anything is planned.
+
+A number must not be above sglang's own limit (the workspace is sized for it); ``measured``
+takes the crossover of the bench result saved in this tree, and only while that result is of
+this host, this release as installed now, these GPUs and, with ``--tp``, this TP.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections import Counter
+
+from sm120patch.bench import saved
+from sm120patch.bench.verdict import Reach
+from sm120patch.errors import EnvironmentProblem
+from sm120patch.locate.tree import SglangTree
+from sm120patch.plan.token_limit import GIVEN, MEASURED, LimitAsk
+from sm120patch.transaction.state import StateDir
+
+GPU_TIMEOUT_S = 10.0
+
+
+def parse(value: str) -> int | str:
+    """``measured`` or a token count of at least 1; ValueError for anything else."""
+    if value.strip().lower() == MEASURED:
+        return MEASURED
+    number = int(value)
+    if number < 1:
+        raise ValueError(value)
+    return number
+
+
+def sglang_limit(tree: SglangTree) -> int | None:
+    """The limit as sglang ships it in this tree: read from the backup where the gate's module
+    was patched, else from the file; None where the release has none (the patch says so)."""
+    import libcst as cst
+
+    from sm120patch.patches.fusion_token_limit import limit_in_force, limit_sites
+
+    rel = saved.gate_rel(tree)
+    state = StateDir(tree.package_dir)
+    manifest = state.load()
+    path = state.root / manifest.files[rel].backup if manifest and rel in manifest.files else tree.path(rel)
+    try:
+        found = limit_sites(cst.parse_module(path.read_bytes()))
+    except (OSError, cst.ParserSyntaxError):
+        return None  # the plan reads the file again and says what is wrong with it
+    if isinstance(found, str) or not found[0]:
+        return None
+    return limit_in_force(found[0])
+
+
+def asked_limit(tree: SglangTree, value: int | str | None, tp: int | None) -> LimitAsk | None:
+    """What ``apply --fuse-up-to VALUE [--tp TP]`` asks for (None: leave the limit as it is)."""
+    if value is None:
+        if tp is not None:
+            raise EnvironmentProblem("--tp is for --fuse-up-to measured (the TP the saved bench result must have)")
+        return None
+    if tp is not None and value != MEASURED:
+        raise EnvironmentProblem(f"--tp is for --fuse-up-to measured, not --fuse-up-to {value}")
+    return resolve(tree, value, tp)
+
+
+def resolve(tree: SglangTree, value: int | str, tp: int | None) -> LimitAsk:
+    """The limit ``--fuse-up-to`` asks for, with its source; EnvironmentProblem (exit 2,
+    nothing written) for a limit above sglang's or a saved result that does not fit here."""
+    own = sglang_limit(tree)
+    if value == MEASURED:
+        ask = _measured(tree, tp, own)
+    else:
+        assert isinstance(value, int)
+        ask = LimitAsk(value, GIVEN)
+    if own is not None and ask.limit > own:
+        raise EnvironmentProblem(
+            f"--fuse-up-to {ask.limit} is above sglang {tree.version}'s own limit of {own} tokens: sglang sizes "
+            f"FlashInfer's workspace for {own} tokens (max_token_num), so a larger batch would overrun it or "
+            "stop at sglang's assert; the limit only goes down"
+        )
+    return ask
+
+
+def _measured(tree: SglangTree, tp: int | None, own: int | None) -> LimitAsk:
+    data = saved.load(tree)
+    if data is None:
+        raise EnvironmentProblem(
+            f"--fuse-up-to measured: no bench result is saved for {tree.package_dir}; run `sm120patch bench` first"
+        )
+    why = mismatch(tree, data["saved"], tp)
+    if why:
+        raise EnvironmentProblem(f"--fuse-up-to measured: the saved bench result {why}; run `sm120patch bench` again")
+    found = saved.crossover_of(data)
+    facts = data["saved"]
+    if found.reach is Reach.NEVER:
+        raise EnvironmentProblem(
+            f"--fuse-up-to measured: fusion did not win at any size in the saved bench result ({found.text}); "
+            "keep fusion off instead"
+        )
+    limit = found.limit if found.reach is Reach.UP_TO else own
+    if limit is None:
+        raise EnvironmentProblem(
+            f"--fuse-up-to measured: fusion won at every measured size and sglang {tree.version} has no "
+            "limit of its own to keep"
+        )
+    return LimitAsk(
+        limit,
+        MEASURED,
+        facts.get("host"),
+        facts.get("tp"),
+        tuple(facts.get("gpus") or ()),
+        str(facts.get("date", ""))[:10] or None,
+        facts.get("release"),
+    )
+
+
+def mismatch(tree: SglangTree, facts: dict, tp: int | None, gpus: list[str] | None = None) -> str | None:
+    """Why a saved result is not of this host, release, install, TP or GPU set (one clause), or None.
+    ``gpus``: this host's GPU names (asked of nvidia-smi when not given)."""
+    host = socket.gethostname()
+    if facts.get("host") != host:
+        return f"was measured on {facts.get('host')}, not on this host ({host})"
+    if not tree.same_release(facts.get("release")):
+        return f"was measured with sglang {facts.get('release')}, not {tree.version}"
+    if tp is not None and facts.get("tp") != tp:
+        return f"was measured at TP {facts.get('tp')}, not TP {tp}"
+    then = facts.get("gate_record_sha256")
+    now = tree.record.sha256(saved.gate_rel(tree))
+    if then and now and then != now:
+        return "is older than the installed sglang files (RECORD lists other hashes: reinstalled since)"
+    installed = _installed_at(tree)
+    epoch = facts.get("epoch")
+    if installed is not None and isinstance(epoch, (int, float)) and epoch < installed:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(installed))
+        return f"is older than the installed sglang files (installed {when})"
+    if gpus is None:
+        gpus = _gpus()
+    measured = Counter(facts.get("gpus") or [])
+    if gpus is not None and measured and measured - Counter(gpus):
+        here = ", ".join(gpus) or "none"
+        return f"was measured on {', '.join(measured.elements())}, not on this host's GPUs ({here})"
+    return None
+
+
+def _installed_at(tree: SglangTree) -> float | None:
+    """When pip wrote this install (its RECORD), where it did."""
+    if tree.dist_info is None:
+        return None
+    try:
+        return (tree.dist_info / "RECORD").stat().st_mtime
+    except OSError:
+        return None
+
+
+def _gpus() -> list[str] | None:
+    """This host's GPUs as nvidia-smi names them, or None where it does not answer (an image
+    build, a CPU host: then the GPU set is not compared)."""
+    from sm120patch.doctor import gpus
+
+    seen = gpus.from_nvidia_smi(GPU_TIMEOUT_S)
+    if not seen.answered:
+        return None
+    return [g.name for g in seen.gpus]
