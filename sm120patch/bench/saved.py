@@ -60,6 +60,7 @@ def crossover_json(found: Crossover) -> dict[str, Any]:
         "next_pct": None if found.next_pct is None else round(found.next_pct, 2),
         "against": found.against,
         "noise_pct": found.noise_pct,
+        "wrong": found.wrong,
         "text": found.text,
     }
 

@@ -184,6 +184,7 @@ class Crossover:
     next_pct: float | None = None
     against: str = "unfused"
     noise_pct: float = NOISE_PCT
+    wrong: bool = False  # a fused result did not match the reference: no size is to be trusted
 
     @property
     def limit(self) -> int | None:
@@ -193,6 +194,8 @@ class Crossover:
     @property
     def text(self) -> str:
         noise = f"±{self.noise_pct:.0f} % noise"
+        if self.wrong:
+            return "crossover: none: a fused result was wrong, so fusion wins nowhere; keep fusion off"
         if self.reach is Reach.NEVER:
             return (
                 f"crossover: fusion does not win even at the smallest size against {self.against}: "
@@ -216,7 +219,7 @@ def crossover(points: Sequence[Point], against: str = "unfused", noise_pct: floa
     ``against``)."""
     ordered = sorted(points, key=lambda p: p.tokens)
     if any(not p.ok for p in ordered):  # a wrong fused result: the kernel is not to be trusted at any size
-        return Crossover(Reach.NEVER, None, None, against=against, noise_pct=noise_pct)
+        return Crossover(Reach.NEVER, None, None, against=against, noise_pct=noise_pct, wrong=True)
     last: Point | None = None
     for point in ordered:
         if compare(point.delta_pct, noise_pct) is not Compare.FASTER:

@@ -69,7 +69,10 @@ class Manifest:
     seal: str = ""  # sha256 over the fields above that plan/trust.py relies on
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if data["token_limit"] is None:  # as a manifest of a tool without --fuse-up-to has it
+            del data["token_limit"]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Manifest:

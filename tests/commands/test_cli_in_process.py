@@ -54,6 +54,9 @@ OPTIONS: dict[str, dict[str, str]] = {
         "SM12x kernel); for image builds.",
         "--allow-missing-kernel": "Write even though the FlashInfer beside sglang has no SM12x allreduce kernel "
         "(fusion would then stop sglang <= 0.5.9 from starting, and change nothing in later releases).",
+        "--fuse-up-to N|measured": "Also lower sglang's fusion token limit to N tokens, or to the crossover the "
+        "last `sm120patch bench` saved for this tree (`measured`); never above sglang's own.",
+        "--tp INTEGER RANGE": "With --fuse-up-to measured: the TP sglang serves at (refuses another).  [x>=2]",
         **HELP,
     },
     "verify": {
@@ -238,6 +241,7 @@ def test_apply_hands_over_its_options(mini: Path, monkeypatch: pytest.MonkeyPatc
         "strict": False,
         "allow_missing_kernel": False,
         "timeout": 20.0,
+        "token_limit": None,
     }
     jrun(
         "apply", "--sglang-path", str(mini), "--only", "communicator-fusion-gate", "--strict",
@@ -254,6 +258,7 @@ def test_apply_hands_over_its_options(mini: Path, monkeypatch: pytest.MonkeyPatc
         "strict": True,
         "allow_missing_kernel": True,
         "timeout": 7.0,
+        "token_limit": None,
     }
 
 

@@ -19,10 +19,17 @@ from tests.support.cli import jrun, run
 from tests.support.mini_sglang import COMM, FILES, write_mini_sglang
 from tests.support.realtrees import sha256
 
-LIMITED = FILES[COMM].replace(
-    "def apply_flashinfer_allreduce_fusion(batch_size: int):\n",
-    "FUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048\n\n\ndef apply_flashinfer_allreduce_fusion(batch_size: int):\n",
-).replace("        and batch_size > 0\n", "        and batch_size > 0\n        and batch_size <= FUSE_ALLREDUCE_MAX_BATCH_SIZE\n")
+LIMITED = (
+    FILES[COMM]
+    .replace(
+        "def apply_flashinfer_allreduce_fusion(batch_size: int):\n",
+        "FUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048\n\n\ndef apply_flashinfer_allreduce_fusion(batch_size: int):\n",
+    )
+    .replace(
+        "        and batch_size > 0\n",
+        "        and batch_size > 0\n        and batch_size <= FUSE_ALLREDUCE_MAX_BATCH_SIZE\n",
+    )
+)
 BENCH = Path(__file__).parents[2] / "docs" / "bench" / "tp2-h200.json"
 
 
@@ -63,9 +70,10 @@ def test_a_given_limit_is_written_named_by_verify_replanned_and_reverted_byte_fo
     assert code == 0 and limit_line(package) == "FUSE_ALLREDUCE_MAX_BATCH_SIZE = 1024"
     code, out = jrun("apply", "--sglang-path", str(package))  # without it: the limit stays
     assert code == 0 and limit_line(package) == "FUSE_ALLREDUCE_MAX_BATCH_SIZE = 1024"
-    assert "fusion token limit in force: limit 1024, given as --fuse-up-to 1024" in jrun(
-        "verify", "--sglang-path", str(package)
-    )[1]["messages"]
+    assert (
+        "fusion token limit in force: limit 1024, given as --fuse-up-to 1024"
+        in jrun("verify", "--sglang-path", str(package))[1]["messages"]
+    )
     code, out = jrun("revert", "--sglang-path", str(package))
     assert code == 0
     assert hashes(package) == before
@@ -126,7 +134,9 @@ def test_measured_takes_the_crossover_of_the_saved_result(package: Path) -> None
     assert limit_line(package) == "FUSE_ALLREDUCE_MAX_BATCH_SIZE = 512"
     notes = jrun("verify", "--sglang-path", str(package))[1]["messages"]
     host = socket.gethostname()
-    assert any(n.startswith(f"fusion token limit in force: limit 512, measured by bench on {host} at TP 2 on ") for n in notes)
+    assert any(
+        n.startswith(f"fusion token limit in force: limit 512, measured by bench on {host} at TP 2 on ") for n in notes
+    )
     code, _ = jrun("revert", "--sglang-path", str(package))
     assert code == 0 and not (package / ".sm120patch").exists()  # the result went with the state
 
@@ -170,7 +180,10 @@ def test_measured_refuses_another_gpu_set() -> None:
             return False
 
     said = fuse_limit.mismatch(Tree(), facts, 2, gpus=["NVIDIA RTX PRO 6000 Blackwell", "NVIDIA H200"])  # type: ignore[arg-type]
-    assert said == "was measured on NVIDIA H200, NVIDIA H200, not on this host's GPUs (NVIDIA RTX PRO 6000 Blackwell, NVIDIA H200)"
+    assert (
+        said == "was measured on NVIDIA H200, NVIDIA H200, not on this host's GPUs "
+        "(NVIDIA RTX PRO 6000 Blackwell, NVIDIA H200)"
+    )
     assert fuse_limit.mismatch(Tree(), facts, 2, gpus=["NVIDIA H200"] * 4) is None  # type: ignore[arg-type]
 
 
@@ -188,3 +201,33 @@ def test_a_bench_result_alone_is_removed_by_revert(package: Path) -> None:
     save_recorded(package)
     code, out = jrun("revert", "--sglang-path", str(package))
     assert code == 0 and not (package / ".sm120patch").exists(), out
+
+
+def test_bench_json_then_apply_measured_writes_the_crossover_and_revert_undoes_it(
+    package: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench's measurement is the two-H200 stand-in of tests/bench/test_render.py (``measure.run``
+    replaced): fusion wins at 1 and 128 tokens, loses to the allreduce alone at 2048."""
+    from sm120patch.commands import bench as command
+    from tests.bench.test_render import result
+
+    monkeypatch.setattr(command, "run", lambda settings, call, hatch, on_event, version, model: result(model=model))
+    before = hashes(package)
+    code, out, _ = run("bench", "--sglang-path", str(package), "--tp", "2", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["crossover"]["reach"] == "up-to" and data["crossover"]["limit"] == 128
+    assert data["crossover"]["next_tokens"] == 2048 and data["kept"] == str(saved.path(from_directory(package)))
+    kept = json.loads(saved.path(from_directory(package)).read_text())["saved"]
+    assert (kept["host"], kept["tp"], kept["gpus"], kept["dtype"], kept["hidden"], kept["release"]) == (
+        socket.gethostname(), 2, ["NVIDIA H200", "NVIDIA H200"], "bf16", 7168, "0.5.11",
+    )  # fmt: skip
+    code, applied = jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "measured")
+    assert code == 0, applied
+    assert limit_line(package) == "FUSE_ALLREDUCE_MAX_BATCH_SIZE = 128"
+    notes = jrun("verify", "--sglang-path", str(package))[1]["messages"]
+    assert f"fusion token limit in force: limit 128, measured by bench on {socket.gethostname()} at TP 2 on " in (
+        " ".join(notes)
+    )
+    assert jrun("revert", "--sglang-path", str(package))[0] == 0
+    assert hashes(package) == before and not (package / ".sm120patch").exists()
