@@ -19,10 +19,9 @@ from typing import Any
 from sm120patch.bench.verdict import NOISE_PCT, Crossover, Point, crossover
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.locate.tree import SglangTree
-from sm120patch.patchkit.layout import ADD_NORM, COMMUNICATOR
+from sm120patch.plan.token_limit import gate_rel
 from sm120patch.transaction.state import BENCH_RESULT, StateDir
 
-GATE_FILES = (ADD_NORM, COMMUNICATOR)  # the gate's module, newest layout first
 FLOOR = "the allreduce alone (the unfused side ran stand-ins, not sglang's code)"
 
 
@@ -63,10 +62,6 @@ def crossover_json(found: Crossover) -> dict[str, Any]:
         "wrong": found.wrong,
         "text": found.text,
     }
-
-
-def gate_rel(tree: SglangTree) -> str:
-    return next((rel for rel in GATE_FILES if tree.exists(rel)), GATE_FILES[-1])
 
 
 def identity(tree: SglangTree | None, data: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,16 +7,11 @@ this host, this release as installed now, these GPUs and, with ``--tp``, this TP
 
 from __future__ import annotations
 
-import socket
-import time
-from collections import Counter
-
 from sm120patch.bench import saved
 from sm120patch.bench.verdict import Reach
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.locate.tree import SglangTree
-from sm120patch.plan.token_limit import GIVEN, MEASURED, LimitAsk
-from sm120patch.transaction.state import StateDir
+from sm120patch.plan.token_limit import GIVEN, MEASURED, LimitAsk, mismatch, sglang_limit
 
 GPU_TIMEOUT_S = 10.0
 
@@ -29,26 +24,6 @@ def parse(value: str) -> int | str:
     if number < 1:
         raise ValueError(value)
     return number
-
-
-def sglang_limit(tree: SglangTree) -> int | None:
-    """The limit as sglang ships it in this tree: read from the backup where the gate's module
-    was patched, else from the file; None where the release has none (the patch says so)."""
-    import libcst as cst
-
-    from sm120patch.patches.fusion_token_limit import limit_in_force, limit_sites
-
-    rel = saved.gate_rel(tree)
-    state = StateDir(tree.package_dir)
-    manifest = state.load()
-    path = state.root / manifest.files[rel].backup if manifest and rel in manifest.files else tree.path(rel)
-    try:
-        found = limit_sites(cst.parse_module(path.read_bytes()))
-    except (OSError, cst.ParserSyntaxError):
-        return None  # the plan reads the file again and says what is wrong with it
-    if isinstance(found, str) or not found[0]:
-        return None
-    return limit_in_force(found[0])
 
 
 def asked_limit(tree: SglangTree, value: int | str | None, tp: int | None) -> LimitAsk | None:
@@ -86,7 +61,7 @@ def _measured(tree: SglangTree, tp: int | None, own: int | None) -> LimitAsk:
         raise EnvironmentProblem(
             f"--fuse-up-to measured: no bench result is saved for {tree.package_dir}; run `sm120patch bench` first"
         )
-    why = mismatch(tree, data["saved"], tp)
+    why = mismatch(tree, data["saved"], tp, _gpus())
     if why:
         raise EnvironmentProblem(f"--fuse-up-to measured: the saved bench result {why}; run `sm120patch bench` again")
     found = saved.crossover_of(data)
@@ -111,44 +86,6 @@ def _measured(tree: SglangTree, tp: int | None, own: int | None) -> LimitAsk:
         str(facts.get("date", ""))[:10] or None,
         facts.get("release"),
     )
-
-
-def mismatch(tree: SglangTree, facts: dict, tp: int | None, gpus: list[str] | None = None) -> str | None:
-    """Why a saved result is not of this host, release, install, TP or GPU set (one clause), or None.
-    ``gpus``: this host's GPU names (asked of nvidia-smi when not given)."""
-    host = socket.gethostname()
-    if facts.get("host") != host:
-        return f"was measured on {facts.get('host')}, not on this host ({host})"
-    if not tree.same_release(facts.get("release")):
-        return f"was measured with sglang {facts.get('release')}, not {tree.version}"
-    if tp is not None and facts.get("tp") != tp:
-        return f"was measured at TP {facts.get('tp')}, not TP {tp}"
-    then = facts.get("gate_record_sha256")
-    now = tree.record.sha256(saved.gate_rel(tree))
-    if then and now and then != now:
-        return "is older than the installed sglang files (RECORD lists other hashes: reinstalled since)"
-    installed = _installed_at(tree)
-    epoch = facts.get("epoch")
-    if installed is not None and isinstance(epoch, (int, float)) and epoch < installed:
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(installed))
-        return f"is older than the installed sglang files (installed {when})"
-    if gpus is None:
-        gpus = _gpus()
-    measured = Counter(facts.get("gpus") or [])
-    if gpus is not None and measured and measured - Counter(gpus):
-        here = ", ".join(gpus) or "none"
-        return f"was measured on {', '.join(measured.elements())}, not on this host's GPUs ({here})"
-    return None
-
-
-def _installed_at(tree: SglangTree) -> float | None:
-    """When pip wrote this install (its RECORD), where it did."""
-    if tree.dist_info is None:
-        return None
-    try:
-        return (tree.dist_info / "RECORD").stat().st_mtime
-    except OSError:
-        return None
 
 
 def _gpus() -> list[str] | None:

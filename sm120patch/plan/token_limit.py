@@ -3,14 +3,20 @@ where it came from: carried in the manifest, so verify can name it and a plain a
 
 from __future__ import annotations
 
+import socket
+import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from sm120patch.locate.tree import SglangTree
+from sm120patch.patchkit.layout import ADD_NORM, COMMUNICATOR
 from sm120patch.patchkit.model import State
 from sm120patch.plan.types import PatchReport
-from sm120patch.transaction.state import Manifest
+from sm120patch.transaction.state import Manifest, StateDir
+
+GATE_FILES = (ADD_NORM, COMMUNICATOR)  # the gate's module, newest layout first
 
 PATCH_ID = "fusion-token-limit"
 
@@ -82,3 +88,64 @@ def limit_note(reports: list[PatchReport], manifest: Manifest | None, tree: Sgla
         f"fusion token limit asked by the last apply: {asked.describe()}; "
         f"the code: {report.state.value}: {report.detail}"
     )
+
+
+def gate_rel(tree: SglangTree) -> str:
+    """The gate's module in this tree (where the limit lives)."""
+    return next((rel for rel in GATE_FILES if tree.exists(rel)), GATE_FILES[-1])
+
+
+def sglang_limit(tree: SglangTree) -> int | None:
+    """The limit as sglang ships it in this tree: read from the backup where the gate's module
+    was patched, else from the file; None where the release has none (the patch says so)."""
+    import libcst as cst
+
+    from sm120patch.patches.fusion_token_limit import limit_in_force, limit_sites
+
+    rel = gate_rel(tree)
+    state = StateDir(tree.package_dir)
+    manifest = state.load()
+    path = state.root / manifest.files[rel].backup if manifest and rel in manifest.files else tree.path(rel)
+    try:
+        found = limit_sites(cst.parse_module(path.read_bytes()))
+    except (OSError, cst.ParserSyntaxError):
+        return None  # the plan reads the file again and says what is wrong with it
+    if isinstance(found, str) or not found[0]:
+        return None
+    return limit_in_force(found[0])
+
+
+def mismatch(tree: SglangTree, facts: dict, tp: int | None, gpus: list[str] | None = None) -> str | None:
+    """Why a saved result is not of this host, release, install, TP or GPU set (one clause), or None.
+    ``gpus``: this host's GPU names (None where nvidia-smi did not answer: not compared)."""
+    host = socket.gethostname()
+    if facts.get("host") != host:
+        return f"was measured on {facts.get('host')}, not on this host ({host})"
+    if not tree.same_release(facts.get("release")):
+        return f"was measured with sglang {facts.get('release')}, not {tree.version}"
+    if tp is not None and facts.get("tp") != tp:
+        return f"was measured at TP {facts.get('tp')}, not TP {tp}"
+    then = facts.get("gate_record_sha256")
+    now = tree.record.sha256(gate_rel(tree))
+    if then and now and then != now:
+        return "is older than the installed sglang files (RECORD lists other hashes: reinstalled since)"
+    installed = _installed_at(tree)
+    epoch = facts.get("epoch")
+    if installed is not None and isinstance(epoch, (int, float)) and epoch < installed:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(installed))
+        return f"is older than the installed sglang files (installed {when})"
+    measured = Counter(facts.get("gpus") or [])
+    if gpus is not None and measured and measured - Counter(gpus):
+        here = ", ".join(gpus) or "none"
+        return f"was measured on {', '.join(measured.elements())}, not on this host's GPUs ({here})"
+    return None
+
+
+def _installed_at(tree: SglangTree) -> float | None:
+    """When pip wrote this install (its RECORD), where it did."""
+    if tree.dist_info is None:
+        return None
+    try:
+        return (tree.dist_info / "RECORD").stat().st_mtime
+    except OSError:
+        return None

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from sm120patch.bench import saved
-from sm120patch.commands import fuse_limit
 from sm120patch.locate.tree import from_directory
+from sm120patch.plan.token_limit import mismatch
 from tests.support.cli import jrun, run
 from tests.support.mini_sglang import COMM, FILES, write_mini_sglang
 from tests.support.realtrees import sha256
@@ -179,12 +179,12 @@ def test_measured_refuses_another_gpu_set() -> None:
         def exists(rel: str) -> bool:
             return False
 
-    said = fuse_limit.mismatch(Tree(), facts, 2, gpus=["NVIDIA RTX PRO 6000 Blackwell", "NVIDIA H200"])  # type: ignore[arg-type]
+    said = mismatch(Tree(), facts, 2, gpus=["NVIDIA RTX PRO 6000 Blackwell", "NVIDIA H200"])  # type: ignore[arg-type]
     assert (
         said == "was measured on NVIDIA H200, NVIDIA H200, not on this host's GPUs "
         "(NVIDIA RTX PRO 6000 Blackwell, NVIDIA H200)"
     )
-    assert fuse_limit.mismatch(Tree(), facts, 2, gpus=["NVIDIA H200"] * 4) is None  # type: ignore[arg-type]
+    assert mismatch(Tree(), facts, 2, gpus=["NVIDIA H200"] * 4) is None  # type: ignore[arg-type]
 
 
 def test_measured_without_a_saved_result_says_to_bench_first(package: Path) -> None:
