@@ -75,14 +75,17 @@ class FusionTokenLimit(Patch):
     ``sm120patch bench`` keeps the decode gain and the prefill speed.  Without
     ``--fuse-up-to`` the limit is left as it is.
 
-    Only lower: sglang sizes FlashInfer's workspace for ``max_token_num = 2048`` tokens in
-    every release (``flashinfer_comm_fusion.py``: the default of
-    ``flashinfer_allreduce_residual_rmsnorm`` and ``ensure_workspace_initialized``; from
-    0.5.20 ``max(2048, the largest batch seen)``).  A batch above it meets no check in
-    0.5.4 - 0.5.5 (their gate lets 4096 through: the kernel runs past the workspace),
-    ``assert input_tensor.shape[0] <= max_token_num`` from 0.5.5.post2, and from 0.5.20 a
-    size check that quietly runs it unfused.  So a limit above sglang's buys nothing and
-    risks a crash; ``--fuse-up-to`` above it is refused.
+    Only lower.  How sglang sizes FlashInfer's workspace (``max_token_num``,
+    ``flashinfer_comm_fusion.py``): up to 0.5.10 on first use, for the 2048 tokens that
+    ``flashinfer_allreduce_residual_rmsnorm`` and ``ensure_workspace_initialized`` default to;
+    from 0.5.11 before CUDA-graph capture, for ``max_token_num=FUSE_ALLREDUCE_MAX_BATCH_SIZE``
+    (``model_runner.py``, ``runner/base_runner.py`` from 0.5.14), so the lowered constant
+    shrinks the workspace with it; from 0.5.20 ``max(max_token_num, the largest batch
+    seen)``.  A batch above the workspace meets no check in 0.5.4 - 0.5.5.post1 (whose gate
+    lets 4096 tokens through a 2048-token workspace), ``assert input_tensor.shape[0] <=
+    max_token_num`` from 0.5.5.post2, and from 0.5.20 a size check that quietly runs it
+    unfused.  Above 2048 sglang has never run the fused kernel, and up to 0.5.10 such a batch
+    would overrun the workspace: ``--fuse-up-to`` above sglang's own limit is refused.
 
     Remove when: sglang's limit follows the host's measured crossover (sglang#28912).
     """
