@@ -547,6 +547,12 @@ def _hidden(ctx: click.Context, param: click.Parameter, value: int | None) -> in
 @click.option("--repeat", type=click.IntRange(min=1), default=2, show_default=True, help="--server: runs per mode.")
 @click.option("--server-arg", "server_args", multiple=True, help="--server: one more argument for sglang.")
 @click.option(
+    "--fuse-up-to",
+    metavar="N|measured",
+    callback=lambda ctx, param, value: _fuse_up_to(value),
+    help="--server: a third setting, fusion on up to N tokens (or the crossover bench saved: `measured`).",
+)
+@click.option(
     "--no-kernel",
     is_flag=True,
     help="--server: skip the kernel-level bench that runs beside it (same TP, hidden size and dtype).",
@@ -574,6 +580,7 @@ def bench(
     repeat: int,
     server_args: tuple[str, ...],
     no_kernel: bool,
+    fuse_up_to: int | str | None = None,
 ) -> None:
     """Measure fused vs unfused allreduce + RMSNorm on this host's GPUs, check the fused
     results, and say whether fusion pays.  Runs in the interpreter that serves sglang,
@@ -612,6 +619,7 @@ def bench(
                 server_args,
                 plot,
                 kernel=not no_kernel,
+                fuse_up_to=fuse_up_to,
             ),
         )
         return

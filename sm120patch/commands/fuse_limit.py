@@ -11,7 +11,8 @@ from sm120patch.bench import saved
 from sm120patch.bench.verdict import Reach
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.locate.tree import SglangTree
-from sm120patch.plan.token_limit import GIVEN, MEASURED, LimitAsk, mismatch, sglang_limit
+from sm120patch.patches.fusion_token_limit import LIMIT_NAME
+from sm120patch.plan.token_limit import GIVEN, MEASURED, LimitAsk, mismatch, sglang_limit, sglang_sites
 
 GPU_TIMEOUT_S = 10.0
 
@@ -97,3 +98,21 @@ def _gpus() -> list[str] | None:
     if not seen.answered:
         return None
     return [g.name for g in seen.gpus]
+
+
+def server_limits(tree: SglangTree, value: int | str, tp: int | None) -> tuple[int, int]:
+    """``bench --server --fuse-up-to VALUE``: (the limit of the third setting, sglang's own, which
+    the "on" setting runs with).  The hook sets the module constant in sglang's processes, so
+    a release whose gate also compares a literal (0.5.4 - 0.5.7) is refused."""
+    sites = sglang_sites(tree)
+    if not sites:
+        raise EnvironmentProblem(f"--fuse-up-to: sglang {tree.version} has no fusion token limit to lower")
+    literals = [site.where for site in sites if site.where != LIMIT_NAME]
+    if literals:
+        raise EnvironmentProblem(
+            f"bench --server --fuse-up-to sets {LIMIT_NAME} in sglang's processes, but sglang {tree.version}'s gate "
+            f"also compares a number ({literals[0]}): `sm120patch apply --fuse-up-to N` and a plain "
+            "`bench --server` compare the limits there"
+        )
+    ask = resolve(tree, value, tp)
+    return ask.limit, min(site.value for site in sites)

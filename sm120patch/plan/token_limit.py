@@ -95,12 +95,13 @@ def gate_rel(tree: SglangTree) -> str:
     return next((rel for rel in GATE_FILES if tree.exists(rel)), GATE_FILES[-1])
 
 
-def sglang_limit(tree: SglangTree) -> int | None:
-    """The limit as sglang ships it in this tree: read from the backup where the gate's module
-    was patched, else from the file; None where the release has none (the patch says so)."""
+def sglang_sites(tree: SglangTree) -> list[Any] | None:
+    """The token limit's sites as sglang ships them in this tree (``fusion_token_limit.Site``):
+    read from the backup where the gate's module was patched, else from the file; None where
+    the release has none or the file cannot be read (the plan then says what is wrong)."""
     import libcst as cst
 
-    from sm120patch.patches.fusion_token_limit import limit_in_force, limit_sites
+    from sm120patch.patches.fusion_token_limit import limit_sites
 
     rel = gate_rel(tree)
     state = StateDir(tree.package_dir)
@@ -109,10 +110,16 @@ def sglang_limit(tree: SglangTree) -> int | None:
     try:
         found = limit_sites(cst.parse_module(path.read_bytes()))
     except (OSError, cst.ParserSyntaxError):
-        return None  # the plan reads the file again and says what is wrong with it
+        return None
     if isinstance(found, str) or not found[0]:
         return None
-    return limit_in_force(found[0])
+    return list(found[0])
+
+
+def sglang_limit(tree: SglangTree) -> int | None:
+    """The limit in force as sglang ships it in this tree (None: the release has none)."""
+    sites = sglang_sites(tree)
+    return min(site.value for site in sites) if sites else None
 
 
 def mismatch(tree: SglangTree, facts: dict, tp: int | None, gpus: list[str] | None = None) -> str | None:

@@ -113,6 +113,8 @@ OPTIONS: dict[str, dict[str, str]] = {
         "--output-len INTEGER RANGE": "--server: decode.  [default: 64; x>=2]",
         "--repeat INTEGER RANGE": "--server: runs per mode.  [default: 2; x>=1]",
         "--server-arg TEXT": "--server: one more argument for sglang.",
+        "--fuse-up-to N|measured": "--server: a third setting, fusion on up to N tokens (or the crossover bench "
+        "saved: `measured`).",
         "--no-kernel": "--server: skip the kernel-level bench that runs beside it (same TP, hidden size and dtype).",
         **HELP,
     },
@@ -413,7 +415,7 @@ def test_bench_server_hands_over_its_defaults_and_options(tmp_path: Path, monkey
     assert run("bench", "--server")[0] == 0
     assert bench.calls[-1] == (
         (None, None, False, None, "1,8,32,64", 256, 64, 2, 300.0, None, 7168, 4, "bf16", (), None),
-        {"kernel": True},
+        {"kernel": True, "fuse_up_to": None},
     )
     code, _, err = run(
         "bench", "--server", "--python", str(tmp_path / "py"), "--tp", "1", "--batch-sizes", "1,2",
@@ -427,7 +429,7 @@ def test_bench_server_hands_over_its_defaults_and_options(tmp_path: Path, monkey
             str(tmp_path / "py"), None, False, 1, "1,2", 1, 2, 1, 5.0, tmp_path, 1024, 2, "fp16", ("--a", "b"),
             tmp_path / "p.png",
         ),
-        {"kernel": False},
+        {"kernel": False, "fuse_up_to": None},
     )  # fmt: skip
 
 
