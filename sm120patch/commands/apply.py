@@ -20,7 +20,7 @@ from sm120patch.errors import EnvironmentProblem, ExitCode
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import Patch
 from sm120patch.plan.registry import all_patches
-from sm120patch.plan.token_limit import LimitAsk, recorded
+from sm120patch.plan.token_limit import PATCH_ID, LimitAsk, recorded
 from sm120patch.plan.trust import record, trusted_plan
 from sm120patch.plan.types import Plan
 from sm120patch.probes import DEFAULT_TIMEOUT_S
@@ -45,6 +45,8 @@ def apply(
     nvidia-smi may take to say whether this host has an SM12x GPU.  ``token_limit``: the fusion
     token limit asked for (``--fuse-up-to``); without it, the one the last apply of this
     release recorded stays, and a tree never asked keeps sglang's."""
+    if token_limit is not None and patches is not None and PATCH_ID not in {p.id for p in patches}:
+        raise EnvironmentProblem(f"--fuse-up-to needs the {PATCH_ID} patch, which --only / --skip left out")
     state = StateDir(tree.package_dir)
     asked = token_limit or recorded(state.load(), tree)
     limit = asked.limit if asked else None

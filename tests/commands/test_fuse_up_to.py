@@ -231,3 +231,18 @@ def test_bench_json_then_apply_measured_writes_the_crossover_and_revert_undoes_i
     )
     assert jrun("revert", "--sglang-path", str(package))[0] == 0
     assert hashes(package) == before and not (package / ".sm120patch").exists()
+
+
+def test_a_dry_run_shows_the_new_limit_and_writes_nothing(package: Path) -> None:
+    before = hashes(package)
+    code, out, _ = run("apply", "--sglang-path", str(package), "--fuse-up-to", "640", "--dry-run")
+    assert code == 0
+    assert "-FUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048\n+FUSE_ALLREDUCE_MAX_BATCH_SIZE = 640\n" in out
+    assert hashes(package) == before and not (package / ".sm120patch" / "manifest.json").exists()
+
+
+def test_a_limit_with_the_limit_patch_left_out_is_a_usage_error(package: Path) -> None:
+    code, _, err = run("apply", "--sglang-path", str(package), "--fuse-up-to", "640", "--skip", "fusion-token-limit")
+    assert code == 2 and "--fuse-up-to needs the fusion-token-limit patch" in err
+    code, _ = jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "640", "--only", "fusion-token-limit")
+    assert code == 0 and limit_line(package) == "FUSE_ALLREDUCE_MAX_BATCH_SIZE = 640"
