@@ -300,8 +300,8 @@ def test_three_settings_refuse_a_limit_above_sglangs_and_a_release_without_one(t
 
 
 def test_three_settings_as_text_side_by_side(tmp_path: Path) -> None:
-    package = fake_server_site(tmp_path, gpus=2, gate=GATE)
-    args = ["--tp", "2", "--repeat", "1", "--batch-sizes", "8", "--input-len", "64", "--fuse-up-to", "256"]
+    package = fake_server_site(tmp_path, gpus=1, gate=GATE)
+    args = ["--tp", "1", "--repeat", "1", "--batch-sizes", "8", "--input-len", "64", "--fuse-up-to", "256"]
     code, _, err = run("bench", "--server", "--sglang-path", str(package), *FAST[:2], "--timeout", "20", *args)
     assert code == 0, err
     flat = " ".join(err.split())
