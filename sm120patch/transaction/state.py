@@ -32,7 +32,10 @@ from sm120patch import __version__
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.transaction.fsutil import atomic_write, fsync_dir, remove_tree, rename, unlink
 
-FORMAT = 2  # 2: the manifest also records what the last apply saw in each file (``checked``)
+FORMAT = 3  # 2: the manifest also records what the last apply saw in each file (``checked``)
+# 3: and the fusion token limit the last apply was asked for (``token_limit``); a manifest
+# without one is still written as 2, which every sm120patch since 2 reads
+FORMAT_WITHOUT_LIMIT = 2
 DIRNAME = ".sm120patch"
 BENCH_RESULT = "bench-last.json"  # bench's last result (bench/saved.py); a full revert removes it
 #: Times a writer makes the state directory and opens its lock before giving up: a revert that
@@ -162,7 +165,7 @@ class StateDir:
 
     def save(self, manifest: Manifest) -> None:
         manifest.updated = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        manifest.format = FORMAT
+        manifest.format = FORMAT if manifest.token_limit is not None else FORMAT_WITHOUT_LIMIT
         self.write_json(self.manifest_path, manifest.to_json())
 
     def load_journal(self) -> dict[str, Any] | None:

@@ -246,3 +246,14 @@ def test_a_limit_with_the_limit_patch_left_out_is_a_usage_error(package: Path) -
     assert code == 2 and "--fuse-up-to needs the fusion-token-limit patch" in err
     code, _ = jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "640", "--only", "fusion-token-limit")
     assert code == 0 and limit_line(package) == "FUSE_ALLREDUCE_MAX_BATCH_SIZE = 640"
+
+
+def test_a_manifest_with_a_limit_says_so_to_an_older_sm120patch(package: Path) -> None:
+    """Format 3 where a limit is recorded: a tool of format 2 says "upgrade", not "corrupted"."""
+    assert jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "640")[0] == 0
+    manifest = json.loads((package / ".sm120patch" / "manifest.json").read_text())
+    assert (manifest["format"], manifest["token_limit"]["limit"]) == (3, 640)
+    assert jrun("revert", "--sglang-path", str(package))[0] == 0
+    assert jrun("apply", "--sglang-path", str(package))[0] == 0
+    manifest = json.loads((package / ".sm120patch" / "manifest.json").read_text())
+    assert manifest["format"] == 2 and "token_limit" not in manifest
