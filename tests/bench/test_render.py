@@ -607,3 +607,20 @@ def test_on_a_narrow_terminal_each_row_stays_one_line() -> None:
     bottoms = [i for i, line in enumerate(lines) if line.startswith("└")]
     assert [bottom - top - 1 for top, bottom in zip(tables, bottoms, strict=True)] == [3, 3]
     assert lines[tables[0] + 1].startswith("│  1 │ 5.2/… │")
+
+
+def test_the_plot_marks_the_crossover_where_fusion_stops_winning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The two-H200 stand-in result: fusion wins at 1 and 128 tokens against the allreduce alone,
+    not at 2048: a dashed line at 128, named."""
+    calls: list[tuple] = []
+    fake = Recorder(calls)
+    monkeypatch.setitem(sys.modules, "matplotlib", fake)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", Recorder(calls, "plt"))
+    fake.pyplot = sys.modules["matplotlib.pyplot"]  # type: ignore[attr-defined]
+    render.plot(result(), tmp_path / "bench.svg")
+    named = {name: (args, kwargs) for name, args, kwargs in calls}
+    assert named["ax.axvline"] == ((128,), {"color": "grey", "linestyle": "--", "linewidth": 1})
+    assert named["ax.annotate"][0][:2] == ("fusion wins up to 128", (128, 0.95))
+    assert named["fig.text"][0][2].startswith("crossover: fusion wins at every size up to 128 tokens against")
