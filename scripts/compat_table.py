@@ -40,6 +40,7 @@ SHORT = {
     "server-args-auto-enable": "auto-enable",
     "fusion-backend-resolver": "resolver",
     "workspace-preflight": "preflight",
+    "fusion-token-limit": "token limit",
 }
 CELL = {"pending": "patched", "not-needed": "not needed", "applied": "already", "drift": "DRIFT"}
 DATA = REPO / "docs" / "compatibility.json"

@@ -311,6 +311,16 @@ def main() -> None:
     help="Write even though the FlashInfer beside sglang has no SM12x allreduce kernel (fusion would "
     "then stop sglang <= 0.5.9 from starting, and change nothing in later releases).",
 )
+@click.option(
+    "--fuse-up-to",
+    metavar="N|measured",
+    callback=lambda ctx, param, value: _fuse_up_to(value),
+    help="Also lower sglang's fusion token limit to N tokens, or to the crossover the last `sm120patch bench` "
+    "saved for this tree (`measured`); never above sglang's own.",
+)
+@click.option(
+    "--tp", type=click.IntRange(min=2), help="With --fuse-up-to measured: the TP sglang serves at (refuses another)."
+)
 def apply(
     tree: SglangTree,
     only: list[str] | None,
@@ -319,13 +329,17 @@ def apply(
     strict: bool,
     allow_missing_kernel: bool,
     timeout: float,
+    fuse_up_to: int | str | None = None,
+    tp: int | None = None,
 ) -> Outcome:
     """Back up and patch the located sglang (a second run is a no-op).  Refuses while the
     FlashInfer beside it lacks the SM12x kernel (--allow-missing-kernel)."""
     from sm120patch.commands.apply import apply as apply_tree
+    from sm120patch.commands.fuse_limit import asked_limit
     from sm120patch.plan.registry import select
 
     patches, notes = select(only or [], skip or []) if only or skip else (None, [])
+    token_limit = asked_limit(tree, fuse_up_to, tp)
     return apply_tree(
         tree,
         patches,
@@ -334,7 +348,17 @@ def apply(
         strict=strict,
         allow_missing_kernel=allow_missing_kernel,
         timeout=timeout,
+        token_limit=token_limit,
     )
+
+
+def _fuse_up_to(value: str | None) -> int | str | None:
+    from sm120patch.commands.fuse_limit import parse
+
+    try:
+        return None if value is None else parse(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is neither a token count of 1 or more nor `measured`") from None
 
 
 @main.command()
@@ -534,6 +558,12 @@ def _hidden(ctx: click.Context, param: click.Parameter, value: int | None) -> in
 @click.option("--repeat", type=click.IntRange(min=1), default=2, show_default=True, help="--server: runs per mode.")
 @click.option("--server-arg", "server_args", multiple=True, help="--server: one more argument for sglang.")
 @click.option(
+    "--fuse-up-to",
+    metavar="N|measured",
+    callback=lambda ctx, param, value: _fuse_up_to(value),
+    help="--server: a third setting, fusion on up to N tokens (or the crossover bench saved: `measured`).",
+)
+@click.option(
     "--no-kernel",
     is_flag=True,
     help="--server: skip the kernel-level bench that runs beside it (same TP, hidden size and dtype).",
@@ -561,6 +591,7 @@ def bench(
     repeat: int,
     server_args: tuple[str, ...],
     no_kernel: bool,
+    fuse_up_to: int | str | None = None,
 ) -> None:
     """Measure fused vs unfused allreduce + RMSNorm on this host's GPUs, check the fused
     results, and say whether fusion pays.  Runs in the interpreter that serves sglang,
@@ -599,6 +630,7 @@ def bench(
                 server_args,
                 plot,
                 kernel=not no_kernel,
+                fuse_up_to=fuse_up_to,
             ),
         )
         return

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sm120patch import __version__
-from sm120patch.bench import estimate
+from sm120patch.bench import estimate, saved
 from sm120patch.bench.measure import PCIE_IPC_FLAG, BenchResult, Row, Timing
-from sm120patch.bench.verdict import Compare, Kind
+from sm120patch.bench.verdict import Compare, Crossover, Kind
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -52,7 +52,7 @@ def _row_json(row: Row) -> dict[str, Any]:
 
 def to_json(result: BenchResult) -> dict[str, Any]:
     settings = result.settings
-    return {
+    data: dict[str, Any] = {
         "schema": SCHEMA,
         "tool_version": __version__,
         "command": "bench",
@@ -95,6 +95,8 @@ def to_json(result: BenchResult) -> dict[str, Any]:
         "estimate": _estimate_json(result),
         "notes": result.notes,
     }
+    data["crossover"] = saved.crossover_json(saved.crossover_of(data))
+    return data
 
 
 def _steps(result: BenchResult) -> list[estimate.Step]:
@@ -210,7 +212,15 @@ def render(result: BenchResult, out: Console) -> None:
         out.print(Text(fact, style="dim"))
     if result.model is not None:
         _render_estimate(result, out)
+    out.print(Text(crossover(result).text))
     out.print(Text(result.verdict.text, style=_KIND_STYLE[result.verdict.kind]))
+
+
+def crossover(result: BenchResult) -> Crossover:
+    """Where fusion stops winning in ``result`` (against the allreduce alone where the unfused
+    side was only stand-ins)."""
+    rows = [_row_json(r) for r in result.rows]
+    return saved.crossover_of({"baseline": {"indicative": result.baseline.indicative}, "rows": rows})
 
 
 def _render_estimate(result: BenchResult, out: Console) -> None:
@@ -261,7 +271,13 @@ def plot(result: BenchResult, path: Path) -> None:
     ax.set_title(f"TP {result.tp}, hidden {result.settings.hidden}, {result.settings.dtype}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
-    fig.text(0.01, 0.01, result.verdict.text, fontsize=6, wrap=True)
+    found = crossover(result)
+    if found.limit is not None:
+        ax.axvline(found.limit, color="grey", linestyle="--", linewidth=1)
+        ax.annotate(
+            f"fusion wins up to {found.limit}", (found.limit, 0.95), xycoords=("data", "axes fraction"), fontsize=7
+        )
+    fig.text(0.01, 0.01, f"{found.text}\n{result.verdict.text}", fontsize=6, wrap=True)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(path)
     plt.close(fig)

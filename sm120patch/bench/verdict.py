@@ -161,3 +161,74 @@ def _judge(points: Sequence[Point], tp: int, keep_off: str) -> Verdict:
         "workload end to end before keeping it",
         None,
     )
+
+
+class Reach(str, Enum):
+    """How far fusion wins, for ``apply --fuse-up-to measured``."""
+
+    UP_TO = "up-to"  # wins at every size up to ``tokens``, not at the next one
+    NEVER = "never"  # does not win at the smallest size (or a fused result was wrong)
+    ALWAYS = "always"  # wins at every measured size
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """The largest measured token count up to which fusion wins at every point (each beyond
+    ``noise_pct``), measured ``against`` the unfused path or, where that was only stand-ins,
+    the allreduce alone (the floor of any unfused path)."""
+
+    reach: Reach
+    tokens: int | None  # UP_TO: the limit; ALWAYS: the largest size measured
+    margin_pct: float | None  # fused against the other side at ``tokens``
+    next_tokens: int | None = None  # UP_TO: the first size where fusion does not win
+    next_pct: float | None = None
+    against: str = "unfused"
+    noise_pct: float = NOISE_PCT
+    wrong: bool = False  # a fused result did not match the reference: no size is to be trusted
+
+    @property
+    def limit(self) -> int | None:
+        """The fusion token limit to set: only where fusion stops winning inside the measured sizes."""
+        return self.tokens if self.reach is Reach.UP_TO else None
+
+    @property
+    def text(self) -> str:
+        noise = f"±{self.noise_pct:.0f} % noise"
+        if self.wrong:
+            return "crossover: none: a fused result was wrong, so fusion wins nowhere; keep fusion off"
+        if self.reach is Reach.NEVER:
+            return (
+                f"crossover: fusion does not win even at the smallest size against {self.against}: "
+                "keep fusion off (--fuse-up-to measured refuses this result)"
+            )
+        if self.reach is Reach.ALWAYS:
+            return (
+                f"crossover: none measured: fusion wins at every size up to {self.tokens} tokens against "
+                f"{self.against} ({self.margin_pct:+.0f} % there, beyond the {noise}): keep sglang's limit"
+            )
+        return (
+            f"crossover: fusion wins at every size up to {self.tokens} tokens against {self.against} "
+            f"({self.margin_pct:+.0f} % there, beyond the {noise}), "
+            f"not at {self.next_tokens} ({self.next_pct:+.1f} %): "
+            f"`sm120patch apply --fuse-up-to measured` sets sglang's fusion token limit to {self.tokens}"
+        )
+
+
+def crossover(points: Sequence[Point], against: str = "unfused", noise_pct: float = NOISE_PCT) -> Crossover:
+    """Where fusion stops winning over ``points`` (any order; ``unfused_us`` is the side named
+    ``against``)."""
+    ordered = sorted(points, key=lambda p: p.tokens)
+    if any(not p.ok for p in ordered):  # a wrong fused result: the kernel is not to be trusted at any size
+        return Crossover(Reach.NEVER, None, None, against=against, noise_pct=noise_pct, wrong=True)
+    last: Point | None = None
+    for point in ordered:
+        if compare(point.delta_pct, noise_pct) is not Compare.FASTER:
+            if last is None:
+                return Crossover(Reach.NEVER, None, None, point.tokens, point.delta_pct, against, noise_pct)
+            return Crossover(
+                Reach.UP_TO, last.tokens, last.delta_pct, point.tokens, point.delta_pct, against, noise_pct
+            )
+        last = point
+    if last is None:
+        return Crossover(Reach.NEVER, None, None, against=against, noise_pct=noise_pct)
+    return Crossover(Reach.ALWAYS, last.tokens, last.delta_pct, against=against, noise_pct=noise_pct)

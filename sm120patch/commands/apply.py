@@ -22,6 +22,7 @@ from sm120patch.locate.identity import same_tree
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import Patch
 from sm120patch.plan.registry import all_patches
+from sm120patch.plan.token_limit import PATCH_ID, LimitAsk, recorded
 from sm120patch.plan.trust import record, trusted_plan
 from sm120patch.plan.types import Plan
 from sm120patch.probes import DEFAULT_TIMEOUT_S
@@ -39,12 +40,19 @@ def apply(
     strict: bool = False,
     allow_missing_kernel: bool = False,
     timeout: float = DEFAULT_TIMEOUT_S,
+    token_limit: LimitAsk | None = None,
 ) -> Outcome:
     """Patch the tree with ``patches`` (default: all).  A FlashInfer beside sglang without
     the SM12x kernel refuses the change unless ``allow_missing_kernel``.  ``strict``: any
     warning about the fused path refuses it too, for image builds.  ``timeout``: how long
-    nvidia-smi may take to say whether this host has an SM12x GPU."""
+    nvidia-smi may take to say whether this host has an SM12x GPU.  ``token_limit``: the fusion
+    token limit asked for (``--fuse-up-to``); without it, the one the last apply of this
+    release recorded stays, and a tree never asked keeps sglang's."""
+    if token_limit is not None and patches is not None and PATCH_ID not in {p.id for p in patches}:
+        raise EnvironmentProblem(f"--fuse-up-to needs the {PATCH_ID} patch, which --only / --skip left out")
     state = StateDir(tree.package_dir)
+    asked = token_limit or recorded(state.load(), tree)
+    limit = asked.limit if asked else None
     outcome = Outcome(Command.APPLY, tree, ExitCode.OK, "", notes=list(notes or []))
     in_store = shared_files.store_problem(tree)
     if in_store and not dry_run:  # not even the state folder may be made there
@@ -62,13 +70,15 @@ def apply(
 
     def judge() -> Plan | None:
         outcome.notes = list(notes_so_far)  # judged again when a writer began meanwhile
-        return _judge(outcome, state, patches, selected, dry_run, strict, refusal)
+        return _judge(outcome, state, patches, selected, dry_run, strict, refusal, limit, token_limit is not None)
 
     # Judged while no apply or revert is writing (the lock, shared): what it finds is true.
     plan = state.consistent(judge)
     if plan is None:
         if outcome.plan is not None and outcome.exit_code == ExitCode.OK and not dry_run:
-            adopted = _refresh_record(state, outcome.plan, partial=len(selected) < len(all_patches()))
+            adopted = _refresh_record(
+                state, outcome.plan, partial=len(selected) < len(all_patches()), asked=token_limit
+            )
             if adopted:
                 outcome.notes.append(adopted)
                 outcome.state = state_summary(state, state.load(), tree)
@@ -81,9 +91,9 @@ def apply(
         remove_temps(state, [f.path for f in plan.files])
         if recovered or not _still_current(plan):
             # Another run changed the tree while we waited for the lock: plan again.
-            plan = plan_tree(tree, selected, change=True)
+            plan = plan_tree(tree, selected, change=True, token_limit=limit)
         if plan.changes and not why_not_written(plan):
-            _write(outcome, plan, state)
+            _write(outcome, plan, state, asked)
         _report_plan(outcome, plan, state, dry_run)
         if recovered and not outcome.written and outcome.exit_code == ExitCode.OK:
             # The stopped run did the writing; "already applied" would hide that this one finished it.
@@ -99,29 +109,31 @@ def _judge(
     dry_run: bool,
     strict: bool,
     refusal: str | None,
+    limit: int | None = None,
+    limit_asked: bool = False,
 ) -> Plan | None:
     """The plan to write, or None: then ``outcome`` is the answer (refused, a dry run, or
     nothing to write)."""
     tree = outcome.tree
-    trusted = trusted_plan(tree, state, state.load()) if patches is None and not dry_run else None
+    trusted = trusted_plan(tree, state, state.load()) if patches is None and not dry_run and not limit_asked else None
     if trusted is not None and not (strict and outcome.warnings):
         _report_plan(outcome, trusted, state, dry_run, by_hash=True)
         return None
-    plan = plan_tree(tree, selected, change=True)
+    plan = plan_tree(tree, selected, change=True, token_limit=limit)
     if why_not_written(plan) or dry_run:
         if dry_run and refusal and plan.changes:
             outcome.notes.append(refusal.replace("refusing to patch, nothing was written", "apply would refuse"))
         _report_plan(outcome, plan, state, dry_run)
         return None
     if refusal and plan.changes:
-        _refuse(outcome, selected, state, refusal)
+        _refuse(outcome, selected, state, refusal, limit)
         return None
     if strict and outcome.warnings:
         headline = (
             f"--strict: nothing was written: {len(outcome.warnings)} warning(s) say the fused path "
             "would still not run on SM12x"
         )
-        _refuse(outcome, selected, state, headline)
+        _refuse(outcome, selected, state, headline, limit)
         return None
     if not plan.changes and not state.journal_path.exists():
         _report_plan(outcome, plan, state, dry_run)
@@ -129,17 +141,20 @@ def _judge(
     return plan
 
 
-def _refresh_record(state: StateDir, plan: Plan, partial: bool) -> str | None:
+def _refresh_record(state: StateDir, plan: Plan, partial: bool, asked: LimitAsk | None = None) -> str | None:
     """Nothing to write, but what verify may trust is stale (a newer sm120patch, or a version
     that appeared or moved since), or there is no record while apply was asked to leave
     patches out (``partial``): record it, so the next verify needs no parsing and judges
     against what was asked.  Only the manifest is written, under the lock, and only for this
-    tree.  Returns the note that says the state now names this tree's version, if it does."""
+    tree.  ``asked``: a fusion token limit already in force, now asked with another source
+    (``--fuse-up-to measured`` after ``512``).  Returns the note that says the state now names
+    this tree's version, if it does."""
     manifest = state.load()
     tree = plan.tree
     if manifest is None and not partial:
         return None
-    if manifest is not None and (not same_tree(tree, manifest) or trusted_plan(tree, state, manifest)):
+    same_ask = asked is None or (manifest is not None and manifest.token_limit == asked.to_json())
+    if manifest is not None and (not same_tree(tree, manifest) or (trusted_plan(tree, state, manifest) and same_ask)):
         return None
     with state.lock():
         now = state.load()
@@ -147,6 +162,8 @@ def _refresh_record(state: StateDir, plan: Plan, partial: bool) -> str | None:
             return None  # another run wrote meanwhile: its record stands
         manifest = now or Manifest(tree.version, str(tree.package_dir))
         adopted = _adopt(manifest, tree)
+        if asked is not None:
+            manifest.token_limit = asked.to_json()
         record(plan, manifest, [p.id for p in all_patches()])
         try:
             state.save(manifest)
@@ -170,7 +187,7 @@ def _adopt(manifest: Manifest, tree: SglangTree) -> str | None:
     )
 
 
-def _write(outcome: Outcome, plan: Plan, state: StateDir) -> None:
+def _write(outcome: Outcome, plan: Plan, state: StateDir, asked: LimitAsk | None = None) -> None:
     tree = outcome.tree
     found = shared_files.targets(tree, [f.rel for f in plan.changes])
     changes = _changes(plan)
@@ -189,6 +206,7 @@ def _write(outcome: Outcome, plan: Plan, state: StateDir) -> None:
         manifest = None
     manifest = manifest or Manifest(tree.version, str(tree.package_dir))
     entries = stage(state, changes, manifest)
+    manifest.token_limit = asked.to_json() if asked else None
     record(plan, manifest, [p.id for p in all_patches()])
     commit(state, entries, manifest, Op.APPLY)
     outcome.written = [e.rel for e in entries]
@@ -241,10 +259,10 @@ def _report_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool, b
     return outcome
 
 
-def _refuse(outcome: Outcome, patches: list[Patch], state: StateDir, headline: str) -> None:
+def _refuse(outcome: Outcome, patches: list[Patch], state: StateDir, headline: str, limit: int | None = None) -> None:
     """Nothing is written: each patch, and its evidence lines, as the files are now, not as
     the change that will not happen would leave them."""
-    plan = plan_tree(outcome.tree, patches, change=False)
+    plan = plan_tree(outcome.tree, patches, change=False, token_limit=limit)
     _report_plan(outcome, plan, state, dry_run=False)
     outcome.notes = [note for note in outcome.notes if note != HOST_HINT]
     outcome.exit_code, outcome.headline = ExitCode.NOT_AS_ASKED, headline

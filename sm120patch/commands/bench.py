@@ -102,17 +102,37 @@ def bench(
     # The plot first: a --plot that cannot be written is said in the one JSON object, beside
     # the measurements, and is exit 2.
     problem = draw_plot(render.plot, result, plot) if plot is not None else None
+    data = render.to_json(result)
+    kept = keep_result(tree, data)
     if as_json:
         from sm120patch.report.as_json import print_json
 
-        print_json(with_problem(render.to_json(result), problem))
+        print_json(with_problem(data, problem))
     else:
+        from rich.text import Text
+
         from sm120patch.report.as_text import console, error
 
         render.render(result, console())
+        console().print(Text(kept, style="dim"))
         if problem:
             error(problem)
     return int(ExitCode.ENVIRONMENT) if problem else int(result.exit_code)
+
+
+def keep_result(tree: Any, data: dict[str, Any]) -> str:
+    """Save ``data`` as the tree's last bench result (``apply --fuse-up-to measured``); the
+    sentence saying where, also put in ``data`` as ``kept``."""
+    from sm120patch.bench import saved
+
+    if tree is None:
+        line = "the result is not kept for `apply --fuse-up-to measured`: no sglang located"
+        data["kept"] = None
+        return line
+    problem = saved.save(tree, data)
+    path = str(saved.path(tree))
+    data["kept"] = None if problem else path
+    return problem or f"kept for `sm120patch apply --fuse-up-to measured`: {path}"
 
 
 def draw_plot(draw: Callable[[Any, Path], None], result: Any, path: Path) -> str | None:

@@ -14,7 +14,9 @@ from sm120patch.report.as_text import StatusLine
 
 #: Options that belong to the kernel bench only, and to --server only (for a clear refusal).
 KERNEL_ONLY = ("tokens", "replays", "model_config", "baseline", "no_custom_allreduce")
-SERVER_ONLY = ("model_path", "batch_sizes", "input_len", "output_len", "repeat", "server_args", "no_kernel")
+SERVER_ONLY = (
+    "model_path", "batch_sizes", "input_len", "output_len", "repeat", "server_args", "no_kernel", "fuse_up_to",
+)  # fmt: skip
 BUNDLED_LAYERS = 4  # the bundled dummy model's layers, where --layers is not given
 BUNDLED_HIDDEN = 7168  # and its hidden size, where --hidden is not given (the kernel bench's default too)
 FUSION_WORDS = ("flashinfer-allreduce-fusion", "flashinfer_allreduce_fusion")
@@ -57,6 +59,7 @@ def bench_server(
     server_args: tuple[str, ...],
     plot: Path | None,
     kernel: bool,
+    fuse_up_to: int | str | None = None,
 ) -> int:
     from sm120patch.bench.server import driver, render
     from sm120patch.doctor import launch as doctor
@@ -66,6 +69,11 @@ def bench_server(
         raise EnvironmentProblem("--server-arg must not set fusion: bench --server runs it off and on itself")
     sizes = parse_sizes(batch_sizes)
     tree = locate(python=python, sglang_path=sglang_path)
+    limits: tuple[int | None, int | None] = (None, None)
+    if fuse_up_to is not None:
+        from sm120patch.commands.fuse_limit import server_limits
+
+        limits = server_limits(tree, fuse_up_to, tp)
     settings = driver.Settings(
         python=doctor.default_python(tree, python),
         package_dir=tree.package_dir,
@@ -82,6 +90,8 @@ def bench_server(
         layers=layers,
         dtype=dtype,
         server_args=tuple(server_args),
+        fuse_up_to=limits[0],
+        sglang_limit=limits[1],
     )
     status = StatusLine(not as_json and sys.stderr.isatty(), "asking the serving interpreter for its GPUs")
     with status:

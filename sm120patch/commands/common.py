@@ -20,12 +20,12 @@ if TYPE_CHECKING:
     from sm120patch.plan.types import Plan
 
 
-def plan_tree(tree: SglangTree, patches: list[Patch], change: bool) -> Plan:
-    """Parse and check the targets.  Imported on use: a revert from saved state compares
-    hashes only and never loads libcst."""
+def plan_tree(tree: SglangTree, patches: list[Patch], change: bool, token_limit: int | None = None) -> Plan:
+    """Parse and check the targets (``token_limit``: the fusion token limit asked for).
+    Imported on use: a revert from saved state compares hashes only and never loads libcst."""
     from sm120patch.plan.planner import make_plan as plan
 
-    return plan(tree, patches, change)
+    return plan(tree, patches, change, token_limit)
 
 
 def plan_changes(plan: Plan) -> list[tuple[str, bytes, bytes]]:

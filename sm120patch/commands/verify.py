@@ -12,6 +12,7 @@ from sm120patch.locate.identity import same_tree
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import State
 from sm120patch.plan.current import judge
+from sm120patch.plan.token_limit import limit_note
 from sm120patch.plan.types import Plan
 from sm120patch.report.outcome import Command, FileStatus, Outcome
 from sm120patch.transaction.state import Manifest, StateDir
@@ -50,6 +51,9 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None) -> Outcome:
             f"the saved state was written when this sglang read as {version_text(manifest.sglang_version)}; its "
             "files still hold what apply wrote, so it is this tree's state (revert restores from it)"
         )
+    limit = limit_note(plan.reports, manifest, tree)
+    if limit:
+        outcome.notes.append(limit)
     if outcome.exit_code == ExitCode.OK:
         outcome.notes.append(HOST_HINT)
     if runtime_timeout is not None and not plan.refusal:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from sm120patch.doctor import allreduce, checks, launch
 from sm120patch.doctor.findings import DoctorReport, Severity
 from sm120patch.doctor.host import Host
+from sm120patch.doctor.token_limit import token_limit
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import State
 from sm120patch.plan import releases
@@ -54,6 +55,8 @@ def diagnose(
         report.findings += checks.refused(tree, refused, blocking)
     else:
         report.findings += checks.patches(tree, states, blocking)
+        if tree is not None:
+            report.findings += token_limit(tree, states, seen, tp)
     report.findings += checks.skipped(host)
     report.findings += checks.p2p(host, blocking, tp)
     report.findings += allreduce.allreduce(tree, host, tp)

@@ -45,6 +45,7 @@ class Edit(str, Enum):
     FLAG = "flag"  # ``_is_sm120_supported = ...`` at module level
     OR_TERM = "or-term"  # ``or <SM120 term>`` in an SM clause
     GUARD = "guard"  # existing statements moved under ``if not <SM12x term>:``
+    LIMIT = "limit"  # the fusion gate's token limit set lower (``apply --fuse-up-to N``, opt-in)
 
 
 class Kind(str, Enum):
@@ -101,6 +102,7 @@ class PatchContext:
     version: Version | None
     defines: Callable[[str, str], bool]  # does sglang module X define name N (statically)?
     provided: frozenset[str] = frozenset()  # names the patches this one requires will bind
+    token_limit: int | None = None  # what ``apply --fuse-up-to`` asked (or the last apply recorded)
 
     @property
     def release(self) -> str:
@@ -140,6 +142,7 @@ class Example:
     detail: str | None = None
     evidence: tuple[int, ...] | None = None
     undefined: tuple[str, ...] = ()
+    token_limit: int | None = None  # the ``--fuse-up-to`` this example runs with
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "before", _source(self.before))
@@ -150,7 +153,7 @@ class Example:
 
     def context(self, provided: frozenset[str] = frozenset()) -> PatchContext:
         """The context the example runs in: no release, ``provided`` by required patches."""
-        return PatchContext(None, lambda module, name: name not in self.undefined, provided)
+        return PatchContext(None, lambda module, name: name not in self.undefined, provided, self.token_limit)
 
 
 class Patch(ABC):

@@ -10,6 +10,7 @@ from sm120patch.locate.identity import same_tree
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import State
 from sm120patch.plan.registry import all_patches
+from sm120patch.plan.token_limit import recorded
 from sm120patch.plan.trust import trusted_plan
 from sm120patch.transaction.journal import interrupted
 from sm120patch.transaction.state import Manifest, StateDir
@@ -40,15 +41,17 @@ def _judge(tree: SglangTree, state: StateDir) -> Judged:
     interrupted(state)
     manifest = state.load()
     trusted = trusted_plan(tree, state, manifest)
-    plan = trusted or _parsed(tree)
+    plan = trusted or _parsed(tree, manifest)
     mark_skipped(plan, manifest)
     return Judged(plan, manifest, trusted is not None)
 
 
-def _parsed(tree: SglangTree) -> Plan:
+def _parsed(tree: SglangTree, manifest: Manifest | None) -> Plan:
+    """Every patch checked by structure, the token limit against the one the last apply recorded."""
     from sm120patch.plan.planner import make_plan  # loads libcst: only when parsing
 
-    return make_plan(tree, list(all_patches()), change=False)
+    asked = recorded(manifest, tree)
+    return make_plan(tree, list(all_patches()), change=False, token_limit=asked.limit if asked else None)
 
 
 def mark_skipped(plan: Plan, manifest: Manifest | None) -> None:

@@ -43,9 +43,11 @@ def _report(
     return PatchReport(patch.id, patch.summary, patch.requires, rel, state, detail, where, evidence or [], state_after)
 
 
-def plan_file(tree: SglangTree, rel: str, patches: list[Patch], change: bool) -> FilePlan:
+def plan_file(
+    tree: SglangTree, rel: str, patches: list[Patch], change: bool, token_limit: int | None = None
+) -> FilePlan:
     path = tree.path(rel)
-    base = PatchContext(tree.parsed_version, partial(static_names.defines, tree.package_dir))
+    base = PatchContext(tree.parsed_version, partial(static_names.defines, tree.package_dir), token_limit=token_limit)
     contexts = [replace(base, provided=provided_for(p)) for p in patches]
     try:
         original = path.read_bytes() if path.is_file() else None
@@ -92,17 +94,18 @@ def plan_file(tree: SglangTree, rel: str, patches: list[Patch], change: bool) ->
     return plan
 
 
-def make_plan(tree: SglangTree, patches: list[Patch], change: bool) -> Plan:
-    """Check (and with ``change``, transform in memory) every selected patch."""
+def make_plan(tree: SglangTree, patches: list[Patch], change: bool, token_limit: int | None = None) -> Plan:
+    """Check (and with ``change``, transform in memory) every selected patch; ``token_limit``:
+    the fusion token limit asked for (``apply --fuse-up-to``), None to leave it as it is."""
     refused = releases.refusal(tree)
     if refused:
         return Plan(tree, [], refused)
     by_file: dict[str, list[Patch]] = {}
     for patch in patches:
         by_file.setdefault(patch.target(tree.exists), []).append(patch)
-    plan = Plan(tree, [plan_file(tree, rel, group, change) for rel, group in by_file.items()])
+    plan = Plan(tree, [plan_file(tree, rel, group, change, token_limit) for rel, group in by_file.items()])
     if change and plan.drift:
         # Drift anywhere means nothing is written: report every file as it is now, not as
         # the change that will not happen would leave it.
-        return make_plan(tree, patches, change=False)
+        return make_plan(tree, patches, change=False, token_limit=token_limit)
     return plan

@@ -55,6 +55,7 @@ def _seal(manifest: Manifest) -> str:
         "patch_set": manifest.patch_set,
         "registry": manifest.registry,
         "checked": manifest.checked,
+        "token_limit": manifest.token_limit,
     }
     return sha256(json.dumps(fields, sort_keys=True).encode())
 

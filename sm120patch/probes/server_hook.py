@@ -17,6 +17,10 @@ start-up in every process of the run: the benchmark's main process and each TP r
   that raises: no multicast object is created on a shared machine;
 * writes ``<SM120PATCH_COUNT_DIR>/<pid>.json`` (atomically, at the first call, then at most
   once a second and at exit);
+* with ``SM120PATCH_FUSE_UP_TO=N`` set, sets the fusion gate module's token limit
+  (``FUSE_ALLREDUCE_MAX_BATCH_SIZE``) to N the moment that module has been executed, before
+  any other module imports the name, and records the value it replaced (``token_limit``): the
+  third setting of ``bench --server --fuse-up-to`` runs with N, the tree's files untouched;
 * then runs the ``sitecustomize`` it shadows, if there is one.
 
 Standard library only, any Python >= 3.8, no import from sm120patch (probes/__init__.py).
@@ -34,6 +38,9 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 COUNT_DIR_ENV = "SM120PATCH_COUNT_DIR"
+FUSE_UP_TO_ENV = "SM120PATCH_FUSE_UP_TO"
+LIMIT_NAME = "FUSE_ALLREDUCE_MAX_BATCH_SIZE"
+GATE_MODULES = ("sglang.srt.layers.communicator", "sglang.srt.layers.layer_boundary.residual.add_norm")
 SGLANG_FUSION = "sglang.srt.layers.flashinfer_comm_fusion"
 SGLANG_ENTRY = "flashinfer_allreduce_residual_rmsnorm"
 FLASHINFER_COMM = "flashinfer.comm"
@@ -53,6 +60,7 @@ _lock = threading.Lock()
 _counts: Dict[str, Dict[str, int]] = {}
 _loaded: List[str] = []
 _guarded: List[str] = []
+_limits: List[Dict[str, Any]] = []
 _state: Dict[str, Any] = {"dirty": False, "written": 0.0}
 
 
@@ -122,6 +130,8 @@ def _after_load(module: Any) -> None:
                 pass
         return
     _loaded.append(name)
+    if name in GATE_MODULES:
+        _set_limit(module)
     for (module_name, function_name), key in WRAPPED.items():
         function = getattr(module, function_name, None) if module_name == name else None
         if callable(function) and not getattr(function, "_sm120patch_counted", False):
@@ -129,6 +139,20 @@ def _after_load(module: Any) -> None:
     with _lock:
         _state["dirty"] = True
     flush()
+
+
+def _set_limit(module: Any) -> None:
+    """The gate module's token limit set to ``SM120PATCH_FUSE_UP_TO``, where both are integers."""
+    try:
+        wanted = int(os.environ.get(FUSE_UP_TO_ENV, ""))
+    except ValueError:
+        return
+    was = getattr(module, LIMIT_NAME, None)
+    if type(was) is not int:
+        return
+    setattr(module, LIMIT_NAME, wanted)
+    with _lock:
+        _limits.append({"module": module.__name__, "was": was, "now": wanted})
 
 
 class _Loader:
@@ -152,7 +176,7 @@ class _Finder:
     """A meta-path finder for the watched modules only: the spec the other finders give,
     with its loader wrapped."""
 
-    watched = frozenset([SGLANG_FUSION, FLASHINFER_COMM, *MULTICAST_MODULES])
+    watched = frozenset([SGLANG_FUSION, FLASHINFER_COMM, *MULTICAST_MODULES, *GATE_MODULES])
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if fullname not in self.watched:
@@ -194,6 +218,7 @@ def flush() -> None:
             "counts": {key: dict(value) for key, value in _counts.items()},
             "loaded": list(_loaded),
             "multicast_guarded": list(_guarded),
+            "token_limit": list(_limits),
         }
         _state["dirty"] = False
         _state["written"] = time.monotonic()

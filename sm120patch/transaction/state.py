@@ -32,8 +32,12 @@ from sm120patch import __version__
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.transaction.fsutil import atomic_write, fsync_dir, remove_tree, rename, unlink
 
-FORMAT = 2  # 2: the manifest also records what the last apply saw in each file (``checked``)
+FORMAT = 3  # 2: the manifest also records what the last apply saw in each file (``checked``)
+# 3: and the fusion token limit the last apply was asked for (``token_limit``); a manifest
+# without one is still written as 2, which every sm120patch since 2 reads
+FORMAT_WITHOUT_LIMIT = 2
 DIRNAME = ".sm120patch"
+BENCH_RESULT = "bench-last.json"  # bench's last result (bench/saved.py); a full revert removes it
 #: Times a writer makes the state directory and opens its lock before giving up: a revert that
 #: finishes meanwhile removes the directory between the two.
 LOCK_OPEN_TRIES = 5
@@ -64,6 +68,8 @@ class Manifest:
     # What the last apply saw in each file once the tree was written: plan/trust.py's
     # ``CheckedFile`` as JSON.  Written and read by trust.py alone; here it is only carried.
     checked: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The fusion token limit the last apply was asked for and its source (plan/token_limit.py).
+    token_limit: dict[str, Any] | None = None
     seal: str = ""  # sha256 over the fields above that plan/trust.py relies on
 
     def to_json(self) -> dict[str, Any]:
@@ -71,6 +77,8 @@ class Manifest:
         for rec in data["files"].values():
             if rec["link"] is None:  # what a file of its own had before links were recorded
                 del rec["link"]
+        if data["token_limit"] is None:  # as a manifest of a tool without --fuse-up-to has it
+            del data["token_limit"]
         return data
 
     @classmethod
@@ -161,7 +169,7 @@ class StateDir:
 
     def save(self, manifest: Manifest) -> None:
         manifest.updated = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        manifest.format = FORMAT
+        manifest.format = FORMAT if manifest.token_limit is not None else FORMAT_WITHOUT_LIMIT
         self.write_json(self.manifest_path, manifest.to_json())
 
     def load_journal(self) -> dict[str, Any] | None:
@@ -347,6 +355,7 @@ class StateDir:
         so that nothing of this tool is left in the sglang tree.  What must be kept (``stale-*``
         folders: an earlier release's backups, files a ``revert --force`` kept aside) keeps the
         directory; their names are returned."""
+        unlink(self.root / BENCH_RESULT)  # a measurement of this tree, no backup: it goes too
         kept = sorted(p.name for p in self.root.iterdir() if p.name not in ("lock", ".gitignore"))
         if not kept:
             unlink(self.root / ".gitignore")

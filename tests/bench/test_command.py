@@ -233,9 +233,11 @@ def test_the_text_report(measured: dict[str, Any]) -> None:
     assert code == 0 and stdout == ""
     assert measured["status"].made == [(False, "starting the ranks")]
     flat = " ".join(err.split())
-    assert flat.endswith(
+    assert (
         "indicative only (no sglang): fusion pays here at TP 2: 63 % to 84 % faster at 1 to 2048 tokens: leave it on"
-    )
+        " kept for `sm120patch apply --fuse-up-to measured`: "
+    ) in flat
+    assert flat.endswith("/sglang/.sm120patch/bench-last.json")
     assert "error:" not in err
 
 

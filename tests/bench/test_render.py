@@ -357,6 +357,18 @@ def test_the_whole_json_of_a_result() -> None:
             "above); saves up to 40 µs a step (67 %, 1 token)",
         },
         "notes": ["a note"],
+        "crossover": {
+            "reach": "never",
+            "tokens": None,
+            "limit": None,
+            "margin_pct": None,
+            "next_tokens": None,
+            "next_pct": None,
+            "against": "the allreduce alone (the unfused side ran stand-ins, not sglang's code)",
+            "noise_pct": 3.0,
+            "wrong": True,
+            "text": "crossover: none: a fused result was wrong, so fusion wins nowhere; keep fusion off",
+        },
     }
 
 
@@ -389,6 +401,7 @@ def test_the_whole_text_of_a_result() -> None:
         "2 layers (a model, hidden 64): 4 allreduce + add + RMSNorm sites a step; fusion on runs them as 4 fused "
         "kernels instead of 4 allreduces and 4 norm kernels, up to 2048 tokens a batch (unfused above);",
         "saves up to 40 µs a step (67 %, 1 token)",
+        "crossover: none: a fused result was wrong, so fusion wins nowhere; keep fusion off",
         "indicative only (why): advice",
     ]
 
@@ -428,9 +441,10 @@ def test_the_colours_say_faster_slower_wrong_and_the_verdict() -> None:
         "fused kernels instead of 4 allreduces and 4 norm kernels, up to 2048 tokens a batch (unfused above); "
         f"{end}",
         f"{dim}saves up to 40 µs a step (67 %, 1 token){end}",
+        "crossover: none: a fused result was wrong, so fusion wins nowhere; keep fusion off",
         "\x1b[1;33mindicative only (why): advice\x1b[0m",
     ]
-    assert len(lines) == 24
+    assert len(lines) == 25
 
 
 def test_the_estimate_colours_a_step_from_3_percent_saved_or_lost() -> None:
@@ -547,7 +561,16 @@ def test_the_plot_draws_three_lines_on_log_axes_with_the_verdict(
         ("ax.set_title", ("TP 2, hidden 1024, fp16",), {}),
         ("ax.grid", (True,), {"which": "both", "alpha": 0.3}),
         ("ax.legend", (), {"fontsize": 7}),
-        ("fig.text", (0.01, 0.01, "indicative only (why): advice"), {"fontsize": 6, "wrap": True}),
+        (
+            "fig.text",
+            (
+                0.01,
+                0.01,
+                "crossover: none: a fused result was wrong, so fusion wins nowhere; keep fusion off\n"
+                "indicative only (why): advice",
+            ),
+            {"fontsize": 6, "wrap": True},
+        ),
         ("fig.tight_layout", (), {"rect": (0, 0.05, 1, 1)}),
         ("fig.savefig", (target,), {}),
         ("plt.close", ("fig",), {}),
@@ -584,3 +607,20 @@ def test_on_a_narrow_terminal_each_row_stays_one_line() -> None:
     bottoms = [i for i, line in enumerate(lines) if line.startswith("└")]
     assert [bottom - top - 1 for top, bottom in zip(tables, bottoms, strict=True)] == [3, 3]
     assert lines[tables[0] + 1].startswith("│  1 │ 5.2/… │")
+
+
+def test_the_plot_marks_the_crossover_where_fusion_stops_winning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The two-H200 stand-in result: fusion wins at 1 and 128 tokens against the allreduce alone,
+    not at 2048: a dashed line at 128, named."""
+    calls: list[tuple] = []
+    fake = Recorder(calls)
+    monkeypatch.setitem(sys.modules, "matplotlib", fake)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", Recorder(calls, "plt"))
+    fake.pyplot = sys.modules["matplotlib.pyplot"]  # type: ignore[attr-defined]
+    render.plot(result(), tmp_path / "bench.svg")
+    named = {name: (args, kwargs) for name, args, kwargs in calls}
+    assert named["ax.axvline"] == ((128,), {"color": "grey", "linestyle": "--", "linewidth": 1})
+    assert named["ax.annotate"][0][:2] == ("fusion wins up to 128", (128, 0.95))
+    assert named["fig.text"][0][2].startswith("crossover: fusion wins at every size up to 128 tokens against")

@@ -54,6 +54,9 @@ OPTIONS: dict[str, dict[str, str]] = {
         "SM12x kernel); for image builds.",
         "--allow-missing-kernel": "Write even though the FlashInfer beside sglang has no SM12x allreduce kernel "
         "(fusion would then stop sglang <= 0.5.9 from starting, and change nothing in later releases).",
+        "--fuse-up-to N|measured": "Also lower sglang's fusion token limit to N tokens, or to the crossover the "
+        "last `sm120patch bench` saved for this tree (`measured`); never above sglang's own.",
+        "--tp INTEGER RANGE": "With --fuse-up-to measured: the TP sglang serves at (refuses another).  [x>=2]",
         **HELP,
     },
     "verify": {
@@ -110,6 +113,8 @@ OPTIONS: dict[str, dict[str, str]] = {
         "--output-len INTEGER RANGE": "--server: decode.  [default: 64; x>=2]",
         "--repeat INTEGER RANGE": "--server: runs per mode.  [default: 2; x>=1]",
         "--server-arg TEXT": "--server: one more argument for sglang.",
+        "--fuse-up-to N|measured": "--server: a third setting, fusion on up to N tokens (or the crossover bench "
+        "saved: `measured`).",
         "--no-kernel": "--server: skip the kernel-level bench that runs beside it (same TP, hidden size and dtype).",
         **HELP,
     },
@@ -238,6 +243,7 @@ def test_apply_hands_over_its_options(mini: Path, monkeypatch: pytest.MonkeyPatc
         "strict": False,
         "allow_missing_kernel": False,
         "timeout": 20.0,
+        "token_limit": None,
     }
     jrun(
         "apply", "--sglang-path", str(mini), "--only", "communicator-fusion-gate", "--strict",
@@ -254,6 +260,7 @@ def test_apply_hands_over_its_options(mini: Path, monkeypatch: pytest.MonkeyPatc
         "strict": True,
         "allow_missing_kernel": True,
         "timeout": 7.0,
+        "token_limit": None,
     }
 
 
@@ -408,7 +415,7 @@ def test_bench_server_hands_over_its_defaults_and_options(tmp_path: Path, monkey
     assert run("bench", "--server")[0] == 0
     assert bench.calls[-1] == (
         (None, None, False, None, "1,8,32,64", 256, 64, 2, 300.0, None, 7168, 4, "bf16", (), None),
-        {"kernel": True},
+        {"kernel": True, "fuse_up_to": None},
     )
     code, _, err = run(
         "bench", "--server", "--python", str(tmp_path / "py"), "--tp", "1", "--batch-sizes", "1,2",
@@ -422,7 +429,7 @@ def test_bench_server_hands_over_its_defaults_and_options(tmp_path: Path, monkey
             str(tmp_path / "py"), None, False, 1, "1,2", 1, 2, 1, 5.0, tmp_path, 1024, 2, "fp16", ("--a", "b"),
             tmp_path / "p.png",
         ),
-        {"kernel": False},
+        {"kernel": False, "fuse_up_to": None},
     )  # fmt: skip
 
 

@@ -27,6 +27,7 @@ def test_apply_verify_apply_again_revert(mini: Path) -> None:
         "communicator-flag": "pending",
         "communicator-fusion-gate": "pending",
         "fusion-backend-resolver": "not-needed",
+        "fusion-token-limit": "not-needed",
         "workspace-preflight": "pending",
         "server-args-auto-enable": "pending",
     }

@@ -214,6 +214,7 @@ PATCH_IDS = [
     "patch:communicator-import",
     "patch:communicator-flag",
     "patch:communicator-fusion-gate",
+    "patch:fusion-token-limit",
     "patch:fusion-backend-resolver",
     "patch:workspace-preflight",
     "patch:server-args-auto-enable",

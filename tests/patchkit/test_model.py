@@ -35,6 +35,7 @@ def test_the_words_reports_and_saved_state_use() -> None:
         "FLAG": "flag",
         "OR_TERM": "or-term",
         "GUARD": "guard",
+        "LIMIT": "limit",
     }
     assert {k.name: k.value for k in Kind} == {"FUNCTION": "function", "ASSIGNMENT": "assignment", "IMPORT": "import"}
     assert State("not-needed") is State.NOT_NEEDED and State.DRIFT == "drift"

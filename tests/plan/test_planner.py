@@ -62,7 +62,12 @@ def test_a_file_that_does_not_parse_is_drift_for_each_of_its_patches(tmp_path: P
     package = write_mini_sglang(tmp_path / "site", files=files)
     plan = make_plan(from_directory(package), list(all_patches()), change=True)
     broken = [r for r in plan.reports if r.file == COMM]
-    assert [r.id for r in broken] == ["communicator-import", "communicator-flag", "communicator-fusion-gate"]
+    assert [r.id for r in broken] == [
+        "communicator-import",
+        "communicator-flag",
+        "communicator-fusion-gate",
+        "fusion-token-limit",
+    ]
     for report in broken:
         assert (report.state, report.state_after, report.where) == (State.DRIFT, State.DRIFT, "")
         assert report.detail.startswith(f"{COMM}:") and "does not parse" in report.detail

@@ -16,7 +16,7 @@ from sm120patch.plan.registry import SelectionError, all_patches, select
 TESTS = Path(__file__).resolve().parents[1]
 
 IMPORT, FLAG, GATE = "communicator-import", "communicator-flag", "communicator-fusion-gate"
-INDEPENDENT = ("fusion-backend-resolver", "server-args-auto-enable", "workspace-preflight")
+INDEPENDENT = ("fusion-backend-resolver", "fusion-token-limit", "server-args-auto-enable", "workspace-preflight")
 
 
 def ids(only: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> list[str]:

@@ -175,6 +175,15 @@ def _differences(a: object, b: object, out: list[str]) -> None:
     ):
         out.append("or-term")  # a bare probe became `probe or <SM120 term>`
         return
+    if (
+        isinstance(a, ast.Constant)
+        and isinstance(b, ast.Constant)
+        and type(a.value) is int
+        and type(b.value) is int
+        and b.value != a.value
+    ):
+        out.append("limit")  # the fusion token limit set by `apply --fuse-up-to`
+        return
     if type(a) is not type(b):
         raise AssertionError(f"unexpected change: {_show(a)} -> {_show(b)}")
     if isinstance(a, ast.AST):

@@ -52,6 +52,7 @@ class Counts:
     other_kernel: Calls = field(default_factory=Calls)  # FlashInfer allreduce with another pattern
     ranks_fused: int = 0  # processes that launched the fused kernel
     multicast_guarded: bool = False
+    token_limits: set[int] = field(default_factory=set)  # the limits the hook set (bench --server --fuse-up-to)
 
     @property
     def ran(self) -> bool:
@@ -72,7 +73,8 @@ class Counts:
         return f"fused kernel called {self.calls}x{ranks} ({split})"
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        limits = {"token_limits": sorted(self.token_limits)} if self.token_limits else {}
+        return limits | {
             "processes": self.processes,
             "sglang_processes": self.sglang_processes,
             "fused_kernel": self.fused.as_json(),
@@ -105,6 +107,9 @@ def read(directory: Path) -> Counts:
         counts.processes += 1
         counts.sglang_processes += FUSION_MODULE in (data.get("loaded") or [])
         counts.multicast_guarded |= bool(data.get("multicast_guarded"))
+        for entry in data.get("token_limit") or []:
+            if isinstance(entry, dict) and type(entry.get("now")) is int:
+                counts.token_limits.add(entry["now"])
         fused_here = 0
         for key, value in (data.get("counts") or {}).items():
             if key == ENTRY:

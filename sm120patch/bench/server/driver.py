@@ -37,13 +37,14 @@ DTYPE_ARG = {"bf16": "bfloat16", "fp16": "float16"}
 MIN_FREE_FRACTION = 0.75
 PROBE_TIMEOUT_S = 60.0
 MODES = ("off", "on")
+LIMIT_MODE = "limit"  # fusion on, with the token limit of ``--fuse-up-to`` (the third setting)
 
 
-def order(repeat: int) -> list[tuple[int, str]]:
+def order(repeat: int, modes: tuple[str, ...] = MODES) -> list[tuple[int, str]]:
     """off, on, then on, off, ...: the first run of a process pays cold caches (Triton's
     autotuning, the first CUDA-graph capture), which on one H200 made the first run's decode
     0.91 ms against 0.54 ms for the same model at TP 1; alternating spreads that over both."""
-    return [(index, mode) for index in range(repeat) for mode in (MODES if index % 2 == 0 else MODES[::-1])]
+    return [(index, mode) for index in range(repeat) for mode in (modes if index % 2 == 0 else modes[::-1])]
 
 
 class RunStopped(EnvironmentProblem):
@@ -68,6 +69,18 @@ class Settings:
     layers: int
     dtype: str
     server_args: tuple[str, ...] = ()
+    fuse_up_to: int | None = None  # --fuse-up-to: a third setting, fusion on with this token limit
+    sglang_limit: int | None = None  # the release's own limit, which the "on" setting then runs with
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return (*MODES, LIMIT_MODE) if self.fuse_up_to is not None else MODES
+
+    def token_limit(self, mode: str) -> int | None:
+        """The limit the hook sets for a run of ``mode`` (None: the tree's own, untouched)."""
+        if self.fuse_up_to is None or mode == "off":
+            return None
+        return self.fuse_up_to if mode == LIMIT_MODE else self.sglang_limit
 
 
 @dataclass
@@ -209,9 +222,11 @@ def probe_env(package_dir: Path, first: tuple[Path, ...] = ()) -> dict[str, str]
     return env
 
 
-def run_env(hook_dir: Path, count_dir: Path, package_dir: Path) -> dict[str, str]:
+def run_env(hook_dir: Path, count_dir: Path, package_dir: Path, token_limit: int | None = None) -> dict[str, str]:
     env = probe_env(package_dir, (hook_dir,))
     env[server_hook.COUNT_DIR_ENV] = str(count_dir)
+    if token_limit is not None:
+        env[server_hook.FUSE_UP_TO_ENV] = str(token_limit)
     return env
 
 
@@ -228,7 +243,7 @@ def command(settings: Settings, module: str, model: config.Model, flags: Flags, 
     args += ["--batch-size", *map(str, settings.batch_sizes)]
     args += ["--input-len", str(settings.input_len), "--output-len", str(settings.output_len)]
     args += ["--run-name", f"sm120patch-{mode}-{index + 1}"]
-    args += list(flags.on if mode == "on" else flags.off)
+    args += list(flags.off if mode == "off" else flags.on)
     return args + list(settings.server_args)
 
 
@@ -245,16 +260,23 @@ def _model(settings: Settings, scratch: Path) -> config.Model:
     )
 
 
-def _check(run: Run, flags: Flags, tp: int) -> str | None:
-    """What a finished run did other than what it says; None when it did what it says."""
+def _check(run: Run, flags: Flags, tp: int, limit: int | None = None) -> str | None:
+    """What a finished run did other than what it says; None when it did what it says
+    (``limit``: the token limit the run was to have, set by the hook)."""
     counts = run.counts
+    if limit is not None and counts.processes and counts.token_limits != {limit}:
+        found = ", ".join(map(str, sorted(counts.token_limits))) or "none"
+        return (
+            f"the fusion-{run.mode} run was to fuse up to {limit} tokens, but the limits set in sglang's "
+            f"processes were: {found} (its gate module was not imported, or has no {server_hook.LIMIT_NAME})"
+        )
     if run.mode == "off" and counts.ran:
         hatch = "" if flags.off else " and the release has no option to stop that"
         return (
             f"the fusion-off run ({flags.off_text}) launched the fused kernel {counts.calls}x: sglang turned fusion "
             f"on by itself for this model{hatch}"
         )
-    if run.mode == "on" and not counts.ran:
+    if run.mode != "off" and not counts.ran:
         if run.fallbacks:
             line, why = run.fallbacks[0]
             said = f"{why}; sglang said: {line!r}"
@@ -330,19 +352,21 @@ def _run_all(
     runs: list[Run] = []
     problems: list[str] = []
     notes: list[str] = []
-    total = settings.repeat * len(MODES)
-    for index, mode in order(settings.repeat):
+    total = settings.repeat * len(settings.modes)
+    for index, mode in order(settings.repeat, settings.modes):
         count_dir = scratch / "counts" / f"{mode}-{index + 1}"
         count_dir.mkdir(parents=True)
         run = Run(mode, index + 1, command(settings, module, model, flags, mode, index))
         runs.append(run)
-        label = f"run {len(runs)}/{total}, fusion {mode}"
+        label = f"run {len(runs)}/{total}, fusion {mode}" + (
+            f" (up to {settings.fuse_up_to} tokens)" if mode == LIMIT_MODE else ""
+        )
         with open(scratch / "logs" / f"{mode}-{index + 1}.log", "w", encoding="utf-8") as log:
             _one(settings, run, count_dir, hook_dir, scratch, sweep, log, label, on_status)
         if run.error is not None:
             problems.append(f"the fusion-{mode} run failed: {run.error}")
             break
-        problem = _check(run, flags, _tp(settings))
+        problem = _check(run, flags, _tp(settings), settings.token_limit(mode))
         if problem:
             problems.append(problem)
             if settings.repeat > 1 and index + 1 < settings.repeat:
@@ -377,7 +401,7 @@ def _one(
     label: str,
     on_status: Callable[[str], None],
 ) -> None:
-    env = run_env(hook_dir, count_dir, settings.package_dir)
+    env = run_env(hook_dir, count_dir, settings.package_dir, settings.token_limit(run.mode))
     try:
         output = launch.run(
             run.command, env, scratch / "cwd", settings.timeout, log, lambda phase: on_status(f"{label}: {phase}")
@@ -398,6 +422,16 @@ def _one(
     _after(run, output.lines, count_dir, sweep)
 
 
+def _prefill(runs: list[Run], size: int) -> dict[str, list[float]]:
+    """Each setting's prefill latencies (s) at batch ``size``: where a lower token limit shows."""
+    found: dict[str, list[float]] = {}
+    for run in runs:
+        for m in run.measurements:
+            if m.batch_size == size and m.prefill_latency_s is not None:
+                found.setdefault(run.mode, []).append(m.prefill_latency_s)
+    return found
+
+
 def _read(log: TextIO) -> list[str]:
     log.flush()
     with open(log.name, encoding="utf-8", errors="replace") as handle:
@@ -409,9 +443,16 @@ def _rows(settings: Settings, runs: list[Run], notes: list[str]) -> list[Row]:
     for size in settings.batch_sizes:
         off = [ms for r in runs if r.mode == "off" and (ms := r.decode_ms(size)) is not None]
         on = [ms for r in runs if r.mode == "on" and (ms := r.decode_ms(size)) is not None]
-        pairs = min(sum(r.mode == m for r in runs) for m in MODES)
-        if off and on and len(off) >= pairs and len(on) >= pairs:
-            rows.append(Row(size, off, on))
+        limited = [ms for r in runs if r.mode == LIMIT_MODE and (ms := r.decode_ms(size)) is not None]
+        pairs = min(sum(r.mode == m for r in runs) for m in settings.modes)
+        if (
+            off
+            and on
+            and len(off) >= pairs
+            and len(on) >= pairs
+            and len(limited) >= pairs * (LIMIT_MODE in settings.modes)
+        ):
+            rows.append(Row(size, off, on, limited, _prefill(runs, size)))
         elif any(s[0] == size for r in runs for s in r.skipped):
             notes.append(f"batch {size} was skipped by sglang: it does not fit in the KV cache (max batch size limit)")
     return rows

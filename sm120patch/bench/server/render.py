@@ -103,7 +103,34 @@ def to_json(result: ServerResult) -> dict[str, Any]:
         "problems": result.problems,
         "notes": result.notes,
         "logs_kept": str(result.kept) if result.kept else None,
+        "three_settings": _three_json(result),
     }
+
+
+def _three_json(result: ServerResult) -> dict[str, Any] | None:
+    """With --fuse-up-to: off, on with sglang's limit, on with the limit asked, per batch size."""
+    s = result.settings
+    if s.fuse_up_to is None:
+        return None
+    return {
+        "sglang_limit": s.sglang_limit,
+        "fuse_up_to": s.fuse_up_to,
+        "rows": [
+            {
+                "batch_size": r.batch_size,
+                "prefill_tokens": r.batch_size * s.input_len,
+                "decode_ms": {"off": r.off, "on": r.on, "limit": r.limit},
+                "prefill_ms": {mode: _prefill_ms(r, mode) for mode in s.modes},
+                "limit_runs_ms": r.limit_ms,
+            }
+            for r in result.rows
+        ],
+    }
+
+
+def _prefill_ms(row: Any, mode: str) -> float | None:
+    value = row.prefill(mode)
+    return None if value is None else value * 1000.0
 
 
 def _ms(value: float) -> str:
@@ -140,12 +167,14 @@ def render(result: ServerResult, out: Console) -> None:
         )
     if result.rows:
         out.print(table)
+    if result.rows and s.fuse_up_to is not None:
+        _render_three(result, out)
     facts = [
         f"model: {result.model.describe()}; nothing downloaded",
         f"fusion on: {result.flags.on_text}; off: {result.flags.off_text}",
         f"{len(result.runs)} runs of {result.module} in {s.python}",
     ]
-    for mode in ("off", "on"):
+    for mode in s.modes:
         counted = [r for r in result.runs if r.mode == mode]
         said = [r.counts.describe() for r in counted]
         if said and len(set(said)) == 1:
@@ -165,6 +194,32 @@ def render(result: ServerResult, out: Console) -> None:
     out.print(Text(result.verdict.advice, style=_KIND_STYLE[result.verdict.kind]), width=min(WIDTH, out.width))
 
 
+def _render_three(result: ServerResult, out: Console) -> None:
+    """The three settings side by side: off, sglang's limit, the limit asked (--fuse-up-to)."""
+    from rich.table import Table
+
+    s = result.settings
+    table = Table(
+        title=f"three settings: off / on up to sglang's {s.sglang_limit} / on up to {s.fuse_up_to} tokens "
+        "(prefill: batch x input tokens)",
+        title_justify="left",
+        width=min(WIDTH, out.width),
+    )
+    headers = ("batch", "prefill tok", "prefill ms", "decode ms/tok")
+    for header in headers:
+        table.add_column(header, justify="right", no_wrap=True)
+    for row in result.rows:
+        prefill = [_prefill_ms(row, mode) for mode in s.modes]
+        decode = [row.off, row.on, row.limit]
+        table.add_row(
+            str(row.batch_size),
+            f"{row.batch_size * s.input_len:,}",
+            " / ".join("-" if v is None else _ms(v) for v in prefill),
+            " / ".join("-" if v is None else _ms(v) for v in decode),
+        )
+    out.print(table)
+
+
 def plot(result: ServerResult, path: Path) -> None:
     """Decode ms per token against batch size, off and on (median, with the runs' range)."""
     import matplotlib
@@ -177,6 +232,17 @@ def plot(result: ServerResult, path: Path) -> None:
     for medians, values, label in (
         ([r.off for r in result.rows], [r.off_ms for r in result.rows], f"fusion off ({result.flags.off_text})"),
         ([r.on for r in result.rows], [r.on_ms for r in result.rows], f"fusion on ({result.flags.on_text})"),
+        *(
+            [
+                (
+                    [r.limit or 0.0 for r in result.rows],
+                    [r.limit_ms for r in result.rows],
+                    f"fusion on up to {result.settings.fuse_up_to} tokens",
+                )
+            ]
+            if result.settings.fuse_up_to is not None
+            else []
+        ),
     ):
         low = [m - min(v) for m, v in zip(medians, values, strict=True)]
         high = [max(v) - m for m, v in zip(medians, values, strict=True)]

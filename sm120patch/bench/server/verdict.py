@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from sm120patch.bench.server.flags import Flags
@@ -40,6 +40,17 @@ class Row:
     batch_size: int
     off_ms: list[float]  # median decode step of each "off" run
     on_ms: list[float]
+    limit_ms: list[float] = field(default_factory=list)  # of each run with --fuse-up-to's limit
+    # each setting's prefill latencies (s): shown beside the three settings, not judged
+    prefill_s: dict[str, list[float]] = field(default_factory=dict, compare=False)
+
+    @property
+    def limit(self) -> float | None:
+        return statistics.median(self.limit_ms) if self.limit_ms else None
+
+    def prefill(self, mode: str) -> float | None:
+        values = self.prefill_s.get(mode)
+        return statistics.median(values) if values else None
 
     @property
     def off(self) -> float:

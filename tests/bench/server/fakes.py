@@ -132,6 +132,13 @@ def work(args, rank, fusion):
             say(f"skipping ({bs}, {il}, {ol}) due to max batch size limit")
             continue
         prefill = 0.02 * bs
+        try:  # a fake with a gate module: fusion costs 20 % at prefill, where the gate lets it through
+            from sglang.srt.layers import communicator
+
+            if fusion and communicator.apply_flashinfer_allreduce_fusion(bs * il):
+                prefill *= 1.2
+        except ImportError:
+            pass
         say(f"Prefill. latency: {prefill:6.5f} s, throughput: {il * bs / prefill:9.2f} token/s")
         latency = 0.01 * factor * (1 + bs / 64)
         for i in range(min(5, ol - 1)):
@@ -191,9 +198,11 @@ def fake_server_site(
     options: str = "backend",
     version: str = "0.5.14",
     layout: str = "benchmark/one_batch.py",
+    gate: str | None = None,
 ) -> Path:
     """A directory holding FakeTorch, FakeFlashInfer and FakeSglang; returns the sglang
-    package directory (for --sglang-path)."""
+    package directory (for --sglang-path).  ``gate``: FakeSglang's fusion gate module (its
+    ``communicator.py``), whose token limit the fake bench then obeys at prefill."""
     files = {
         "torch/__init__.py": textwrap.dedent(
             f'''\
@@ -240,6 +249,8 @@ def fake_server_site(
         "sglang/srt/layers/__init__.py": "",
         "sglang/srt/layers/flashinfer_comm_fusion.py": FUSION,
     }
+    if gate is not None:
+        files["sglang/srt/layers/communicator.py"] = gate
     if layout:
         files[f"sglang/{layout}"] = BENCH
         if "/" in layout:

@@ -54,6 +54,7 @@ def test_the_option_names_of_each_bench() -> None:
         "repeat",
         "server_args",
         "no_kernel",
+        "fuse_up_to",
     )
     assert bench_server.wrong_options(True, {"tokens", "replays", "tp"}) == (
         "--replays, --tokens belong to the kernel bench (without --server)"

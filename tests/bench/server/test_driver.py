@@ -256,3 +256,55 @@ def test_at_tp1_a_fusion_on_run_that_never_fused_says_there_is_no_allreduce(
     code, data = bench(fake_server_site(tmp_path, gpus=1), "--tp", "1", "--repeat", "1")
     assert code == 1
     assert data["problems"][0].endswith("but never ran: at TP 1 there is no allreduce to fuse")
+
+
+GATE = """\
+FUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048
+
+
+def apply_flashinfer_allreduce_fusion(batch_size):
+    return (_is_sm90_supported or _is_sm100_supported) and 0 < batch_size <= FUSE_ALLREDUCE_MAX_BATCH_SIZE
+
+
+_is_sm90_supported = _is_sm100_supported = True
+"""
+
+
+def test_three_settings_off_sglangs_limit_and_the_limit_asked(tmp_path: Path) -> None:
+    """The fake's gate obeys its limit at prefill (batch x input tokens), where fusion costs 20 %:
+    sglang's limit fuses the 8 x 64 prefill (512 tokens), --fuse-up-to 256 does not."""
+    package = fake_server_site(tmp_path, gpus=2, gate=GATE)
+    code, data = bench(
+        package, "--tp", "2", "--repeat", "1", "--batch-sizes", "8,64", "--input-len", "64", "--fuse-up-to", "256"
+    )
+    assert code == 0, data
+    assert [r["mode"] for r in data["runs"]] == ["off", "on", "limit"]
+    limits = {r["mode"]: r["counts"].get("token_limits") for r in data["runs"]}
+    assert limits == {"off": None, "on": [2048], "limit": [256]}  # set in every process by the hook
+    three = data["three_settings"]
+    assert (three["sglang_limit"], three["fuse_up_to"]) == (2048, 256)
+    small, large = three["rows"]
+    assert (small["prefill_tokens"], large["prefill_tokens"]) == (512, 4096)
+    assert small["prefill_ms"]["on"] == pytest.approx(1.2 * small["prefill_ms"]["off"])  # 512 <= 2048: fused
+    assert small["prefill_ms"]["limit"] == pytest.approx(small["prefill_ms"]["off"])  # 512 > 256: not
+    assert large["prefill_ms"]["on"] == pytest.approx(large["prefill_ms"]["off"])  # above 2048: unfused
+    assert small["decode_ms"]["limit"] == pytest.approx(small["decode_ms"]["on"])
+    assert (package / "srt/layers/communicator.py").read_text() == GATE  # the tree is not touched
+
+
+def test_three_settings_refuse_a_limit_above_sglangs_and_a_release_without_one(tmp_path: Path) -> None:
+    code, data = bench(fake_server_site(tmp_path / "a", gate=GATE), "--tp", "2", "--fuse-up-to", "4096")
+    assert code == 2 and "above sglang 0.5.14's own limit of 2048 tokens" in data["error"]
+    code, data = bench(fake_server_site(tmp_path / "b"), "--tp", "2", "--fuse-up-to", "512")
+    assert code == 2 and data["error"] == "--fuse-up-to: sglang 0.5.14 has no fusion token limit to lower"
+
+
+def test_three_settings_as_text_side_by_side(tmp_path: Path) -> None:
+    package = fake_server_site(tmp_path, gpus=1, gate=GATE)
+    args = ["--tp", "1", "--repeat", "1", "--batch-sizes", "8", "--input-len", "64", "--fuse-up-to", "256"]
+    code, _, err = run("bench", "--server", "--sglang-path", str(package), *FAST[:2], "--timeout", "20", *args)
+    assert code == 0, err
+    flat = " ".join(err.split())
+    assert "three settings: off / on up to sglang's 2048 / on up to 256 tokens" in flat
+    assert "│ 8 │ 512 │ 160 / 192 / 160 │" in flat  # prefill ms: off / sglang's limit / 256
+    assert "fusion limit: fused kernel called" in flat

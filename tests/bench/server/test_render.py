@@ -67,6 +67,7 @@ def test_the_json_object_of_a_result() -> None:
         "problems": [],
         "notes": ["a note"],
         "logs_kept": None,
+        "three_settings": None,
     }
     assert [(r["mode"], r["repeat"]) for r in runs] == [("off", 1), ("on", 1), ("on", 2), ("off", 2)]
     assert rows[0] == {

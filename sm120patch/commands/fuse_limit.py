@@ -1,0 +1,118 @@
+"""``apply --fuse-up-to N|measured``: the limit asked for, checked before anything is planned.
+
+A number must not be above sglang's own limit (the workspace is sized for it); ``measured``
+takes the crossover of the bench result saved in this tree, and only while that result is of
+this host, this release as installed now, these GPUs and, with ``--tp``, this TP.
+"""
+
+from __future__ import annotations
+
+from sm120patch.bench import saved
+from sm120patch.bench.verdict import Reach
+from sm120patch.errors import EnvironmentProblem
+from sm120patch.locate.tree import SglangTree
+from sm120patch.patches.fusion_token_limit import LIMIT_NAME
+from sm120patch.plan.token_limit import GIVEN, MEASURED, LimitAsk, mismatch, sglang_limit, sglang_sites
+
+GPU_TIMEOUT_S = 10.0
+
+
+def parse(value: str) -> int | str:
+    """``measured`` or a token count of at least 1; ValueError for anything else."""
+    if value.strip().lower() == MEASURED:
+        return MEASURED
+    number = int(value)
+    if number < 1:
+        raise ValueError(value)
+    return number
+
+
+def asked_limit(tree: SglangTree, value: int | str | None, tp: int | None) -> LimitAsk | None:
+    """What ``apply --fuse-up-to VALUE [--tp TP]`` asks for (None: leave the limit as it is)."""
+    if value is None:
+        if tp is not None:
+            raise EnvironmentProblem("--tp is for --fuse-up-to measured (the TP the saved bench result must have)")
+        return None
+    if tp is not None and value != MEASURED:
+        raise EnvironmentProblem(f"--tp is for --fuse-up-to measured, not --fuse-up-to {value}")
+    return resolve(tree, value, tp)
+
+
+def resolve(tree: SglangTree, value: int | str, tp: int | None) -> LimitAsk:
+    """The limit ``--fuse-up-to`` asks for, with its source; EnvironmentProblem (exit 2,
+    nothing written) for a limit above sglang's or a saved result that does not fit here."""
+    own = sglang_limit(tree)
+    if value == MEASURED:
+        ask = _measured(tree, tp, own)
+    else:
+        assert isinstance(value, int)
+        ask = LimitAsk(value, GIVEN)
+    if own is not None and ask.limit > own:
+        raise EnvironmentProblem(
+            f"--fuse-up-to {ask.limit} is above sglang {tree.version}'s own limit of {own} tokens: sglang sizes "
+            f"FlashInfer's workspace for {own} tokens (max_token_num), so a larger batch would overrun it or "
+            "stop at sglang's assert; the limit only goes down"
+        )
+    return ask
+
+
+def _measured(tree: SglangTree, tp: int | None, own: int | None) -> LimitAsk:
+    data = saved.load(tree)
+    if data is None:
+        raise EnvironmentProblem(
+            f"--fuse-up-to measured: no bench result is saved for {tree.package_dir}; run `sm120patch bench` first"
+        )
+    why = mismatch(tree, data["saved"], tp, _gpus())
+    if why:
+        raise EnvironmentProblem(f"--fuse-up-to measured: the saved bench result {why}; run `sm120patch bench` again")
+    found = saved.crossover_of(data)
+    facts = data["saved"]
+    if found.reach is Reach.NEVER:
+        raise EnvironmentProblem(
+            f"--fuse-up-to measured: fusion did not win at any size in the saved bench result ({found.text}); "
+            "keep fusion off instead"
+        )
+    limit = found.limit if found.reach is Reach.UP_TO else own
+    if limit is None:
+        raise EnvironmentProblem(
+            f"--fuse-up-to measured: fusion won at every measured size and sglang {tree.version} has no "
+            "limit of its own to keep"
+        )
+    return LimitAsk(
+        limit,
+        MEASURED,
+        facts.get("host"),
+        facts.get("tp"),
+        tuple(facts.get("gpus") or ()),
+        str(facts.get("date", ""))[:10] or None,
+        facts.get("release"),
+    )
+
+
+def _gpus() -> list[str] | None:
+    """This host's GPUs as nvidia-smi names them, or None where it does not answer (an image
+    build, a CPU host: then the GPU set is not compared)."""
+    from sm120patch.doctor import gpus
+
+    seen = gpus.from_nvidia_smi(GPU_TIMEOUT_S)
+    if not seen.answered:
+        return None
+    return [g.name for g in seen.gpus]
+
+
+def server_limits(tree: SglangTree, value: int | str, tp: int | None) -> tuple[int, int]:
+    """``bench --server --fuse-up-to VALUE``: (the limit of the third setting, sglang's own, which
+    the "on" setting runs with).  The hook sets the module constant in sglang's processes, so
+    a release whose gate also compares a literal (0.5.4 - 0.5.7) is refused."""
+    sites = sglang_sites(tree)
+    if not sites:
+        raise EnvironmentProblem(f"--fuse-up-to: sglang {tree.version} has no fusion token limit to lower")
+    literals = [site.where for site in sites if site.where != LIMIT_NAME]
+    if literals:
+        raise EnvironmentProblem(
+            f"bench --server --fuse-up-to sets {LIMIT_NAME} in sglang's processes, but sglang {tree.version}'s gate "
+            f"also compares a number ({literals[0]}): `sm120patch apply --fuse-up-to N` and a plain "
+            "`bench --server` compare the limits there"
+        )
+    ask = resolve(tree, value, tp)
+    return ask.limit, min(site.value for site in sites)

@@ -1,0 +1,74 @@
+"""doctor's word on sglang's fusion token limit: what it is, whether a measurement set it, and
+whether that measurement is still of this host (its name, release, TP and GPUs)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from sm120patch.doctor.findings import HostFinding, Severity
+from sm120patch.doctor.gpus import Gpu
+from sm120patch.locate.tree import SglangTree
+from sm120patch.patchkit.model import State
+from sm120patch.plan.token_limit import MEASURED, PATCH_ID, mismatch, recorded, sglang_limit
+from sm120patch.transaction.state import StateDir
+
+BENCH_THEN_APPLY = "`sm120patch bench`, then `sm120patch apply --fuse-up-to measured`"
+
+
+def token_limit(
+    tree: SglangTree, states: Mapping[str, State], gpus: tuple[Gpu, ...], tp: int | None
+) -> list[HostFinding]:
+    """One finding: the limit in force and where it came from (none where the release has no limit)."""
+    state = states.get(PATCH_ID)
+    if state not in (State.APPLIED, State.NOT_NEEDED, State.PENDING):
+        return []
+    source = f"sm120patch verify ({tree.package_dir})"
+    asked = recorded(StateDir(tree.package_dir).load(), tree)
+    if asked is None:
+        own = sglang_limit(tree)
+        if own is None:
+            return []
+        return [
+            HostFinding(
+                "token-limit",
+                Severity.INFO,
+                f"fusion token limit: sglang's own, {own} tokens (not measured here)",
+                f"fusion pays at decode sizes and may lose at prefill sizes: {BENCH_THEN_APPLY} keeps it "
+                "only where it wins on this host",
+                source,
+            )
+        ]
+    if state is not State.APPLIED:
+        return [
+            HostFinding(
+                "token-limit",
+                Severity.WARNING,
+                f"fusion token limit: the last apply asked for {asked.describe()}, but the code is {state.value}",
+                "run `sm120patch apply` to write it again",
+                source,
+            )
+        ]
+    if asked.source != MEASURED:
+        return [HostFinding("token-limit", Severity.OK, f"fusion token limit: {asked.describe()}", "", source)]
+    facts = {"host": asked.host, "release": asked.release, "tp": asked.tp, "gpus": list(asked.gpus)}
+    names = [g.name for g in gpus] if gpus else None
+    why = mismatch(tree, facts, tp, names)
+    if why:
+        return [
+            HostFinding(
+                "token-limit",
+                Severity.WARNING,
+                f"fusion token limit: {asked.describe()}; that measurement {why}",
+                f"measure again here: {BENCH_THEN_APPLY}",
+                source,
+            )
+        ]
+    return [
+        HostFinding(
+            "token-limit",
+            Severity.OK,
+            f"fusion token limit: {asked.describe()}; the measurement matches this host",
+            "",
+            source,
+        )
+    ]

@@ -1,0 +1,158 @@
+"""The fusion token limit an apply was asked for (``--fuse-up-to N`` or ``measured``), and
+where it came from: carried in the manifest, so verify can name it and a plain apply keeps it."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sm120patch.locate.tree import SglangTree
+from sm120patch.patchkit.layout import ADD_NORM, COMMUNICATOR
+from sm120patch.patchkit.model import State
+from sm120patch.plan.types import PatchReport
+from sm120patch.transaction.state import Manifest, StateDir
+
+GATE_FILES = (ADD_NORM, COMMUNICATOR)  # the gate's module, newest layout first
+
+PATCH_ID = "fusion-token-limit"
+
+GIVEN = "given"  # --fuse-up-to N
+MEASURED = "measured"  # --fuse-up-to measured: the crossover of the last bench on this host
+
+
+@dataclass(frozen=True)
+class LimitAsk:
+    """A fusion token limit and its source; for a measured one, the bench that measured it."""
+
+    limit: int
+    source: str = GIVEN
+    host: str | None = None
+    tp: int | None = None
+    gpus: tuple[str, ...] = ()
+    date: str | None = None
+    release: str | None = None
+
+    def describe(self) -> str:
+        """``limit 512, measured by bench on gpu7 at TP 2 on 2026-12-03`` / ``limit 512, given as --fuse-up-to 512``."""
+        if self.source == MEASURED:
+            return f"limit {self.limit}, measured by bench on {self.host} at TP {self.tp} on {self.date}"
+        return f"limit {self.limit}, given as --fuse-up-to {self.limit}"
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["gpus"] = list(self.gpus)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LimitAsk | None:
+        """None when ``data`` is not what ``to_json`` wrote (the ask is then unknown)."""
+        try:
+            limit = data["limit"]
+            if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+                return None
+            return cls(
+                limit,
+                str(data.get("source", GIVEN)),
+                data.get("host"),
+                data.get("tp"),
+                tuple(data.get("gpus") or ()),
+                data.get("date"),
+                data.get("release"),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+def recorded(manifest: Manifest | None, tree: SglangTree) -> LimitAsk | None:
+    """The limit the last apply of this very release was asked for, if any."""
+    if manifest is None or not manifest.token_limit or not tree.same_release(manifest.sglang_version):
+        return None
+    return LimitAsk.from_json(manifest.token_limit)
+
+
+def limit_note(reports: list[PatchReport], manifest: Manifest | None, tree: SglangTree) -> str | None:
+    """The fusion token limit in force and where it came from, as verify and doctor say it."""
+    report = next((r for r in reports if r.id == PATCH_ID), None)
+    if report is None or report.state is State.REFUSED:
+        return None
+    asked = recorded(manifest, tree)
+    if asked is None:
+        return report.detail if report.state is State.NOT_NEEDED and "in force" in report.detail else None
+    if report.state is State.APPLIED:
+        return f"fusion token limit in force: {asked.describe()}"
+    return (
+        f"fusion token limit asked by the last apply: {asked.describe()}; "
+        f"the code: {report.state.value}: {report.detail}"
+    )
+
+
+def gate_rel(tree: SglangTree) -> str:
+    """The gate's module in this tree (where the limit lives)."""
+    return next((rel for rel in GATE_FILES if tree.exists(rel)), GATE_FILES[-1])
+
+
+def sglang_sites(tree: SglangTree) -> list[Any] | None:
+    """The token limit's sites as sglang ships them in this tree (``fusion_token_limit.Site``):
+    read from the backup where the gate's module was patched, else from the file; None where
+    the release has none or the file cannot be read (the plan then says what is wrong)."""
+    import libcst as cst
+
+    from sm120patch.patches.fusion_token_limit import limit_sites
+
+    rel = gate_rel(tree)
+    state = StateDir(tree.package_dir)
+    manifest = state.load()
+    path = state.root / manifest.files[rel].backup if manifest and rel in manifest.files else tree.path(rel)
+    try:
+        found = limit_sites(cst.parse_module(path.read_bytes()))
+    except (OSError, cst.ParserSyntaxError):
+        return None
+    if isinstance(found, str) or not found[0]:
+        return None
+    return list(found[0])
+
+
+def sglang_limit(tree: SglangTree) -> int | None:
+    """The limit in force as sglang ships it in this tree (None: the release has none)."""
+    sites = sglang_sites(tree)
+    return min(site.value for site in sites) if sites else None
+
+
+def mismatch(tree: SglangTree, facts: dict, tp: int | None, gpus: list[str] | None = None) -> str | None:
+    """Why a saved result is not of this host, release, install, TP or GPU set (one clause), or None.
+    ``gpus``: this host's GPU names (None where nvidia-smi did not answer: not compared)."""
+    host = socket.gethostname()
+    if facts.get("host") != host:
+        return f"was measured on {facts.get('host')}, not on this host ({host})"
+    if not tree.same_release(facts.get("release")):
+        return f"was measured with sglang {facts.get('release')}, not {tree.version}"
+    if tp is not None and facts.get("tp") != tp:
+        return f"was measured at TP {facts.get('tp')}, not TP {tp}"
+    then = facts.get("gate_record_sha256")
+    now = tree.record.sha256(gate_rel(tree))
+    if then and now and then != now:
+        return "is older than the installed sglang files (RECORD lists other hashes: reinstalled since)"
+    installed = _installed_at(tree)
+    epoch = facts.get("epoch")
+    if installed is not None and isinstance(epoch, (int, float)) and epoch < installed:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(installed))
+        return f"is older than the installed sglang files (installed {when})"
+    measured = Counter(facts.get("gpus") or [])
+    if gpus is not None and measured and measured - Counter(gpus):
+        here = ", ".join(gpus) or "none"
+        return f"was measured on {', '.join(measured.elements())}, not on this host's GPUs ({here})"
+    return None
+
+
+def _installed_at(tree: SglangTree) -> float | None:
+    """When pip wrote this install (its RECORD), where it did."""
+    if tree.dist_info is None:
+        return None
+    try:
+        return (tree.dist_info / "RECORD").stat().st_mtime
+    except OSError:
+        return None

@@ -1,0 +1,77 @@
+"""doctor on sglang's fusion token limit: sglang's own, given, measured here, measured elsewhere,
+and asked but no longer in the code (the miniature release with the limit)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from sm120patch.doctor.findings import Severity
+from sm120patch.doctor.gpus import Gpu
+from sm120patch.doctor.patch_states import patch_states
+from sm120patch.doctor.token_limit import token_limit
+from sm120patch.locate.tree import from_directory
+from sm120patch.transaction.state import StateDir
+from tests.commands.test_fuse_up_to import LIMITED, save_recorded
+from tests.support.cli import jrun
+from tests.support.mini_sglang import COMM, FILES, write_mini_sglang
+
+H200S = (Gpu(0, "NVIDIA H200", (9, 0)), Gpu(1, "NVIDIA H200", (9, 0)))
+
+
+@pytest.fixture
+def package(tmp_path: Path) -> Path:
+    return write_mini_sglang(tmp_path / "site", files={**FILES, COMM: LIMITED})
+
+
+def said(package: Path, gpus: tuple[Gpu, ...] = H200S, tp: int | None = 2) -> tuple[Severity, str, str]:
+    tree = from_directory(package)
+    (finding,) = token_limit(tree, patch_states(tree), gpus, tp)
+    assert finding.id == "token-limit"
+    return finding.severity, finding.summary, finding.detail
+
+
+def test_sglangs_own_limit_is_told_with_how_to_measure_it(package: Path) -> None:
+    severity, summary, detail = said(package)
+    assert (severity, summary) == (Severity.INFO, "fusion token limit: sglang's own, 2048 tokens (not measured here)")
+    assert "`sm120patch apply --fuse-up-to measured`" in detail
+
+
+def test_a_given_limit_is_ok_and_named(package: Path) -> None:
+    assert jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "300")[0] == 0
+    assert said(package)[:2] == (Severity.OK, "fusion token limit: limit 300, given as --fuse-up-to 300")
+
+
+def test_a_measured_limit_matches_this_host_or_says_what_changed(package: Path) -> None:
+    save_recorded(package)
+    assert jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "measured")[0] == 0
+    severity, summary, _ = said(package)
+    assert severity is Severity.OK and summary.endswith("; the measurement matches this host")
+    assert f"limit 512, measured by bench on {socket.gethostname()} at TP 2 on " in summary
+    assert said(package, tp=4)[0] is Severity.WARNING
+    assert "was measured at TP 2, not TP 4" in said(package, tp=4)[1]
+    blackwell = (Gpu(0, "NVIDIA RTX PRO 6000 Blackwell", (12, 0)),) * 2
+    assert "not on this host's GPUs" in said(package, gpus=blackwell)[1]
+    assert said(package, gpus=(), tp=None)[0] is Severity.OK  # nvidia-smi silent: GPUs not compared
+    state = StateDir(package)
+    manifest = json.loads(state.manifest_path.read_text())
+    manifest["token_limit"]["host"] = "elsewhere"
+    state.manifest_path.write_text(json.dumps(manifest))
+    assert "was measured on elsewhere, not on this host" in said(package)[1]
+
+
+def test_a_limit_asked_but_gone_from_the_code_is_a_warning(package: Path) -> None:
+    assert jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "256")[0] == 0
+    path = package / COMM
+    path.write_text(path.read_text().replace("= 256", "= 1000"))
+    severity, summary, detail = said(package)
+    assert severity is Severity.WARNING and "but the code is pending" in summary
+    assert detail == "run `sm120patch apply` to write it again"
+
+
+def test_a_release_without_the_limit_has_no_finding(tmp_path: Path) -> None:
+    tree = from_directory(write_mini_sglang(tmp_path / "site"))
+    assert token_limit(tree, patch_states(tree), H200S, 2) == []

@@ -1,0 +1,164 @@
+"""fusion-token-limit: its named examples and self-description, and sglang's own gate run with
+the lowered limit (a batch above it is no longer fused, one at or below it still is)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from sm120patch.commands.apply import apply as apply_tree
+from sm120patch.commands.revert import revert as revert_tree
+from sm120patch.commands.verify import verify as verify_tree
+from sm120patch.locate.tree import from_directory
+from sm120patch.patches.fusion_token_limit import LIMIT_NAME
+from sm120patch.patchkit.layout import ADD_NORM, COMMUNICATOR
+from sm120patch.patchkit.model import Example, State
+from sm120patch.plan.registry import by_id
+from sm120patch.plan.token_limit import LimitAsk
+from tests.support.patch_checks import (
+    check_anchor_files,
+    check_description,
+    check_example,
+    check_examples_cover,
+    example_params,
+)
+from tests.support.realtrees import copy_release, intended_changes, sha256
+from tests.support.sglang_exec import load_function
+
+PATCH = by_id()["fusion-token-limit"]
+
+
+@pytest.mark.parametrize("example", example_params(PATCH))
+def test_example_gives_its_state_and_code(example: Example) -> None:
+    check_example(PATCH, example)
+
+
+def test_describes_itself_and_anchors_in_known_files() -> None:
+    check_description(PATCH)
+    check_anchor_files(PATCH)
+    assert "max_token_num" in PATCH.doc  # how sglang sizes the workspace a larger limit would overrun
+
+
+def test_examples_are_distinct_and_cover_pending_and_drift() -> None:
+    check_examples_cover(PATCH)
+
+
+def test_is_opt_in_and_requires_nothing() -> None:
+    assert PATCH.requires == () and PATCH.provides == ()
+    assert all(a.expect.value == "not-needed" for a in PATCH.anchors)
+
+
+# --- real releases (slow tier) -----------------------------------------------------------------
+
+#: One release of each era with the limit: the method gate and its literal (0.5.4 - 0.5.7), the
+#: module function (0.5.8 - 0.5.20, three spellings of the flag term), add_norm.py (0.5.21), renamed (0.5.22+).
+LIMIT_ERAS = ["0.5.4", "0.5.7", "0.5.9", "0.5.14", "0.5.17", "0.5.21", "0.5.23"]
+GATES = {
+    "0.5.9": (COMMUNICATOR, "apply_flashinfer_allreduce_fusion"),
+    "0.5.14": (COMMUNICATOR, "apply_flashinfer_allreduce_fusion"),
+    "0.5.17": (COMMUNICATOR, "apply_flashinfer_allreduce_fusion"),
+    "0.5.21": (ADD_NORM, "apply_flashinfer_allreduce_fusion"),
+    "0.5.23": (ADD_NORM, "flashinfer_ar_fusion_applies"),
+}
+
+
+def sm120_host_with_fusion_on() -> dict[str, Any]:
+    """What sglang's gate reads besides the batch, on an SM120 host with fusion asked for: named fakes."""
+    server_args = SimpleNamespace(
+        enable_flashinfer_allreduce_fusion=True,
+        flashinfer_allreduce_fusion_backend="trtllm",
+        comm=SimpleNamespace(flashinfer_allreduce_fusion_backend="trtllm"),
+    )
+    return {
+        "_is_sm90_supported": False,  # the GPU's capability: 12.0
+        "_is_sm100_supported": False,
+        "_is_sm120_supported": True,
+        "_is_flashinfer_available": True,
+        "is_dp_attention_enabled": lambda: False,
+        "get_global_server_args": lambda: server_args,
+        "get_exec": lambda: server_args,
+        "uses_cutedsl_ar_fusion": lambda: False,
+        "is_flashinfer_allreduce_unavailable": lambda: False,
+    }
+
+
+def limits_in(source: bytes) -> list[int]:
+    """Every value of the token limit in ``source``, read with ast (not by the patch's code)."""
+    values = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [LIMIT_NAME]:
+            values.append(node.value.value)  # type: ignore[attr-defined]
+        if isinstance(node, ast.Compare) and isinstance(node.ops[-1], ast.LtE):
+            if isinstance(node.comparators[-1], ast.Constant) and "shape" in ast.unparse(node.left):
+                values.append(node.comparators[-1].value)
+    return values
+
+
+@pytest.mark.slow  # real sglang releases from the package index
+@pytest.mark.parametrize("version", LIMIT_ERAS)
+def test_a_real_release_lowered_verified_replanned_and_reverted_byte_for_byte(version: str, tmp_path: Path) -> None:
+    package = copy_release(version, tmp_path / "site")
+    tree = from_directory(package)
+    rel = PATCH.target(tree.exists)
+    original = (package / rel).read_bytes()
+    assert min(limits_in(original)) == 2048  # sglang's own, in every era
+    before = {p: sha256(p) for p in package.rglob("*.py")}
+    first = apply_tree(tree, token_limit=LimitAsk(512))
+    assert first.exit_code == 0, first.headline
+    assert set(limits_in((package / rel).read_bytes())) == {512}
+    assert intended_changes(original, (package / rel).read_bytes()).count("limit") == len(limits_in(original))
+    checked = verify_tree(tree)
+    assert checked.exit_code == 0
+    assert "fusion token limit in force: limit 512, given as --fuse-up-to 512" in checked.notes
+    assert {r.id: r.state for r in checked.plan.reports}[PATCH.id] is State.APPLIED  # type: ignore[union-attr]
+    again = apply_tree(tree, token_limit=LimitAsk(64))  # another N re-plans from the patched file
+    assert again.exit_code == 0 and again.written == [rel]
+    assert set(limits_in((package / rel).read_bytes())) == {64}
+    plain = apply_tree(tree)  # without --fuse-up-to: the limit stays, nothing is written
+    assert plain.exit_code == 0 and plain.written == [] and set(limits_in((package / rel).read_bytes())) == {64}
+    back = revert_tree(tree)
+    assert back.exit_code == 0, back.headline
+    assert {p: sha256(p) for p in package.rglob("*.py")} == before
+    assert not (package / ".sm120patch").exists()
+
+
+@pytest.mark.slow  # real sglang releases from the package index
+@pytest.mark.parametrize("version", sorted(GATES))
+def test_sglangs_own_gate_no_longer_fuses_above_the_lowered_limit(version: str, tmp_path: Path) -> None:
+    package = copy_release(version, tmp_path / "site")
+    tree = from_directory(package)
+    assert apply_tree(tree, token_limit=LimitAsk(512)).exit_code == 0
+    rel, name = GATES[version]
+    gate = release_gate(package / rel, name)
+    assert [bool(gate(n)) for n in (1, 511, 512, 513, 2048)] == [True, True, True, False, False]
+    assert revert_tree(tree).exit_code == 0
+    # The pristine gate knows no SM120: run it as on an H200.
+    gate = release_gate(package / rel, name, _is_sm90_supported=True)
+    assert [bool(gate(n)) for n in (512, 513, 2048, 2049)] == [True, True, True, False]
+
+
+def release_gate(path: Path, name: str, **host: Any) -> Any:
+    """The gate ``name`` of ``path`` as sglang has it, with the module's own limit constant,
+    on the host ``sm120_host_with_fusion_on`` describes (``host``: what differs)."""
+    source = path.read_bytes()
+    namespace = {**sm120_host_with_fusion_on(), **host}
+    limit = [
+        s
+        for s in ast.parse(source).body
+        if isinstance(s, ast.Assign) and [getattr(t, "id", None) for t in s.targets] == [LIMIT_NAME]
+    ]
+    exec(compile(ast.Module(limit, type_ignores=[]), str(path), "exec"), namespace)
+    return load_function(source, name, namespace, str(path))
+
+
+@pytest.mark.slow  # a real release older than the limit (and than fusion itself)
+def test_a_release_without_the_limit_refuses_and_writes_nothing(tmp_path: Path) -> None:
+    package = copy_release("0.5.3", tmp_path / "site")
+    before = {p: sha256(p) for p in package.rglob("*.py")}
+    outcome = apply_tree(from_directory(package), token_limit=LimitAsk(512))
+    assert outcome.exit_code == 1
+    assert {p: sha256(p) for p in package.rglob("*.py")} == before
