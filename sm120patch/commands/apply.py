@@ -3,6 +3,8 @@ atomically under the lock (the journal protocol in ``transaction/journal.py``)."
 
 from __future__ import annotations
 
+import contextlib
+
 from sm120patch.commands.common import (
     HOST_HINT,
     file_statuses,
@@ -19,6 +21,7 @@ from sm120patch.commands.common import (
 from sm120patch.errors import EnvironmentProblem, ExitCode
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import Patch
+from sm120patch.plan.gate_sweep import Sweep, remember, sweep_tree
 from sm120patch.plan.registry import all_patches
 from sm120patch.plan.trust import record, trusted_plan
 from sm120patch.plan.types import Plan
@@ -49,17 +52,20 @@ def apply(
     if note:
         outcome.notes.append(note)
     selected = patches if patches is not None else list(all_patches())
-    notes_so_far = list(outcome.notes)
+    notes_so_far, warnings_so_far = list(outcome.notes), list(outcome.warnings)
+    swept: list[Sweep] = []  # the sweep of SM checks of the tree as judged
 
     def judge() -> Plan | None:
         outcome.notes = list(notes_so_far)  # judged again when a writer began meanwhile
-        return _judge(outcome, state, patches, selected, dry_run, strict, refusal)
+        outcome.warnings = list(warnings_so_far)
+        return _judge(outcome, state, patches, selected, dry_run, strict, refusal, swept)
 
     # Judged while no apply or revert is writing (the lock, shared): what it finds is true.
     plan = state.consistent(judge)
     if plan is None:
         if outcome.plan is not None and outcome.exit_code == ExitCode.OK and not dry_run:
             _refresh_record(state, outcome.plan, partial=len(selected) < len(all_patches()))
+            _remember_sweep(state, outcome.plan.tree, swept)
         return outcome
     with state.lock():
         recovered = recover(state)
@@ -69,8 +75,13 @@ def apply(
         if recovered or not _still_current(plan):
             # Another run changed the tree while we waited for the lock: plan again.
             plan = plan_tree(tree, selected, change=True)
+            _sweep(outcome, plan, swept, warnings_so_far)
         if plan.changes and not why_not_written(plan):
             _write(outcome, plan, state)
+            manifest = state.load()
+            if swept and manifest is not None:  # under the lock already, as the tree now stands
+                with contextlib.suppress(OSError):
+                    remember(tree, state, manifest, swept[0])
         _report_plan(outcome, plan, state, dry_run)
         if recovered and not outcome.written and outcome.exit_code == ExitCode.OK:
             # The stopped run did the writing; "already applied" would hide that this one finished it.
@@ -86,34 +97,60 @@ def _judge(
     dry_run: bool,
     strict: bool,
     refusal: str | None,
+    swept: list[Sweep],
 ) -> Plan | None:
     """The plan to write, or None: then ``outcome`` is the answer (refused, a dry run, or
-    nothing to write)."""
+    nothing to write).  ``swept`` gets the sweep of SM checks, its warnings go to ``outcome``."""
     tree = outcome.tree
-    trusted = trusted_plan(tree, state, state.load()) if patches is None and not dry_run else None
-    if trusted is not None and not (strict and outcome.warnings):
-        _report_plan(outcome, trusted, state, dry_run, by_hash=True)
-        return None
+    manifest = state.load()
+    warnings = list(outcome.warnings)
+    trusted = trusted_plan(tree, state, manifest) if patches is None and not dry_run else None
+    if trusted is not None:
+        swept[:] = [sweep_tree(tree, trusted, manifest, trusted=True)]
+        outcome.warnings = warnings + swept[0].warnings
+        if not (strict and outcome.warnings):
+            _report_plan(outcome, trusted, state, dry_run, by_hash=True)
+            return None
     plan = plan_tree(tree, selected, change=True)
+    _sweep(outcome, plan, swept, warnings)
     if why_not_written(plan) or dry_run:
         if dry_run and refusal and plan.changes:
             outcome.notes.append(refusal.replace("refusing to patch, nothing was written", "apply would refuse"))
         _report_plan(outcome, plan, state, dry_run)
         return None
     if refusal and plan.changes:
-        _refuse(outcome, selected, state, refusal)
+        _refuse(outcome, selected, state, refusal, swept)
         return None
     if strict and outcome.warnings:
         headline = (
             f"--strict: nothing was written: {len(outcome.warnings)} warning(s) say the fused path "
             "would still not run on SM12x"
         )
-        _refuse(outcome, selected, state, headline)
+        _refuse(outcome, selected, state, headline, swept)
         return None
     if not plan.changes and not state.journal_path.exists():
         _report_plan(outcome, plan, state, dry_run)
         return None
     return plan
+
+
+def _sweep(outcome: Outcome, plan: Plan, swept: list[Sweep], warnings: list[str]) -> None:
+    """The SM checks no patch owns in the tree as ``plan`` leaves it, as warnings."""
+    swept[:] = [sweep_tree(outcome.tree, plan, None, trusted=False)]
+    outcome.warnings = warnings + swept[0].warnings
+
+
+def _remember_sweep(state: StateDir, tree: SglangTree, swept: list[Sweep]) -> None:
+    """Nothing to write, but the sweep was not read from a record that holds: record it
+    beside a manifest that verify trusts, so that verify need not read the package again
+    (``gate_sweep.remember``).  Best effort: without a record, verify sweeps the package."""
+    if not swept or swept[0].recalled or state.load() is None:
+        return  # a tree without saved state keeps none (patched by hand, say)
+    with contextlib.suppress(OSError), state.lock():
+        manifest = state.load()
+        if manifest is None or trusted_plan(tree, state, manifest) is None:
+            return
+        remember(tree, state, manifest, swept[0])
 
 
 def _refresh_record(state: StateDir, plan: Plan, partial: bool) -> None:
@@ -203,10 +240,13 @@ def _report_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool, b
     return outcome
 
 
-def _refuse(outcome: Outcome, patches: list[Patch], state: StateDir, headline: str) -> None:
-    """Nothing is written: each patch, and its evidence lines, as the files are now, not as
-    the change that will not happen would leave them."""
+def _refuse(outcome: Outcome, patches: list[Patch], state: StateDir, headline: str, swept: list[Sweep]) -> None:
+    """Nothing is written: each patch, its evidence lines and the SM checks no patch owns, as
+    the files are now, not as the change that will not happen would leave them."""
     plan = plan_tree(outcome.tree, patches, change=False)
+    if swept:
+        base = outcome.warnings[: len(outcome.warnings) - len(swept[0].warnings)]
+        _sweep(outcome, plan, swept, base)
     _report_plan(outcome, plan, state, dry_run=False)
     outcome.notes = [note for note in outcome.notes if note != HOST_HINT]
     outcome.exit_code, outcome.headline = ExitCode.NOT_AS_ASKED, headline
