@@ -21,7 +21,7 @@ from sm120patch.commands.common import (
 from sm120patch.errors import EnvironmentProblem, ExitCode
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import Patch
-from sm120patch.plan.gate_sweep import Sweep, remember, sweep_tree
+from sm120patch.plan.gate_sweep import Prefetch, Sweep, prefetch, remember, sweep_tree
 from sm120patch.plan.registry import all_patches
 from sm120patch.plan.trust import record, trusted_plan
 from sm120patch.plan.types import Plan
@@ -45,6 +45,7 @@ def apply(
     warning about the fused path refuses it too, for image builds.  ``timeout``: how long
     nvidia-smi may take to say whether this host has an SM12x GPU."""
     state = StateDir(tree.package_dir)
+    read = [prefetch(tree)]  # the sweep's reading, beside the planning; used once
     outcome = Outcome(Command.APPLY, tree, ExitCode.OK, "", notes=list(notes or []))
     outcome.warnings = fused_path_warnings(tree)
     refusal = None if allow_missing_kernel else missing_kernel_refusal(tree)
@@ -58,7 +59,7 @@ def apply(
     def judge() -> Plan | None:
         outcome.notes = list(notes_so_far)  # judged again when a writer began meanwhile
         outcome.warnings = list(warnings_so_far)
-        return _judge(outcome, state, patches, selected, dry_run, strict, refusal, swept)
+        return _judge(outcome, state, patches, selected, dry_run, strict, refusal, swept, read)
 
     # Judged while no apply or revert is writing (the lock, shared): what it finds is true.
     plan = state.consistent(judge)
@@ -98,6 +99,7 @@ def _judge(
     strict: bool,
     refusal: str | None,
     swept: list[Sweep],
+    read: list[Prefetch | None],
 ) -> Plan | None:
     """The plan to write, or None: then ``outcome`` is the answer (refused, a dry run, or
     nothing to write).  ``swept`` gets the sweep of SM checks, its warnings go to ``outcome``."""
@@ -112,7 +114,7 @@ def _judge(
             _report_plan(outcome, trusted, state, dry_run, by_hash=True)
             return None
     plan = plan_tree(tree, selected, change=True)
-    _sweep(outcome, plan, swept, warnings)
+    _sweep(outcome, plan, swept, warnings, read)
     if why_not_written(plan) or dry_run:
         if dry_run and refusal and plan.changes:
             outcome.notes.append(refusal.replace("refusing to patch, nothing was written", "apply would refuse"))
@@ -134,9 +136,13 @@ def _judge(
     return plan
 
 
-def _sweep(outcome: Outcome, plan: Plan, swept: list[Sweep], warnings: list[str]) -> None:
-    """The SM checks no patch owns in the tree as ``plan`` leaves it, as warnings."""
-    swept[:] = [sweep_tree(outcome.tree, plan, None, trusted=False)]
+def _sweep(
+    outcome: Outcome, plan: Plan, swept: list[Sweep], warnings: list[str], read: list[Prefetch | None] | None = None
+) -> None:
+    """The SM checks no patch owns in the tree as ``plan`` leaves it, as warnings.  ``read``:
+    the package as read before the planning (taken: a second judgement reads it again)."""
+    prefetched = read.pop() if read else None
+    swept[:] = [sweep_tree(outcome.tree, plan, None, False, prefetched)]
     outcome.warnings = warnings + swept[0].warnings
 
 

@@ -10,7 +10,7 @@ from sm120patch.errors import ExitCode
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import State
 from sm120patch.plan.current import judge
-from sm120patch.plan.gate_sweep import sweep_tree
+from sm120patch.plan.gate_sweep import prefetch, sweep_tree
 from sm120patch.plan.types import Plan
 from sm120patch.report.outcome import Command, FileStatus, Outcome
 from sm120patch.transaction.state import Manifest, StateDir
@@ -21,12 +21,13 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None, strict: bool 
     serving interpreter (``verify --runtime``).  ``strict``: a warning about the fused path (an
     SM check no patch owns, FlashInfer without the kernel) is exit 1 too."""
     state = StateDir(tree.package_dir)
+    reading = prefetch(tree)  # the sweep's reading, beside the parsing
     judged = judge(tree)
     plan, manifest = judged.plan, judged.manifest
     outcome = Outcome(Command.VERIFY, tree, ExitCode.OK, "", plan, state=state_summary(state, manifest, tree))
     read = {f.rel: f.original for f in plan.files if f.original is not None}
     outcome.files = file_statuses(tree, list(read), manifest, by_hash=judged.by_hash, read=read)
-    outcome.warnings = fused_path_warnings(tree) + sweep_tree(tree, plan, manifest, judged.by_hash).warnings
+    outcome.warnings = fused_path_warnings(tree) + sweep_tree(tree, plan, manifest, judged.by_hash, reading).warnings
     if outcome.state and outcome.state.interrupted:
         outcome.notes.append(
             f"an apply/revert was interrupted ({state.journal_path}); "

@@ -109,7 +109,7 @@ KNOWN_GATES += (
         ("is_mimo",),
         "MiMo's auto-enable picks the cutedsl backend, which is SM100-only (flashinfer_mnnvl_cutedsl); "
         "every other model's auto-enable is the SM clause server-args-auto-enable widens",
-        "0.5.22 - now",
+        "0.5.23 - now",
     ),
 )
 KNOWN_GATES += (

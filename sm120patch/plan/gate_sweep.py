@@ -31,6 +31,8 @@ import ast
 import itertools
 import json
 import os
+import re
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -42,6 +44,7 @@ from sm120patch.patchkit.sm_names import FLAG_NAME, HELPER_NAME, PLATFORM_ATTR, 
 from sm120patch.plan.fusion_path import FUSION_BYTES, KNOWN_GATES, ON_PATH, SM_BYTES, KnownGate
 from sm120patch.plan.registry import by_id
 from sm120patch.plan.types import Plan
+from sm120patch.probes import leave_ctrl_c_to_the_main_thread
 from sm120patch.transaction.fsutil import sha256
 from sm120patch.transaction.state import DIRNAME, Manifest, StateDir
 
@@ -119,6 +122,39 @@ def prefiltered(rel: str, data: bytes) -> bool:
 class _Scan:
     dirs: dict[str, int]  # directory -> st_mtime_ns
     kept: dict[str, bytes]  # the files the pre-filter kept
+
+
+class Prefetch:
+    """``_scan`` in a helper thread, started before the planning it overlaps: reading ~70 MB
+    of sglang waits on the kernel, not on the interpreter, while libcst loads and parses."""
+
+    def __init__(self, tree: SglangTree) -> None:
+        self._scan: _Scan | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(tree,), name="sm120patch-sweep", daemon=True)
+        self._thread.start()
+
+    def _run(self, tree: SglangTree) -> None:
+        leave_ctrl_c_to_the_main_thread()
+        try:
+            self._scan = _scan(tree)
+        except BaseException as exc:  # raised again in the thread that asks
+            self._error = exc
+
+    def result(self) -> _Scan:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._scan is not None
+        return self._scan
+
+
+def prefetch(tree: SglangTree) -> Prefetch | None:
+    """Start reading the package now where the sweep will have to (no record of apply's to
+    go by); None where a record may spare it."""
+    if StateDir(tree.package_dir).sweep_path.exists():
+        return None
+    return Prefetch(tree)
 
 
 def _scan(tree: SglangTree) -> _Scan:
@@ -302,24 +338,24 @@ def checks_in(rel: str, data: bytes) -> list[_Check] | str:
     """Every SM check in a file that does not admit SM12x, or why the file cannot be read."""
     try:
         module = ast.parse(data, filename=rel)
-    except (SyntaxError, ValueError) as exc:
-        return f"sglang/{rel} was not swept for SM checks: it does not parse ({exc})"
+    except SyntaxError as exc:
+        return f"sglang/{rel}:{exc.lineno} does not parse ({exc.msg}): not swept for SM checks"
+    except ValueError as exc:  # null bytes
+        return f"sglang/{rel} cannot be read as Python source ({exc}): not swept for SM checks"
     reader = _Reader(rel, data)
     reader.visit(module.body, "", False)
     return reader.checks
 
 
+_DEFINITION = re.compile(rb"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)", re.MULTILINE)
+
+
 def _defines_on_path(rel: str, data: bytes) -> bool:
-    """Whether the file is a module on the path or may define a function on it (bytes)."""
-    if _module_on_path(rel):
-        return True
-    for line in data.splitlines():
-        stripped = line.lstrip()
-        if stripped.startswith((b"def ", b"async def ", b"class ")):
-            name = stripped.split(b"(", 1)[0].split(b":", 1)[0].split()[-1].decode("utf-8", "replace")
-            if on_path(rel, name):
-                return True
-    return False
+    """Whether the file is a module on the path or defines a function (or class) whose name is
+    on it (bytes: a method's class is not needed, the patterns match a name's own words)."""
+    return _module_on_path(rel) or any(
+        on_path(rel, match.group(1).decode("ascii", "replace")) for match in _DEFINITION.finditer(data)
+    )
 
 
 # -- what the patches own, and the verdict ---------------------------------------------------
@@ -402,9 +438,10 @@ def judge_files(files: Mapping[str, bytes], plan: Plan) -> Sweep:
     return Sweep([v.check for v in found if v.reported], unread)
 
 
-def files_to_judge(tree: SglangTree, plan: Plan) -> tuple[dict[str, bytes], _Scan]:
-    """The kept files of ``tree`` as ``plan`` leaves them: a file the plan changes is read as changed."""
-    scan = _scan(tree)
+def files_to_judge(tree: SglangTree, plan: Plan, read: Prefetch | None = None) -> tuple[dict[str, bytes], _Scan]:
+    """The kept files of ``tree`` as ``plan`` leaves them: a file the plan changes is read as
+    changed.  ``read``: the package as a ``Prefetch`` read it."""
+    scan = read.result() if read is not None else _scan(tree)
     files = dict(scan.kept)
     for f in plan.files:
         if f.changed and f.updated is not None:
@@ -415,9 +452,9 @@ def files_to_judge(tree: SglangTree, plan: Plan) -> tuple[dict[str, bytes], _Sca
     return files, scan
 
 
-def sweep(tree: SglangTree, plan: Plan) -> Sweep:
+def sweep(tree: SglangTree, plan: Plan, read: Prefetch | None = None) -> Sweep:
     """Sweep ``tree`` as ``plan`` leaves it."""
-    files, scan = files_to_judge(tree, plan)
+    files, scan = files_to_judge(tree, plan, read)
     found = judge_files(files, plan)
     found.dirs, found.kept = tuple(scan.dirs), tuple(sorted(files))
     return found
@@ -468,12 +505,15 @@ def recalled(tree: SglangTree, state: StateDir, manifest: Manifest | None) -> Sw
         return None
 
 
-def sweep_tree(tree: SglangTree, plan: Plan, manifest: Manifest | None, trusted: bool) -> Sweep:
-    """The sweep of a tree a command reads: recalled where the tree is trusted and unchanged."""
+def sweep_tree(
+    tree: SglangTree, plan: Plan, manifest: Manifest | None, trusted: bool, read: Prefetch | None = None
+) -> Sweep:
+    """The sweep of a tree a command reads: recalled where the tree is trusted and unchanged;
+    ``read``: the package as a ``Prefetch`` read it."""
     if plan.refusal:
         return Sweep([], [])
     if trusted:
         found = recalled(tree, StateDir(tree.package_dir), manifest)
         if found is not None:
             return found
-    return sweep(tree, plan)
+    return sweep(tree, plan, read)
