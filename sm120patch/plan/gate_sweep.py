@@ -32,9 +32,10 @@ import itertools
 import json
 import os
 import re
+import textwrap
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -334,8 +335,87 @@ def _blocks(stmt: ast.stmt) -> Iterator[list[ast.stmt]]:
         yield case.body
 
 
+_DEFINITION = re.compile(rb"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class _Definition:
+    qualname: str
+    line: int  # of the ``def`` (1-based)
+    indent: int
+    is_function: bool
+    within_function: bool
+
+
+def _definitions(data: bytes) -> list[_Definition]:
+    """Every ``def`` and ``class`` of a file, by its lines (no parsing), with its qualified name."""
+    found: list[_Definition] = []
+    stack: list[_Definition] = []
+    line, last = 1, 0
+    for match in _DEFINITION.finditer(data):
+        line += data.count(b"\n", last, match.start())
+        last = match.start()
+        indent = len(match.group(1).expandtabs())
+        while stack and stack[-1].indent >= indent:
+            stack.pop()
+        name = match.group(3).decode("ascii", "replace")
+        qualname = ".".join([*(d.qualname.rsplit(".", 1)[-1] for d in stack), name])
+        within = any(d.is_function for d in stack)
+        definition = _Definition(qualname, line, indent, match.group(2) == b"def", within)
+        found.append(definition)
+        stack.append(definition)
+    return found
+
+
+def _block(lines: list[bytes], definition: _Definition) -> bytes:
+    """The source of one definition: its line and what is indented under it (or continues it)."""
+    end = definition.line
+    while end < len(lines):
+        text = lines[end]
+        stripped = text.strip()
+        code = stripped and not stripped.startswith((b"#", b")", b"]"))
+        if code and len(text) - len(text.lstrip()) <= definition.indent:
+            break
+        end += 1
+    return b"".join(lines[definition.line - 1 : end])
+
+
+def _parts(rel: str, data: bytes) -> list[tuple[bytes, int, str, bool]]:
+    """What of a file the sweep parses: (source, first line, qualified name around it, inside a
+    function).  A module on the path whole; elsewhere each definition whose name is on the path."""
+    if _module_on_path(rel):
+        return [(data, 1, "", False)]
+    lines = data.splitlines(keepends=True)
+    parts, covered = [], 0
+    for definition in _definitions(data):
+        if definition.line <= covered or not on_path(rel, definition.qualname):
+            continue
+        block = _block(lines, definition)
+        covered = definition.line + block.count(b"\n") - 1
+        outer = definition.qualname.rpartition(".")[0]
+        dedented = textwrap.dedent(block.decode("utf-8", "replace")).encode()
+        parts.append((dedented, definition.line, outer, definition.within_function))
+    return parts
+
+
 def checks_in(rel: str, data: bytes) -> list[_Check] | str:
-    """Every SM check in a file that does not admit SM12x, or why the file cannot be read."""
+    """The SM checks that do not admit SM12x in what of a file is on the path (``_parts``), or
+    why the file cannot be read.  A part that does not parse alone (a string at column 0
+    inside a function, say) means parsing the whole file."""
+    checks: list[_Check] = []
+    for source, first, outer, within_function in _parts(rel, data):
+        try:
+            module = ast.parse(source, filename=rel)
+        except (SyntaxError, ValueError):
+            return _whole(rel, data)
+        reader = _Reader(rel, source)
+        reader.visit(module.body, outer, within_function)
+        checks += [replace(c, line=c.line + first - 1, end_line=c.end_line + first - 1) for c in reader.checks]
+    return checks
+
+
+def _whole(rel: str, data: bytes) -> list[_Check] | str:
+    """Every SM check of the whole file that does not admit SM12x, or why it cannot be read."""
     try:
         module = ast.parse(data, filename=rel)
     except SyntaxError as exc:
@@ -347,14 +427,11 @@ def checks_in(rel: str, data: bytes) -> list[_Check] | str:
     return reader.checks
 
 
-_DEFINITION = re.compile(rb"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)", re.MULTILINE)
-
-
 def _defines_on_path(rel: str, data: bytes) -> bool:
     """Whether the file is a module on the path or defines a function (or class) whose name is
     on it (bytes: a method's class is not needed, the patterns match a name's own words)."""
     return _module_on_path(rel) or any(
-        on_path(rel, match.group(1).decode("ascii", "replace")) for match in _DEFINITION.finditer(data)
+        on_path(rel, match.group(3).decode("ascii", "replace")) for match in _DEFINITION.finditer(data)
     )
 
 

@@ -152,3 +152,34 @@ def test_a_file_that_does_not_parse_is_said_so() -> None:
     assert checks_in(COMM, b"x = 1\ndef f(:\n") == (
         f"sglang/{COMM}:2 does not parse (invalid syntax): not swept for SM checks"
     )
+
+
+MODEL = """\
+import torch
+
+
+class DecoderLayer:
+    def forward(self, x):
+        if is_sm100_supported():  # not on the path: never parsed
+            return x
+
+    def _should_fuse_mlp_allreduce_with_next_layer(
+        self, batch
+    ) -> bool:
+        # a comment at the left margin of the body
+        if not _is_sm100_supported:
+            return False
+        return batch > 0
+
+
+def other():
+    return is_sm90_supported()
+"""
+
+
+def test_outside_modules_on_the_path_only_definitions_on_it_are_read() -> None:
+    expected = [(13, "DecoderLayer._should_fuse_mlp_allreduce_with_next_layer", "not _is_sm100_supported")]
+    assert found(MODEL, "srt/models/m.py") == expected
+    # A string at the left margin inside the function: the part alone does not parse, the file does.
+    odd = MODEL.replace("        return batch > 0", '        doc = """\nleft\n"""\n        return batch > 0')
+    assert [c for c in found(odd, "srt/models/m.py") if on_path("srt/models/m.py", c[1])] == expected
