@@ -4,15 +4,17 @@ is a warning, not a silent "all patches applied".
 
 Each ``.py`` under the package is read; a byte-level pre-filter keeps only files that name an
 SM term and the fusion (``fusion_path.SM_BYTES`` / ``FUSION_BYTES``), or sit in a module on
-the path, and of those only files that define a function on the path (or are such a module)
-are parsed, with the standard library's parser (the patches' libcst costs ~6x as much and
-the sweep never rewrites).  An *SM check* is a truth test, a returned value or an assigned
-value that holds an SM term of ``patchkit.sm_names`` or a raw capability comparison
-(``get_device_capability() >= (9, 0)``, ``major == 10``).  A check is reported when it is on
-the path (``fusion_path.ON_PATH``) and:
+the path; of those, a module on the path is parsed whole, any other only where it defines a
+function whose name is on the path (that definition alone), with the standard library's
+parser (the patches' libcst costs ~6x as much, and the sweep never rewrites).
+
+An *SM check* is a truth test, a returned, assigned or evaluated value that holds an SM term
+of ``patchkit.sm_names``, a raw capability comparison (``get_device_capability() >= (9, 0)``,
+``major == 10``) or a table keyed by the capability.  One is reported when it is on the path
+(``fusion_path.ON_PATH``) and:
 
 * it does not admit SM12x (no ``sm120``/``sm121``/``blackwell`` term; a raw comparison that
-  SM12x fails),
+  singles other GPUs out, a table lookup),
 * no patch owns it: in a file a patch will change, the sweep reads the file as apply leaves it
   (the owned clause then has its SM120 term); in a file that stays as it is, a pending patch
   owns the check that holds its evidence line inside its anchor function,
@@ -104,14 +106,17 @@ def _walk(package_dir: Path) -> Iterator[tuple[str, str, bool]]:
     while stack:
         rel, path = stack.pop()
         yield rel, path, True
-        with os.scandir(path) as entries:
-            for entry in entries:
-                child = f"{rel}/{entry.name}" if rel else entry.name
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in _SKIP_DIRS:
-                        stack.append((child, entry.path))
-                elif entry.name.endswith(".py"):
-                    yield child, entry.path, False
+        try:
+            entries = list(os.scandir(path))
+        except OSError:  # unreadable: nothing in it that Python would import either
+            continue
+        for entry in entries:
+            child = f"{rel}/{entry.name}" if rel else entry.name
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name not in _SKIP_DIRS:
+                    stack.append((child, entry.path))
+            elif entry.name.endswith(".py"):
+                yield child, entry.path, False
 
 
 def prefiltered(rel: str, data: bytes) -> bool:
@@ -540,10 +545,6 @@ def sweep(tree: SglangTree, plan: Plan, read: Prefetch | None = None) -> Sweep:
 # -- the record a trusted tree is judged by ----------------------------------------------------
 
 
-def _record_path(state: StateDir) -> Path:
-    return state.sweep_path
-
-
 def _seal(data: Mapping[str, Any]) -> str:
     return sha256(json.dumps({k: v for k, v in data.items() if k != "seal"}, sort_keys=True).encode())
 
@@ -559,7 +560,7 @@ def remember(tree: SglangTree, state: StateDir, manifest: Manifest, found: Sweep
         "unread": found.unread,
     }
     data["seal"] = _seal(data)
-    state.write_json(_record_path(state), data)
+    state.write_json(state.sweep_path, data)
 
 
 def recalled(tree: SglangTree, state: StateDir, manifest: Manifest | None) -> Sweep | None:
@@ -567,7 +568,7 @@ def recalled(tree: SglangTree, state: StateDir, manifest: Manifest | None) -> Sw
     if manifest is None:
         return None
     try:
-        data = json.loads(_record_path(state).read_bytes())
+        data = json.loads(state.sweep_path.read_bytes())
         if data.get("seal") != _seal(data) or data["manifest_seal"] != manifest.seal:
             return None
         for rel, mtime in data["dirs"].items():
