@@ -108,7 +108,7 @@ def _judge(
     warnings = list(outcome.warnings)
     trusted = trusted_plan(tree, state, manifest) if patches is None and not dry_run else None
     if trusted is not None:
-        swept[:] = [sweep_tree(tree, trusted, manifest, trusted=True)]
+        swept[:] = [sweep_tree(tree, trusted, manifest, True, read.pop() if read else None)]
         outcome.warnings = warnings + swept[0].warnings
         if not (strict and outcome.warnings):
             _report_plan(outcome, trusted, state, dry_run, by_hash=True)

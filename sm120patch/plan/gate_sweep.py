@@ -80,9 +80,11 @@ class _Check:
     statement: str  # the source of the statement the check governs (known-list words)
 
 
+_ON_PATH = re.compile("|".join(f"(?:{p.pattern.pattern})" for p in ON_PATH))  # one search, not one a row
+
+
 def on_path(rel: str, function: str) -> bool:
-    name = f"{rel}::{function}"
-    return any(p.pattern.search(name) for p in ON_PATH)
+    return _ON_PATH.search(f"{rel}::{function}") is not None
 
 
 def _module_on_path(rel: str) -> bool:
@@ -121,7 +123,7 @@ def _walk(package_dir: Path) -> Iterator[tuple[str, str, bool]]:
 
 def prefiltered(rel: str, data: bytes) -> bool:
     """Whether ``data`` may hold an SM check on the path (bytes only, no parsing)."""
-    return (_module_on_path(rel) or any(b in data for b in FUSION_BYTES)) and any(b in data for b in SM_BYTES)
+    return (any(b in data for b in FUSION_BYTES) or _module_on_path(rel)) and any(b in data for b in SM_BYTES)
 
 
 @dataclass

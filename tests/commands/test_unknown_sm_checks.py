@@ -11,12 +11,15 @@ from pathlib import Path
 import pytest
 
 from sm120patch.doctor.checks import sm_checks
+from sm120patch.doctor.diagnose import diagnose
 from sm120patch.doctor.patch_states import tree_states
 from sm120patch.locate.tree import from_directory
+from sm120patch.patchkit.model import State
 from sm120patch.plan.current import judge
 from sm120patch.plan.fusion_path import KNOWN_GATES, ON_PATH
 from sm120patch.plan.gate_sweep import sweep_tree
 from sm120patch.transaction.state import StateDir
+from tests.doctor.facts import host_with
 from tests.support.cli import jrun, run, tree_hashes
 from tests.support.fakes import fake_flashinfer
 from tests.support.mini_sglang import COMM
@@ -153,6 +156,16 @@ def test_doctor_has_a_warning_per_gate(gated: Path) -> None:
         ("sm-check", "warning", COMM_WARNING),
         ("sm-check", "warning", NEW_WARNING),
     ]
+
+
+def test_doctor_reports_them_after_the_patches_and_they_do_not_make_it_fail(gated: Path) -> None:
+    tree = from_directory(gated)
+    states, found = tree_states(tree)
+    report = diagnose(tree, None, {pid: State.APPLIED for pid in states}, host_with(), 2, found)
+    ids = [f.id for f in report.findings]
+    last_patch = max(i for i, finding in enumerate(ids) if finding.startswith("patch:"))
+    assert ids[last_patch + 1 : last_patch + 3] == ["sm-check", "sm-check"] and ids.count("sm-check") == 2
+    assert report.exit_code == 0 and report.headline.startswith("no blocking error;")
 
 
 def test_list_docs_shows_the_path_and_every_known_gate_with_its_reason(mini: Path) -> None:
