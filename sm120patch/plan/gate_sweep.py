@@ -34,8 +34,6 @@ import itertools
 import json
 import os
 import re
-import textwrap
-import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -47,7 +45,6 @@ from sm120patch.patchkit.sm_names import FLAG_NAME, HELPER_NAME, PLATFORM_ATTR, 
 from sm120patch.plan.fusion_path import FUSION_BYTES, KNOWN_GATES, ON_PATH, SM_BYTES, KnownGate
 from sm120patch.plan.registry import by_id
 from sm120patch.plan.types import Plan
-from sm120patch.probes import leave_ctrl_c_to_the_main_thread
 from sm120patch.transaction.fsutil import sha256
 from sm120patch.transaction.state import DIRNAME, Manifest, StateDir
 
@@ -137,13 +134,18 @@ class Prefetch:
     of sglang waits on the kernel, not on the interpreter, while libcst loads and parses."""
 
     def __init__(self, tree: SglangTree) -> None:
+        import threading  # here: a trusted tree's verify never starts one
+
+        from sm120patch.probes import leave_ctrl_c_to_the_main_thread
+
+        self._block_ctrl_c = leave_ctrl_c_to_the_main_thread
         self._scan: _Scan | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(tree,), name="sm120patch-sweep", daemon=True)
         self._thread.start()
 
     def _run(self, tree: SglangTree) -> None:
-        leave_ctrl_c_to_the_main_thread()
+        self._block_ctrl_c()
         try:
             self._scan = _scan(tree)
         except BaseException as exc:  # raised again in the thread that asks
@@ -392,6 +394,8 @@ def _parts(rel: str, data: bytes) -> list[tuple[bytes, int, str, bool]]:
     function).  A module on the path whole; elsewhere each definition whose name is on the path."""
     if _module_on_path(rel):
         return [(data, 1, "", False)]
+    import textwrap  # here: a trusted tree's verify parses nothing
+
     lines = data.splitlines(keepends=True)
     parts, covered = [], 0
     for definition in _definitions(data):
