@@ -72,12 +72,15 @@ def measure(version: str, repeat: int, scratch: Path) -> dict[str, list[Sample]]
     alike (``ratio`` compares them round by round)."""
     pristine = [copy_release(version, scratch / f"{version}-p{i}") for i in range(repeat)]
     patched = copy_release(version, scratch / f"{version}-patched")
+    swept = copy_release(version, scratch / f"{version}-swept")  # patched, without the sweep's record
     tree = from_directory(patched)
     targets = sorted({str(tree.path(p.target(tree.exists))) for p in all_patches()})
     gate = next(t for t in targets if t.endswith(("communicator.py", "add_norm.py")))
     parse = "import libcst, sys\nfor f in sys.argv[1:]:\n    libcst.parse_module(open(f, 'rb').read()).code"
     grep = f"grep -n 'sm120\\|sm100_supported\\|sm90_supported' {gate} | head -10"
     assert run(tool("apply", "--sglang-path", str(patched)))[2] == 0
+    assert run(tool("apply", "--sglang-path", str(swept)))[2] == 0
+    (swept / ".sm120patch" / "sweep.json").unlink()  # verify sweeps the package, and writes nothing
     steps: list[tuple[str, Callable[[int], list[str]], int]] = [  # (row, argv of round i, expected exit)
         ("floor", lambda i: [sys.executable, "-c", "import click"], 0),
         ("naive", lambda i: [sys.executable, "-c", parse, *targets], 0),
@@ -85,6 +88,7 @@ def measure(version: str, repeat: int, scratch: Path) -> dict[str, list[Sample]]
         ("--help", lambda i: tool("--help"), 0),
         ("list (patched)", lambda i: tool("list", "--sglang-path", str(patched)), 0),
         ("verify (patched)", lambda i: tool("verify", "--sglang-path", str(patched)), 0),
+        ("verify (patched, swept)", lambda i: tool("verify", "--sglang-path", str(swept)), 0),
         ("apply (no-op)", lambda i: tool("apply", "--sglang-path", str(patched)), 0),
         # On round i's own pristine copy, in this order: it is patched, then restored.
         ("verify (pristine)", lambda i: tool("verify", "--sglang-path", str(pristine[i])), 1),
@@ -126,6 +130,7 @@ ROWS = [
     "--help",
     "list (patched)",
     "verify (patched)",
+    "verify (patched, swept)",
     "verify (pristine)",
     "apply --dry-run",
     "apply",
@@ -152,7 +157,9 @@ def report(data: dict) -> tuple[str, bool]:
         "pip-installed trees; in each round every command and the baselines run once, one after "
         "another: **floor** = `python -c 'import click'`, **naive** = "
         "`python -c 'import libcst'` + parsing each target file once and writing it back "
-        "(`parse_module(...).code`), **grep** = the hand fix's check. Seconds are medians; each ratio "
+        "(`parse_module(...).code`), **grep** = the hand fix's check. `verify (patched, swept)` is "
+        "`verify` of a patched tree without the record of apply's sweep of SM checks: the sweep of "
+        "every module of the package, as after a file was added. Seconds are medians; each ratio "
         "is the median of the round-by-round ratios, so a load that comes and goes weighs on a "
         "command and its baseline alike. The timings: `docs/performance.json`; the fast tier checks "
         "that this page is what the code renders from them.",

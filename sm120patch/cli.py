@@ -303,7 +303,7 @@ def main() -> None:
     "--strict",
     is_flag=True,
     help="Exit 1 and write nothing when the fused path would still not run (FlashInfer "
-    "without the SM12x kernel); for image builds.",
+    "without the SM12x kernel, an SM check no patch owns); for image builds.",
 )
 @click.option(
     "--allow-missing-kernel",
@@ -369,13 +369,19 @@ def _fuse_up_to(value: str | None) -> int | str | None:
     help="Also import the patched modules in the serving interpreter (needs torch there) and "
     "report the SM120 probe and each module's SM flags.",
 )
-def verify(tree: SglangTree, runtime: bool, timeout: float) -> Outcome:
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Exit 1 on any warning about the fused path (an SM check no patch owns, FlashInfer without the SM12x kernel).",
+)
+def verify(tree: SglangTree, runtime: bool, strict: bool, timeout: float) -> Outcome:
     """Report each patch as applied / pending / drift, with file:line evidence."""
     from sm120patch.commands.verify import verify as verify_tree
 
     source = click.get_current_context().get_parameter_source("timeout")
     given = source is not click.core.ParameterSource.DEFAULT
-    return verify_tree(tree, runtime_timeout=(timeout if given else RUNTIME_IMPORT_S) if runtime else None)
+    runtime_timeout = (timeout if given else RUNTIME_IMPORT_S) if runtime else None
+    return verify_tree(tree, runtime_timeout=runtime_timeout, strict=strict)
 
 
 @main.command()
@@ -413,7 +419,7 @@ def doctor(python: str | None, sglang_path: Path | None, as_json: bool, timeout:
     from sm120patch.doctor.diagnose import diagnose
     from sm120patch.doctor.host import read_host
     from sm120patch.doctor.launch import default_python
-    from sm120patch.doctor.patch_states import patch_states
+    from sm120patch.doctor.patch_states import tree_states
     from sm120patch.locate.tree import locate
     from sm120patch.report import as_json as machine
     from sm120patch.report import as_text
@@ -424,9 +430,9 @@ def doctor(python: str | None, sglang_path: Path | None, as_json: bool, timeout:
             tree = locate(python=python, sglang_path=sglang_path, timeout=timeout)
         except ToolError as exc:  # no sglang: the host checks still run, then exit 2
             problem = str(exc)
-        states = patch_states(tree) if tree is not None else {}
+        states, sm_checks = tree_states(tree) if tree is not None else ({}, [])
         host = read_host(default_python(tree, python), timeout=timeout)
-        result = diagnose(tree, problem, states, host, tp)
+        result = diagnose(tree, problem, states, host, tp, sm_checks)
         code = ExitCode.ENVIRONMENT if problem else result.exit_code
         if as_json:
             data = machine.doctor_json(tree, result)

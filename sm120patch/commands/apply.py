@@ -3,6 +3,8 @@ atomically under the lock (the journal protocol in ``transaction/journal.py``)."
 
 from __future__ import annotations
 
+import contextlib
+
 from sm120patch.commands import shared_files
 from sm120patch.commands.common import (
     HOST_HINT,
@@ -21,6 +23,7 @@ from sm120patch.errors import EnvironmentProblem, ExitCode
 from sm120patch.locate.identity import same_tree
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import Patch
+from sm120patch.plan.gate_sweep import Prefetch, Sweep, prefetch, remember, sweep_tree
 from sm120patch.plan.registry import all_patches
 from sm120patch.plan.token_limit import PATCH_ID, LimitAsk, recorded
 from sm120patch.plan.trust import record, trusted_plan
@@ -53,6 +56,7 @@ def apply(
     state = StateDir(tree.package_dir)
     asked = token_limit or recorded(state.load(), tree)
     limit = asked.limit if asked else None
+    read = [prefetch(tree)]  # the sweep's reading, beside the planning; used once
     outcome = Outcome(Command.APPLY, tree, ExitCode.OK, "", notes=list(notes or []))
     in_store = shared_files.store_problem(tree)
     if in_store and not dry_run:  # not even the state folder may be made there
@@ -66,11 +70,15 @@ def apply(
     if note:
         outcome.notes.append(note)
     selected = patches if patches is not None else list(all_patches())
-    notes_so_far = list(outcome.notes)
+    notes_so_far, warnings_so_far = list(outcome.notes), list(outcome.warnings)
+    swept: list[Sweep] = []  # the sweep of SM checks of the tree as judged
 
     def judge() -> Plan | None:
         outcome.notes = list(notes_so_far)  # judged again when a writer began meanwhile
-        return _judge(outcome, state, patches, selected, dry_run, strict, refusal, limit, token_limit is not None)
+        outcome.warnings = list(warnings_so_far)
+        return _judge(
+            outcome, state, patches, selected, dry_run, strict, refusal, swept, read, limit, token_limit is not None
+        )
 
     # Judged while no apply or revert is writing (the lock, shared): what it finds is true.
     plan = state.consistent(judge)
@@ -82,6 +90,7 @@ def apply(
             if adopted:
                 outcome.notes.append(adopted)
                 outcome.state = state_summary(state, state.load(), tree)
+            _remember_sweep(state, outcome.plan.tree, swept)
         return outcome
     _changes(plan)  # a target whose folder links out of the package: refused before the state folder is made
     with state.lock():
@@ -92,8 +101,13 @@ def apply(
         if recovered or not _still_current(plan):
             # Another run changed the tree while we waited for the lock: plan again.
             plan = plan_tree(tree, selected, change=True, token_limit=limit)
+            _sweep(outcome, plan, swept, warnings_so_far)
         if plan.changes and not why_not_written(plan):
             _write(outcome, plan, state, asked)
+            manifest = state.load()
+            if swept and manifest is not None:  # under the lock already, as the tree now stands
+                with contextlib.suppress(OSError):
+                    remember(tree, state, manifest, swept[0])
         _report_plan(outcome, plan, state, dry_run)
         if recovered and not outcome.written and outcome.exit_code == ExitCode.OK:
             # The stopped run did the writing; "already applied" would hide that this one finished it.
@@ -109,36 +123,67 @@ def _judge(
     dry_run: bool,
     strict: bool,
     refusal: str | None,
+    swept: list[Sweep],
+    read: list[Prefetch | None],
     limit: int | None = None,
     limit_asked: bool = False,
 ) -> Plan | None:
     """The plan to write, or None: then ``outcome`` is the answer (refused, a dry run, or
-    nothing to write)."""
+    nothing to write).  ``swept`` gets the sweep of SM checks, its warnings go to ``outcome``."""
     tree = outcome.tree
-    trusted = trusted_plan(tree, state, state.load()) if patches is None and not dry_run and not limit_asked else None
-    if trusted is not None and not (strict and outcome.warnings):
-        _report_plan(outcome, trusted, state, dry_run, by_hash=True)
-        return None
+    manifest = state.load()
+    warnings = list(outcome.warnings)
+    trusted = trusted_plan(tree, state, manifest) if patches is None and not dry_run and not limit_asked else None
+    if trusted is not None:
+        swept[:] = [sweep_tree(tree, trusted, manifest, True, read.pop() if read else None)]
+        outcome.warnings = warnings + swept[0].warnings
+        if not (strict and outcome.warnings):
+            _report_plan(outcome, trusted, state, dry_run, by_hash=True)
+            return None
     plan = plan_tree(tree, selected, change=True, token_limit=limit)
+    _sweep(outcome, plan, swept, warnings, read)
     if why_not_written(plan) or dry_run:
         if dry_run and refusal and plan.changes:
             outcome.notes.append(refusal.replace("refusing to patch, nothing was written", "apply would refuse"))
         _report_plan(outcome, plan, state, dry_run)
         return None
     if refusal and plan.changes:
-        _refuse(outcome, selected, state, refusal, limit)
+        _refuse(outcome, selected, state, refusal, swept, limit)
         return None
     if strict and outcome.warnings:
         headline = (
             f"--strict: nothing was written: {len(outcome.warnings)} warning(s) say the fused path "
             "would still not run on SM12x"
         )
-        _refuse(outcome, selected, state, headline, limit)
+        _refuse(outcome, selected, state, headline, swept, limit)
         return None
     if not plan.changes and not state.journal_path.exists():
         _report_plan(outcome, plan, state, dry_run)
         return None
     return plan
+
+
+def _sweep(
+    outcome: Outcome, plan: Plan, swept: list[Sweep], warnings: list[str], read: list[Prefetch | None] | None = None
+) -> None:
+    """The SM checks no patch owns in the tree as ``plan`` leaves it, as warnings.  ``read``:
+    the package as read before the planning (taken: a second judgement reads it again)."""
+    prefetched = read.pop() if read else None
+    swept[:] = [sweep_tree(outcome.tree, plan, None, False, prefetched)]
+    outcome.warnings = warnings + swept[0].warnings
+
+
+def _remember_sweep(state: StateDir, tree: SglangTree, swept: list[Sweep]) -> None:
+    """Nothing to write, but the sweep was not read from a record that holds: record it
+    beside a manifest that verify trusts, so that verify need not read the package again
+    (``gate_sweep.remember``).  Best effort: without a record, verify sweeps the package."""
+    if not swept or swept[0].recalled or state.load() is None:
+        return  # a tree without saved state keeps none (patched by hand, say)
+    with contextlib.suppress(OSError), state.lock():
+        manifest = state.load()
+        if manifest is None or trusted_plan(tree, state, manifest) is None:
+            return
+        remember(tree, state, manifest, swept[0])
 
 
 def _refresh_record(state: StateDir, plan: Plan, partial: bool, asked: LimitAsk | None = None) -> str | None:
@@ -259,10 +304,15 @@ def _report_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool, b
     return outcome
 
 
-def _refuse(outcome: Outcome, patches: list[Patch], state: StateDir, headline: str, limit: int | None = None) -> None:
-    """Nothing is written: each patch, and its evidence lines, as the files are now, not as
-    the change that will not happen would leave them."""
+def _refuse(
+    outcome: Outcome, patches: list[Patch], state: StateDir, headline: str, swept: list[Sweep], limit: int | None = None
+) -> None:
+    """Nothing is written: each patch, its evidence lines and the SM checks no patch owns, as
+    the files are now, not as the change that will not happen would leave them."""
     plan = plan_tree(outcome.tree, patches, change=False, token_limit=limit)
+    if swept:
+        base = outcome.warnings[: len(outcome.warnings) - len(swept[0].warnings)]
+        _sweep(outcome, plan, swept, base)
     _report_plan(outcome, plan, state, dry_run=False)
     outcome.notes = [note for note in outcome.notes if note != HOST_HINT]
     outcome.exit_code, outcome.headline = ExitCode.NOT_AS_ASKED, headline

@@ -12,22 +12,25 @@ from sm120patch.locate.identity import same_tree
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import State
 from sm120patch.plan.current import judge
+from sm120patch.plan.gate_sweep import prefetch, sweep_tree
 from sm120patch.plan.token_limit import limit_note
 from sm120patch.plan.types import Plan
 from sm120patch.report.outcome import Command, FileStatus, Outcome
 from sm120patch.transaction.state import Manifest, StateDir
 
 
-def verify(tree: SglangTree, runtime_timeout: float | None = None) -> Outcome:
+def verify(tree: SglangTree, runtime_timeout: float | None = None, strict: bool = False) -> Outcome:
     """Check every patch; with ``runtime_timeout``, also import the patched modules in the
-    serving interpreter (``verify --runtime``)."""
+    serving interpreter (``verify --runtime``).  ``strict``: a warning about the fused path (an
+    SM check no patch owns, FlashInfer without the kernel) is exit 1 too."""
     state = StateDir(tree.package_dir)
+    reading = prefetch(tree)  # the sweep's reading, beside the parsing
     judged = judge(tree)
     plan, manifest = judged.plan, judged.manifest
     outcome = Outcome(Command.VERIFY, tree, ExitCode.OK, "", plan, state=state_summary(state, manifest, tree))
     read = {f.rel: f.original for f in plan.files if f.original is not None}
     outcome.files = file_statuses(tree, list(read), manifest, by_hash=judged.by_hash, read=read)
-    outcome.warnings = fused_path_warnings(tree)
+    outcome.warnings = fused_path_warnings(tree) + sweep_tree(tree, plan, manifest, judged.by_hash, reading).warnings
     outcome.notes += shared_files.notes(shared_files.targets(tree, list(read)), written=False)
     if outcome.state and outcome.state.interrupted:
         outcome.notes.append(
@@ -54,6 +57,9 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None) -> Outcome:
     limit = limit_note(plan.reports, manifest, tree)
     if limit:
         outcome.notes.append(limit)
+    if outcome.exit_code == ExitCode.OK and strict and outcome.warnings:
+        outcome.exit_code = ExitCode.NOT_AS_ASKED
+        outcome.headline = f"--strict: {outcome.headline}, but {len(outcome.warnings)} warning(s) about the fused path"
     if outcome.exit_code == ExitCode.OK:
         outcome.notes.append(HOST_HINT)
     if runtime_timeout is not None and not plan.refusal:

@@ -161,6 +161,13 @@ def patches(tree: SglangTree | None, states: Mapping[str, State], blocking: Seve
     return found
 
 
+def sm_checks(tree: SglangTree, found: Sequence[str]) -> list[HostFinding]:
+    """The SM checks on the fused path that no patch owns: each may keep SM12x off it."""
+    source = f"sm120patch's sweep of {tree.package_dir}"
+    detail = "a gate sglang added or moved since the patches were written; the fused path may stay shut on SM12x"
+    return [HostFinding("sm-check", Severity.WARNING, sentence, detail, source) for sentence in found]
+
+
 def refused(tree: SglangTree, refusal: str, blocking: Severity) -> list[HostFinding]:
     """A release sm120patch refuses: one finding, the refusal and the upgrade (no patch rows)."""
     release = f"sglang {tree.version}" if tree.version else "this sglang"

@@ -12,7 +12,7 @@ one function per check, each returning its findings; ``diagnose`` puts them in o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from sm120patch.doctor import allreduce, checks, launch
 from sm120patch.doctor.findings import DoctorReport, Severity
@@ -36,8 +36,10 @@ def diagnose(
     states: Mapping[str, State],
     host: Host,
     tp: int | None = None,
+    sm_checks: Sequence[str] = (),
 ) -> DoctorReport:
-    """Judge what was read.  ``states`` is each patch's state in ``tree`` (``patch_states``)."""
+    """Judge what was read.  ``states`` is each patch's state in ``tree`` (``patch_states``),
+    ``sm_checks`` the SM checks on the fused path no patch owns (``tree_states``)."""
     seen, gpu_source = host.visible_gpus()
     sm12x = any(g.sm12x for g in (*seen, *host.torch_gpus))
     blocking = Severity.ERROR if sm12x else Severity.WARNING
@@ -57,6 +59,8 @@ def diagnose(
         report.findings += checks.patches(tree, states, blocking)
         if tree is not None:
             report.findings += token_limit(tree, states, seen, tp)
+    if tree is not None:
+        report.findings += checks.sm_checks(tree, sm_checks)
     report.findings += checks.skipped(host)
     report.findings += checks.p2p(host, blocking, tp)
     report.findings += allreduce.allreduce(tree, host, tp)

@@ -10,7 +10,6 @@ multi-node choice, not whether the GPU generation may fuse, and stays as it is.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -18,11 +17,7 @@ import libcst as cst
 
 from sm120patch.patchkit.cst_helpers import code, walk, without_comment
 from sm120patch.patchkit.layout import SM120_FLAG, SM120_HELPER
-
-#: Architectures whose SM term already admits SM12x (12.0 and 12.1).
-SM12X_ARCHS = frozenset({"sm120", "sm121", "blackwell"})
-#: Architectures a term names as SM120 itself: the terms the patches add are of these.
-SM120_ARCHS = frozenset({"sm120", "sm121"})
+from sm120patch.patchkit.sm_names import FLAG_NAME, HELPER_NAME, PLATFORM_ATTR, PLATFORM_CALL, SM12X_ARCHS, SM120_ARCHS
 
 
 @dataclass(frozen=True)
@@ -38,21 +33,16 @@ class Spelling:
     binds: str | None  # a name the SM120 term needs bound that the SM100 one did not
 
 
-_HELPER_NAME = re.compile(r"^is_(sm\d+|blackwell)(?:_supported)?$")
-_FLAG_NAME = re.compile(r"^_is_(sm\d+|blackwell)(?:_supported)?$")
-_PLATFORM_ATTR = re.compile(r"^is_(sm\d+|blackwell)$")
-
-
 def _read_helper(node: cst.CSTNode) -> str | None:
     if isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Name):
-        match = _HELPER_NAME.match(node.func.value)
+        match = HELPER_NAME.match(node.func.value)
         return match.group(1) if match else None
     return None
 
 
 def _read_flag(node: cst.CSTNode) -> str | None:
     if isinstance(node, cst.Name):
-        match = _FLAG_NAME.match(node.value)
+        match = FLAG_NAME.match(node.value)
         return match.group(1) if match else None
     return None
 
@@ -62,10 +52,10 @@ def _read_platform(node: cst.CSTNode) -> str | None:
         isinstance(node, cst.Attribute)
         and isinstance(node.value, cst.Call)
         and isinstance(node.value.func, cst.Name)
-        and node.value.func.value == "get_platform"
+        and node.value.func.value == PLATFORM_CALL
         and not node.value.args
     ):
-        match = _PLATFORM_ATTR.match(node.attr.value)
+        match = PLATFORM_ATTR.match(node.attr.value)
         return match.group(1) if match else None
     return None
 

@@ -133,9 +133,10 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
     if show_docs:  # the docs are the output asked for: stdout, rendered
         from rich.console import Console
 
-        from sm120patch.report.docs import render_docs
+        from sm120patch.report.docs import render_docs, render_known_gates
 
         render_docs(Console(highlight=False))
+        render_known_gates(Console(highlight=False))
     if outcome.files and outcome.command in (Command.VERIFY, Command.REVERT) and not brief:
         for f in sorted(outcome.files, key=lambda f: f.rel):
             if f.pristine is None:

@@ -57,3 +57,20 @@ def render_docs(out: Console) -> None:
             out.print(
                 Padding(Text(f"sglang/{anchor.file}: {anchor.describe()}, {anchor.seen}{expect}{note}"), (0, 0, 0, 4))
             )
+
+
+def render_known_gates(out: Console) -> None:
+    """``list --docs``: what the sweep of SM checks takes as the fused path, and the checks on
+    it it knows to be deliberate (``plan/fusion_path.py``), each with its reason."""
+    from rich.padding import Padding
+    from rich.text import Text
+
+    from sm120patch.plan.fusion_path import KNOWN_GATES, ON_PATH
+
+    out.print(Text("\nthe sweep of SM checks: on the fused path are", style="bold"))
+    for place in ON_PATH:
+        out.print(Padding(Text(f"{place.pattern.pattern}: {place.reason}"), (0, 0, 0, 4)))
+    out.print(Text("  known and deliberate, never reported:", style="bold"))
+    for known in KNOWN_GATES:
+        where = f"sglang/{known.module}: {known.function} ({', '.join(sorted(known.archs))}), {known.seen}"
+        out.print(Padding(Text(f"{known.kind}: {where} — {known.reason}"), (0, 0, 0, 4)))

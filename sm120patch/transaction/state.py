@@ -117,6 +117,11 @@ class StateDir:
     def journal_path(self) -> Path:
         return self.root / "journal.json"
 
+    @property
+    def sweep_path(self) -> Path:
+        """What the last apply's sweep of SM checks found (plan/gate_sweep.py)."""
+        return self.root / "sweep.json"
+
     def backup_path(self, rel: str) -> Path:
         return self.root / "backups" / rel
 
@@ -203,7 +208,7 @@ class StateDir:
         target = self._new_stale_dir(label)
         # Backups first: a kill in between leaves the manifest, which the next run sets
         # aside again; the backups are never left where a new apply would overwrite them.
-        for name in ("backups", "manifest.json"):
+        for name in ("backups", "manifest.json", self.sweep_path.name):
             if (self.root / name).exists():
                 rename(self.root / name, target / name)
         fsync_dir(target)
@@ -246,6 +251,7 @@ class StateDir:
     def clear(self) -> None:
         """Remove manifest and backups after a completed revert (stale-* dirs stay)."""
         unlink(self.manifest_path)
+        unlink(self.sweep_path)
         fsync_dir(self.root)  # the manifest is gone before any backup is
         remove_tree(self.root / "backups")
         remove_tree(self.root / "staged")

@@ -86,7 +86,7 @@ def test_runtime_imports_get_120_s_unless_timeout_is_given(
 
     seen: list[float | None] = []
 
-    def record(tree: object, runtime_timeout: float | None = None) -> None:
+    def record(tree: object, runtime_timeout: float | None = None, strict: bool = False) -> None:
         seen.append(runtime_timeout)  # and returns no outcome: the command stops there (exit 70)
 
     monkeypatch.setattr(verify_module, "verify", record)

@@ -1,0 +1,185 @@
+"""The sweep's reading of one file (plan/gate_sweep.py): which expressions are SM checks, which
+admit SM12x, what is on the fused path, and what the known list matches."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from sm120patch.patchkit import sm_terms
+from sm120patch.plan import gate_sweep
+from sm120patch.plan.fusion_path import KNOWN_GATES
+from sm120patch.plan.gate_sweep import checks_in, on_path, prefiltered
+
+COMM = "srt/layers/flashinfer_comm_fusion.py"
+
+
+def found(source: str, rel: str = COMM) -> list[tuple[int, str, str]]:
+    checks = checks_in(rel, textwrap.dedent(source).encode())
+    assert not isinstance(checks, str)
+    return [(c.line, c.function, c.expression) for c in checks]
+
+
+@pytest.mark.parametrize("spelling", sm_terms.SPELLINGS, ids=lambda s: s.name)
+def test_each_spelling_the_patches_match_is_read_alike(spelling: sm_terms.Spelling) -> None:
+    """The sweep reads the standard library's tree: for every spelling the patches match, it
+    sees the same architecture, and the SM120 term the patches add reads as admitting SM12x."""
+    node = cst.parse_expression(spelling.example)
+    term = sm_terms.sm_term_of(node)
+    assert term is not None
+    widened = cst.Module([]).code_for_node(spelling.sm120(node))  # type: ignore[arg-type]
+    assert found(f"def allreduce_fusion_ok():\n    return {spelling.example}\n") == [
+        (2, "allreduce_fusion_ok", spelling.example)
+    ]
+    assert found(f"def allreduce_fusion_ok():\n    return {spelling.example} or {widened}\n") == []
+    assert gate_sweep._terms(compile_expr(spelling.example))[0] == {term.arch}
+
+
+def compile_expr(text: str) -> object:
+    import ast
+
+    return ast.parse(text, mode="eval").body
+
+
+@pytest.mark.parametrize(
+    ("expression", "reported"),
+    [
+        ("major == 10", True),
+        ("major != 10", True),
+        ("torch.cuda.get_device_capability() in [(9, 0), (10, 0)]", True),
+        ("torch.cuda.get_device_capability() in [(9, 0), (10, 0), (12, 0)]", False),
+        ("torch.cuda.get_device_capability() >= (9, 0)", False),
+        ("get_device_sm() >= 90", False),
+        ("get_device_sm() == 100", True),
+        ("major == 12", False),
+        ("TABLE.get((torch.cuda.get_device_capability(), tp))", True),
+        ("x == 10", False),  # not the capability
+        ("is_blackwell()", False),  # admits SM12x already
+        ("_is_sm100_supported and not _is_sm120_supported", False),  # names SM12x
+    ],
+)
+def test_raw_comparisons_and_tables(expression: str, reported: bool) -> None:
+    assert bool(found(f"def allreduce_fusion_ok(major, x, tp):\n    if {expression}:\n        return 1\n")) is reported
+
+
+def test_functions_are_named_as_sglang_names_them() -> None:
+    source = """
+        _is_sm100_supported = is_cuda() and is_sm100_supported()  # defines the flag: no check
+        USE = is_sm100_supported()
+
+
+        class Fuser:
+            def forward(self):
+                def inner():
+                    return _is_sm100_supported
+                while is_sm90_supported():
+                    break
+                assert not is_sm100_supported(), "sm100 only"
+    """
+    assert found(source) == [
+        (3, "<module>", "is_sm100_supported()"),
+        (9, "Fuser.forward.inner", "_is_sm100_supported"),
+        (10, "Fuser.forward", "is_sm90_supported()"),
+        (12, "Fuser.forward", "not is_sm100_supported()"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("rel", "function", "expected"),
+    [
+        (COMM, "_resolve_backend", True),
+        ("srt/layers/layer_boundary/fusions/allreduce.py", "FusedAllReduce.forward", True),
+        ("srt/layers/communicator.py", "apply_flashinfer_allreduce_fusion", True),
+        ("srt/layers/communicator.py", "LayerCommunicator.should_fuse_mlp_allreduce_with_next_layer", True),
+        ("srt/layers/layer_boundary/residual/add_norm.py", "flashinfer_ar_fusion_applies", True),
+        ("srt/distributed/parallel_state.py", "GroupCoordinator.fused_allreduce_rmsnorm", True),
+        ("srt/models/beam.py", "BeamModel._flashinfer_ar_band", True),
+        ("srt/layers/flashinfer_trtllm.py", "create_trtllm_allreduce_workspace", True),
+        ("srt/server_args.py", "ServerArgs._handle_model_specific_adjustments", False),
+        ("srt/layers/attention/flashinfer_backend.py", "FlashInferAttnBackend.init_forward_metadata", False),
+        ("srt/arg_groups/speculative_hook.py", "_resolve_dflash_draft_attention_backend", False),
+    ],
+)
+def test_on_the_path_by_name(rel: str, function: str, expected: bool) -> None:
+    assert on_path(rel, function) is expected
+
+
+def test_the_prefilter_needs_the_fusion_and_an_sm_term() -> None:
+    assert prefiltered("srt/x.py", b"allreduce ... is_sm100_supported()")
+    assert not prefiltered("srt/x.py", b"allreduce only")
+    assert not prefiltered("srt/x.py", b"is_sm100_supported() only")
+    assert prefiltered(COMM, b"is_sm100_supported() in a module on the path")
+    assert prefiltered("srt/x.py", b"allreduce ... torch.cuda.get_device_capability()")
+
+
+RESOLVER = """
+    def _resolve_backend(backend, is_multi_node=False):
+        if backend == "cutedsl":
+            if not get_platform().is_sm100:
+                raise ValueError("cutedsl needs Blackwell")
+        if backend == "auto":
+            if get_platform().is_sm100:
+                return "mnnvl"
+            return "trtllm"
+        if not get_platform().is_sm100:
+            raise ValueError("only SM100 from now on")
+"""
+
+
+def test_a_known_gate_needs_its_word_so_a_new_check_beside_it_is_reported() -> None:
+    source = textwrap.dedent(RESOLVER).encode()
+    checks = checks_in(COMM, source)
+    assert not isinstance(checks, str)
+    known = [gate_sweep._known(COMM, c) for c in checks]
+    assert [(c.line, k.kind if k else None) for c, k in zip(checks, known, strict=True)] == [
+        (4, "an SM100-only backend"),  # inside the cutedsl branch
+        (7, "an SM100-only backend"),  # returns mnnvl
+        (10, None),  # names neither: reported
+    ]
+    assert [c.function for c in checks] == ["_resolve_backend"] * 3
+
+
+def test_known_gates_are_data_with_reasons() -> None:
+    assert len({(k.module, k.function) for k in KNOWN_GATES}) == len(KNOWN_GATES)
+    for known in KNOWN_GATES:
+        assert known.reason and known.kind and known.words and known.archs and known.seen
+        assert on_path(known.module, known.function)  # else it could never be reported
+
+
+def test_a_file_that_does_not_parse_is_said_so() -> None:
+    assert checks_in(COMM, b"x = 1\ndef f(:\n") == (
+        f"sglang/{COMM}:2 does not parse (invalid syntax): not swept for SM checks"
+    )
+
+
+MODEL = """\
+import torch
+
+
+class DecoderLayer:
+    def forward(self, x):
+        if is_sm100_supported():  # not on the path: never parsed
+            return x
+
+    def _should_fuse_mlp_allreduce_with_next_layer(
+        self, batch
+    ) -> bool:
+        # a comment at the left margin of the body
+        if not _is_sm100_supported:
+            return False
+        return batch > 0
+
+
+def other():
+    return is_sm90_supported()
+"""
+
+
+def test_outside_modules_on_the_path_only_definitions_on_it_are_read() -> None:
+    expected = [(13, "DecoderLayer._should_fuse_mlp_allreduce_with_next_layer", "not _is_sm100_supported")]
+    assert found(MODEL, "srt/models/m.py") == expected
+    # A string at the left margin inside the function: the part alone does not parse, the file does.
+    odd = MODEL.replace("        return batch > 0", '        doc = """\nleft\n"""\n        return batch > 0')
+    assert [c for c in found(odd, "srt/models/m.py") if on_path("srt/models/m.py", c[1])] == expected
