@@ -82,7 +82,7 @@ def _revert_kept(
         outcome.exit_code = ExitCode.NOT_AS_ASKED
         outcome.headline = (
             f"refusing to restore from the state kept aside in {folder}: {foreign}. No sglang file was changed; "
-            f"restore them with `{_reinstall(tree, sorted(aside.files))}`"
+            f"restore them with {_reinstall(tree, sorted(aside.files))}"
         )
         return outcome
     if _refused(outcome, force, f" (the state kept aside in {folder})"):
@@ -101,7 +101,7 @@ def _refused(outcome: Outcome, force: bool, source: str = "") -> bool:
     if deleted:  # --force could not help: the journal replaces files in place
         raise NotAsAsked(
             f"cannot restore {', '.join(deleted)}{source}: deleted since apply, and revert only replaces files "
-            f"in place; nothing was written. Reinstall sglang to get the originals back: {_reinstall(tree, deleted)}"
+            f"in place; nothing was written. Get the originals back with {_reinstall(tree, deleted)}"
         )
     changed = [s.rel for s in outcome.files if s.recorded is None]
     if changed and not force:
@@ -151,7 +151,7 @@ def _revert_without_state(outcome: Outcome, state: StateDir) -> None:
         outcome.exit_code = ExitCode.NOT_AS_ASKED
         outcome.headline = (
             f"no saved state in {state.root}, but {', '.join(modified)} differ from the release (RECORD); "
-            f"sm120patch did not write them. Restore with `{_reinstall(tree, modified)}`"
+            f"sm120patch did not write them. Restore with {_reinstall(tree, modified)}"
         )
     elif patched:
         outcome.exit_code = ExitCode.NOT_AS_ASKED
@@ -184,15 +184,20 @@ def _no_backup(why: str, patched: list[str], tree: SglangTree, state: StateDir, 
     )
     return (
         f"{why}, but {', '.join(patched)} hold sm120patch's patches and {left}; no sglang file was changed. "
-        f"Restore them with `{_reinstall(tree, patched)}`"
+        f"Restore them with {_reinstall(tree, patched)}"
     )
 
 
 def _reinstall(tree: SglangTree, rels: list[str]) -> str:
-    """The command that puts the release's own ``rels`` back: git in a checkout, else pip."""
-    if tree.install_kind is not InstallKind.WHEEL and any((d / ".git").exists() for d in tree.package_dir.parents):
-        return f"git -C {tree.package_dir} checkout -- {' '.join(rels)}"
-    return f"pip install --force-reinstall --no-deps sglang=={tree.version or '<version>'}"
+    """What puts the release's own ``rels`` back: pip for a wheel, git in a checkout, else the
+    source archive the tree was extracted from (pip would install a release elsewhere, never
+    into this directory)."""
+    if tree.install_kind is InstallKind.WHEEL:
+        return f"`pip install --force-reinstall --no-deps sglang=={tree.version}`"
+    if any((d / ".git").exists() for d in tree.package_dir.parents):
+        return f"`git -C {tree.package_dir} checkout -- {' '.join(rels)}`"
+    archive = f"sglang {tree.version}'s source archive" if tree.version else "the sglang source archive it came from"
+    return f"{', '.join(rels)} extracted again from {archive} into {tree.package_dir}"
 
 
 def _revert_other_release(outcome: Outcome, state: StateDir, manifest: Manifest, force: bool, dry_run: bool) -> Outcome:
@@ -207,7 +212,7 @@ def _revert_other_release(outcome: Outcome, state: StateDir, manifest: Manifest,
         outcome.exit_code = ExitCode.NOT_AS_ASKED
         outcome.headline = (
             f"the saved state is from sglang {old} but {new} is installed, and its "
-            f"{', '.join(differ)} differ from its RECORD; restore them with `{_reinstall(tree, differ)}`"
+            f"{', '.join(differ)} differ from its RECORD; restore them with {_reinstall(tree, differ)}"
         )
         return outcome
     unknown = [s.rel for s in outcome.files if s.pristine is None and s.sha256 is not None]
@@ -258,8 +263,8 @@ def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: boo
         data = backup.read_bytes() if backup.is_file() else b""
         if sha256(data) != record.sha256_before:
             raise EnvironmentProblem(
-                f"backup {backup} is missing or damaged; nothing was written. Reinstall sglang to restore: "
-                f"pip install --force-reinstall --no-deps sglang=={tree.version}"
+                f"backup {backup} is missing or damaged; nothing was written. Restore the originals with "
+                f"{_reinstall(tree, sorted(manifest.files))}"
             )
         path = tree.path(status.rel)
         current = path.read_bytes()

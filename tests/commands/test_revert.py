@@ -216,7 +216,7 @@ def test_files_deleted_since_apply_are_refused_with_or_without_force_naming_each
             revert(from_directory(mini), force=force, dry_run=dry_run)
         assert str(raised.value) == (
             f"cannot restore {COMM}, {SERVER_ARGS}: deleted since apply, and revert only replaces files in place; "
-            f"nothing was written. Reinstall sglang to get the originals back: {PIP}0.5.11"
+            f"nothing was written. Get the originals back with `{PIP}0.5.11`"
         )
     assert not (mini / COMM).exists() and not (mini / SERVER_ARGS).exists()
     assert (mini / FUSION).read_bytes() == patched[FUSION]
@@ -236,7 +236,7 @@ def test_a_missing_or_damaged_backup_names_it_and_the_pip_command_and_nothing_is
     with pytest.raises(EnvironmentProblem) as raised:
         revert(from_directory(mini))
     assert str(raised.value) == (
-        f"backup {backup} is missing or damaged; nothing was written. Reinstall sglang to restore: {PIP}0.5.11"
+        f"backup {backup} is missing or damaged; nothing was written. Restore the originals with `{PIP}0.5.11`"
     )
     assert contents(mini) == patched
 
@@ -579,7 +579,8 @@ def test_a_kept_aside_state_none_of_whose_files_holds_its_writing_is_named_not_r
     assert outcome.headline == (
         f"no saved state in {mini / '.sm120patch'}, but {', '.join(TARGETS)} hold sm120patch's patches and their "
         f"backups in {aside} are not restored from, as none of the files holds what that apply wrote; no sglang "
-        f"file was changed. Restore them with `{PIP}<version>`"
+        f"file was changed. Restore them with {', '.join(TARGETS)} extracted again from the sglang source archive it "
+        f"came from into {mini}"
     )
     assert (contents(mini), state_files(mini)) == before
 
@@ -602,7 +603,8 @@ def test_a_saved_state_of_another_version_over_edited_patched_files_is_refused_a
         assert outcome.headline == (
             f"the saved state is from sglang (unknown version), not 0.5.11, but {', '.join(TARGETS)} hold "
             f"sm120patch's patches and their backups in {mini / '.sm120patch'} are not restored from, as none of "
-            f"the files holds what that apply wrote; no sglang file was changed. Restore them with `{PIP}0.5.11`"
+            f"the files holds what that apply wrote; no sglang file was changed. Restore them with "
+            f"{', '.join(TARGETS)} extracted again from sglang 0.5.11's source archive into {mini}"
         )
         assert (contents(mini), state_files(mini)) == before
 
@@ -695,7 +697,7 @@ def test_without_record_a_kept_aside_state_of_another_known_release_is_refused(m
         ExitCode.NOT_AS_ASKED,
         f"refusing to restore from the state kept aside in {aside}: it is the state of sglang 0.5.10, not 0.5.11, "
         f"and there is no RECORD to check its backups against. No sglang file was changed; restore them with "
-        f"`{PIP}0.5.11`",
+        f"{', '.join(TARGETS)} extracted again from sglang 0.5.11's source archive into {mini}",
     )
     assert (contents(mini), state_files(mini)) == before
     relabel(aside / "manifest.json", "0.5.11")
