@@ -83,6 +83,15 @@ def test_help_fits(tmp_path: Path, args: list[str]) -> None:
     assert lines[0].startswith("Usage: python -m sm120patch") and "-h, --help" in text
 
 
+def test_sm120patch_alone_prints_its_help_as_help_does(tmp_path: Path) -> None:
+    """With no command click's usage error is the help itself: laid out as ``--help`` lays it
+    out, its indents kept, not re-wrapped as a sentence (on a terminal narrower than its lines)."""
+    env = environment(tmp_path)
+    alone, help_text = (in_terminal([sys.executable, "-m", "sm120patch", *args], env, 50) for args in ([], ["--help"]))
+    assert alone.startswith("Usage: python -m sm120patch") and "\n  -h, --help" in alone
+    assert alone == help_text
+
+
 def test_each_error_fits_and_names_its_path_whole(tmp_path: Path) -> None:
     """An error, a refusal and a usage error, each a sentence longer than the terminal."""
     package = write_mini_sglang(tmp_path / DEEP)
