@@ -12,8 +12,8 @@ from sm120patch.locate.tree import InstallKind, SglangTree
 from sm120patch.patchkit.model import State
 from sm120patch.plan.registry import all_patches
 from sm120patch.report.outcome import Command, Outcome
-from sm120patch.transaction.fsutil import remove_tree, sha256
-from sm120patch.transaction.journal import Entry, Op, check_writable, commit, recover, remove_temps
+from sm120patch.transaction.fsutil import remove_tree, sha256, sha256_file
+from sm120patch.transaction.journal import Entry, Op, check_writable, commit, interrupted, recover, remove_temps
 from sm120patch.transaction.state import Manifest, StateDir
 
 if TYPE_CHECKING:
@@ -35,9 +35,7 @@ def revert(tree: SglangTree, force: bool = False, dry_run: bool = False) -> Outc
 
 def _revert_locked(outcome: Outcome, state: StateDir, force: bool, dry_run: bool) -> Outcome:
     tree = outcome.tree
-    recovered = recover(state)
-    if recovered:
-        outcome.notes.append(recovered)
+    _recover(outcome, state)
     manifest = state.load()
     if manifest is not None:
         remove_temps(state, [tree.path(rel) for rel in manifest.files])
@@ -53,6 +51,24 @@ def _revert_locked(outcome: Outcome, state: StateDir, force: bool, dry_run: bool
     if not dry_run:  # a folder of sm120patch's without a manifest is of no use to anyone
         _remove_state(outcome, state)
     return outcome
+
+
+def _recover(outcome: Outcome, state: StateDir) -> None:
+    """Finish an interrupted apply or revert first.  A restore from a kept-aside state that was
+    interrupted leaves that folder behind: its journal names it (the backups it restores from),
+    and once every file of it holds its backup again it is dropped, as the restore would have."""
+    journal = interrupted(state)
+    recovered = recover(state)
+    if recovered:
+        outcome.notes.append(recovered)
+    if journal is None or journal.op is not Op.REVERT:
+        return
+    folders = {e.source.partition("/")[0] for e in journal.entries if e.source.startswith("stale-")}
+    for name, kept in state.kept_states():
+        restored = all(sha256_file(outcome.tree.path(rel)) == rec.sha256_before for rel, rec in kept.files.items())
+        if name in folders and restored:
+            _drop_kept(state, name)
+            outcome.notes.append(f"the state kept aside in {state.root / name} is restored; removed it")
 
 
 def _kept_in_place(state: StateDir, tree: SglangTree) -> tuple[str, Manifest] | None:

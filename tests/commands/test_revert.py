@@ -725,3 +725,64 @@ def test_a_saved_state_of_another_release_in_place_is_restored_only_if_record_li
     outcome = revert(from_directory(mini))
     assert (outcome.exit_code, outcome.headline) == (ExitCode.OK, "restored 3 file(s) byte for byte; state removed")
     assert contents(mini) == ORIGINAL
+
+
+def test_an_interrupted_restore_from_a_kept_aside_state_is_finished_and_drops_that_state(
+    mini: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed as it replaces its second file, a restore from ``stale-*/`` leaves a journal that
+    names that folder: the next revert finishes the files and removes the folder, as the
+    restore would have, and nothing of sm120patch is left."""
+    from sm120patch.transaction.state import StateDir
+
+    without_install_metadata(mini)
+    applied(mini)
+    aside = StateDir(mini).set_aside("unknown")
+    replaced: list[str] = []
+
+    def kill_at_second_replace(step: str) -> None:
+        replaced.extend([step] if step == "replace" else [])
+        if replaced.count("replace") == 2:
+            raise Killed
+
+    monkeypatch.setattr(fsutil, "STEP_HOOK", kill_at_second_replace)
+    with pytest.raises(Killed):
+        revert(from_directory(mini))
+    monkeypatch.setattr(fsutil, "STEP_HOOK", None)
+    assert aside.is_dir() and contents(mini) != ORIGINAL
+    outcome = revert(from_directory(mini))
+    assert outcome.exit_code == ExitCode.OK
+    assert outcome.notes[0].startswith("recovered an interrupted revert (pid ")
+    assert outcome.notes[1] == f"the state kept aside in {aside} is restored; removed it"
+    assert contents(mini) == ORIGINAL
+    assert not (mini / ".sm120patch").exists()
+
+
+def test_a_kept_aside_state_not_named_by_the_interrupted_restore_stays(
+    mini: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the folder the journal restored from is dropped: another kept state stays."""
+    from sm120patch.transaction.state import StateDir
+
+    without_install_metadata(mini)
+    applied(mini)
+    aside = StateDir(mini).set_aside("unknown")
+    other = aside.parent / "stale-0.5.10-20260101T000000"
+    shutil.copytree(aside, other)
+    os.utime(other / "manifest.json", (0, 0))  # the older of the two: not the one restored from
+
+    def kill_once_replaced(step: str) -> None:
+        """Stands in for SIGKILL once every file is replaced, before the state is cleared."""
+        if step == "finalize":
+            raise Killed
+
+    monkeypatch.setattr(fsutil, "STEP_HOOK", kill_once_replaced)
+    with pytest.raises(Killed):
+        revert(from_directory(mini))
+    monkeypatch.setattr(fsutil, "STEP_HOOK", None)
+    outcome = revert(from_directory(mini))
+    assert outcome.notes[1:] == [
+        f"the state kept aside in {aside} is restored; removed it",
+        f"kept {mini / '.sm120patch'}: it holds {other.name}; nothing else of sm120patch is left",
+    ]
+    assert other.is_dir() and not aside.exists()
