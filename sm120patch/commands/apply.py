@@ -240,7 +240,8 @@ def _write(outcome: Outcome, plan: Plan, state: StateDir, asked: LimitAsk | None
     manifest = state.load()
     if manifest is not None and same_tree(tree, manifest):
         adopted = _adopt(manifest, tree)
-        outcome.notes += [adopted] if adopted else []
+        if adopted:
+            outcome.notes.append(adopted)
     elif manifest is not None:
         aside = set_aside(state, manifest.sglang_version or "unknown")
         outcome.notes.append(

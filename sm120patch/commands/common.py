@@ -68,13 +68,16 @@ def set_aside(state: StateDir, release: str) -> Path:
         ) from exc
 
 
-def state_summary(state: StateDir, manifest: Manifest | None, tree: SglangTree) -> StateSummary:
+def state_summary(
+    state: StateDir, manifest: Manifest | None, tree: SglangTree, own: bool | None = None
+) -> StateSummary:
+    """``own``: whether ``manifest`` is this tree's state, where the caller judged it already."""
     return StateSummary(
         dir=str(state.root),
         present=manifest is not None,
         sglang_version=manifest.sglang_version if manifest else None,
         tool_version=manifest.tool_version if manifest else None,
-        stale=bool(manifest and not same_tree(tree, manifest)),
+        stale=bool(manifest and not (same_tree(tree, manifest) if own is None else own)),
         files=sorted(manifest.files) if manifest else [],
         interrupted=state.journal_path.exists(),
     )

@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 
 from sm120patch.commands.common import file_statuses, plan_tree, set_aside, state_summary, version_text
 from sm120patch.errors import EnvironmentProblem, ExitCode, NotAsAsked
-from sm120patch.locate.identity import same_tree, written_in_place
+from sm120patch.locate.identity import holds_its_writing, not_this_release, same_tree
 from sm120patch.locate.tree import InstallKind, SglangTree
 from sm120patch.patchkit.model import State
 from sm120patch.plan.registry import all_patches
 from sm120patch.report.outcome import Command, Outcome
 from sm120patch.transaction import links
-from sm120patch.transaction.fsutil import remove_tree, sha256
-from sm120patch.transaction.journal import Entry, Op, check_writable, commit, recover, remove_temps
+from sm120patch.transaction.fsutil import remove_tree, sha256, sha256_file
+from sm120patch.transaction.journal import Entry, Op, check_writable, commit, interrupted, recover, remove_temps
 from sm120patch.transaction.state import Manifest, StateDir
 
 if TYPE_CHECKING:
@@ -36,9 +36,7 @@ def revert(tree: SglangTree, force: bool = False, dry_run: bool = False) -> Outc
 
 def _revert_locked(outcome: Outcome, state: StateDir, force: bool, dry_run: bool) -> Outcome:
     tree = outcome.tree
-    recovered = recover(state)
-    if recovered:
-        outcome.notes.append(recovered)
+    _recover(outcome, state)
     manifest = state.load()
     if manifest is not None:
         remove_temps(state, [tree.path(rel) for rel in manifest.files])
@@ -46,46 +44,97 @@ def _revert_locked(outcome: Outcome, state: StateDir, force: bool, dry_run: bool
         outcome.files = file_statuses(tree, sorted(manifest.files), manifest)
         if same_tree(tree, manifest):
             return _revert_own(outcome, state, manifest, force, dry_run)
-        return _revert_other_release(outcome, state, manifest, dry_run)
-    if _kept_in_place(outcome, state, dry_run):
-        return outcome
+        return _revert_other_release(outcome, state, manifest, force, dry_run)
+    kept = _kept_in_place(state, tree)
+    if kept is not None:
+        return _revert_kept(outcome, state, kept, force, dry_run)
     _revert_without_state(outcome, state)
     if not dry_run:  # a folder of sm120patch's without a manifest is of no use to anyone
         _remove_state(outcome, state)
     return outcome
 
 
-def _kept_in_place(outcome: Outcome, state: StateDir, dry_run: bool) -> bool:
-    """Restore from a state kept aside (``stale-*/``) whose written files are all still in
-    place, byte for byte, if there is one (the newest): no backup is left where no command
-    reaches it."""
+def _recover(outcome: Outcome, state: StateDir) -> None:
+    """Finish an interrupted apply or revert first.  A restore from a kept-aside state that was
+    interrupted leaves that folder behind: its journal names it (the backups it restores from),
+    and once every file of it holds its backup again it is dropped, as the restore would have."""
+    journal = interrupted(state)
+    recovered = recover(state)
+    if recovered:
+        outcome.notes.append(recovered)
+    if journal is None or journal.op is not Op.REVERT:
+        return
+    folders = {e.source.partition("/")[0] for e in journal.entries if e.source.startswith("stale-")}
+    for name, kept in state.kept_states():
+        restored = all(sha256_file(outcome.tree.path(rel)) == rec.sha256_before for rel, rec in kept.files.items())
+        if name in folders and restored:
+            _drop_kept(state, name)
+            outcome.notes.append(f"the state kept aside in {state.root / name} is restored; removed it")
+
+
+def _kept_in_place(state: StateDir, tree: SglangTree) -> tuple[str, Manifest] | None:
+    """The newest state kept aside (``stale-*/``) of which a file still holds what apply wrote,
+    with its folder's name: its backups are where no other command reaches them."""
+    return next(((name, m) for name, m in state.kept_states() if holds_its_writing(tree, m)), None)
+
+
+def _revert_kept(
+    outcome: Outcome,
+    state: StateDir,
+    kept: tuple[str, Manifest],
+    force: bool,
+    dry_run: bool,
+    other: Manifest | None = None,
+) -> Outcome:
+    """Restore from a state kept aside, as from the saved one (``--force`` keeps the files
+    changed since aside), if its backups are this release's.  ``other``: the saved state of
+    another release, set aside first, and only once the restore is to happen."""
     tree = outcome.tree
-    kept = next(((name, m) for name, m in state.kept_states() if written_in_place(tree, m)), None)
-    if kept is None:
-        return False
     name, aside = kept
+    folder = state.root / name
     outcome.state = state_summary(state, aside, tree)
     outcome.files = file_statuses(tree, sorted(aside.files), aside)
-    _restore(outcome, state, aside, dry_run, folder=name)
-    return True
+    foreign = not_this_release(tree, aside, kept=True)
+    if foreign:
+        outcome.exit_code = ExitCode.NOT_AS_ASKED
+        outcome.headline = (
+            f"refusing to restore from the state kept aside in {folder}: {foreign}. No sglang file was changed; "
+            f"restore them with {_reinstall(tree, sorted(aside.files))}"
+        )
+        return outcome
+    if _refused(outcome, force, f" (the state kept aside in {folder})"):
+        return outcome
+    if other is not None and not dry_run:
+        moved = set_aside(state, other.sglang_version or "unknown")
+        outcome.notes.append(f"the state of sglang {version_text(other.sglang_version)} is kept in {moved}")
+    return _restore(outcome, state, aside, dry_run, folder=name)
 
 
-def _revert_own(outcome: Outcome, state: StateDir, manifest: Manifest, force: bool, dry_run: bool) -> Outcome:
-    """The saved state is this tree's: restore its backups (refused where a file changed since)."""
+def _refused(outcome: Outcome, force: bool, source: str = "") -> bool:
+    """Whether the files of the state ``outcome`` names refuse a restore (said in ``outcome``):
+    one deleted since apply always does, one changed since without ``--force``."""
     tree = outcome.tree
     deleted = [s.rel for s in outcome.files if s.sha256 is None]
     if deleted:  # --force could not help: the journal replaces files in place
         raise NotAsAsked(
-            f"cannot restore {', '.join(deleted)}: deleted since apply, and revert only replaces files "
-            f"in place; nothing was written. Reinstall sglang to get the originals back: {_reinstall(tree, deleted)}"
+            f"cannot restore {', '.join(deleted)}{source}: deleted since apply, and revert only replaces files "
+            f"in place; nothing was written. Get the originals back with {_reinstall(tree, deleted)}"
         )
     changed = [s.rel for s in outcome.files if s.recorded is None]
     if changed and not force:
         outcome.exit_code = ExitCode.NOT_AS_ASKED
         outcome.headline = (
-            f"refusing to revert: changed since apply (hash differs from the patched one): {', '.join(changed)}. "
-            "Nothing was written. --force restores the originals anyway (the changed files are kept aside)."
+            f"refusing to revert{source}: changed since apply (hash differs from the patched one): "
+            f"{', '.join(changed)}. Nothing was written. --force restores the originals anyway (the changed "
+            "files are kept aside)."
         )
+        return True
+    return False
+
+
+def _revert_own(outcome: Outcome, state: StateDir, manifest: Manifest, force: bool, dry_run: bool) -> Outcome:
+    """The saved state is this tree's: restore its backups (refused where a file changed since)."""
+    if _refused(outcome, force):
         return outcome
     return _restore(outcome, state, manifest, dry_run)
 
@@ -119,11 +168,11 @@ def _revert_without_state(outcome: Outcome, state: StateDir) -> None:
         outcome.exit_code = ExitCode.NOT_AS_ASKED
         outcome.headline = (
             f"no saved state in {state.root}, but {', '.join(modified)} differ from the release (RECORD); "
-            f"sm120patch did not write them. Restore with `{_reinstall(tree, modified)}`"
+            f"sm120patch did not write them. Restore with {_reinstall(tree, modified)}"
         )
     elif patched:
         outcome.exit_code = ExitCode.NOT_AS_ASKED
-        outcome.headline = _no_backup(f"no saved state in {state.root}", patched, tree)
+        outcome.headline = _no_backup(f"no saved state in {state.root}", patched, tree, state)
     elif unknown:
         outcome.headline = (
             "nothing to revert: no saved state, and no sm120patch patch is in the files; whether they are "
@@ -138,48 +187,69 @@ def _patched(plan: Plan, rels: list[str]) -> list[str]:
     return sorted({r.file for r in plan.reports if r.state is State.APPLIED and r.file in rels})
 
 
-def _no_backup(why: str, patched: list[str], tree: SglangTree) -> str:
+def _no_backup(why: str, patched: list[str], tree: SglangTree, state: StateDir, saved: Manifest | None = None) -> str:
+    """Patched files with no backup revert restores from.  A state that still holds backups of
+    them (``saved``, the one in place, else one kept aside) is named: none of its files holds
+    what its apply wrote, so revert cannot take them for this tree's."""
+    states: list[tuple[Path, Manifest]] = [(state.root, saved)] if saved else []
+    states += [(state.root / name, m) for name, m in state.kept_states()]
+    holders = [folder for folder, m in states if set(patched) & set(m.files)]
+    left = (
+        f"their backups in {holders[0]} are not restored from, as none of the files holds what that apply wrote"
+        if holders
+        else "no backup of them is left"
+    )
     return (
-        f"{why}, but {', '.join(patched)} hold sm120patch's patches and no backup of them is left; "
-        f"no sglang file was changed. Restore them with `{_reinstall(tree, patched)}`"
+        f"{why}, but {', '.join(patched)} hold sm120patch's patches and {left}; no sglang file was changed. "
+        f"Restore them with {_reinstall(tree, patched)}"
     )
 
 
 def _reinstall(tree: SglangTree, rels: list[str]) -> str:
-    """The command that puts the release's own ``rels`` back: git in a checkout, else pip."""
-    if tree.install_kind is not InstallKind.WHEEL and any((d / ".git").exists() for d in tree.package_dir.parents):
-        return f"git -C {tree.package_dir} checkout -- {' '.join(rels)}"
-    return f"pip install --force-reinstall --no-deps sglang=={tree.version or '<version>'}"
+    """What puts the release's own ``rels`` back: pip for a wheel, git in a checkout, else the
+    source archive the tree was extracted from (pip would install a release elsewhere, never
+    into this directory)."""
+    if tree.install_kind is InstallKind.WHEEL:
+        return f"`pip install --force-reinstall --no-deps sglang=={tree.version}`"
+    if any((d / ".git").exists() for d in tree.package_dir.parents):
+        return f"`git -C {tree.package_dir} checkout -- {' '.join(rels)}`"
+    archive = f"sglang {tree.version}'s source archive" if tree.version else "the sglang source archive it came from"
+    return f"{', '.join(rels)} extracted again from {archive} into {tree.package_dir}"
 
 
-def _revert_other_release(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: bool) -> Outcome:
+def _revert_other_release(outcome: Outcome, state: StateDir, manifest: Manifest, force: bool, dry_run: bool) -> Outcome:
     """The saved state belongs to the release sglang was upgraded (or downgraded) from: none of
     its backups is of this release (its files no longer hold what apply wrote).  Its files may
     be gone from this one; only a file RECORD has another hash for is not pristine, and one
-    RECORD cannot vouch for is judged by what is in it."""
+    RECORD cannot vouch for is judged by what is in it.  Nothing is moved where the revert
+    refuses: the state is set aside only on the way to "done"."""
     tree, old, new = outcome.tree, version_text(manifest.sglang_version), version_text(outcome.tree.version)
     differ = [s.rel for s in outcome.files if s.pristine is False]
     if differ:
         outcome.exit_code = ExitCode.NOT_AS_ASKED
         outcome.headline = (
             f"the saved state is from sglang {old} but {new} is installed, and its "
-            f"{', '.join(differ)} differ from its RECORD; restore them with `{_reinstall(tree, differ)}`"
+            f"{', '.join(differ)} differ from its RECORD; restore them with {_reinstall(tree, differ)}"
         )
         return outcome
     unknown = [s.rel for s in outcome.files if s.pristine is None and s.sha256 is not None]
     if unknown:
         why = tree.record.problem or f"not in sglang {tree.version}'s RECORD"
         outcome.notes.append(f"cannot tell whether {', '.join(unknown)} are as released ({why})")
-    if not dry_run:
-        aside = set_aside(state, manifest.sglang_version or "unknown")
-        outcome.notes.append(f"the state of sglang {old} is kept in {aside}")
-    if _kept_in_place(outcome, state, dry_run):
-        return outcome
+    kept = _kept_in_place(state, tree)
+    if kept is not None:
+        return _revert_kept(outcome, state, kept, force, dry_run, other=manifest)
     patched = _patched(plan_tree(tree, list(all_patches()), change=False), unknown) if unknown else []
     if patched:
         outcome.exit_code = ExitCode.NOT_AS_ASKED
-        outcome.headline = _no_backup(f"the saved state is from sglang {old}, not {new}", patched, tree)
-    elif unknown:
+        outcome.headline = _no_backup(
+            f"the saved state is from sglang {old}, not {new}", patched, tree, state, manifest
+        )
+        return outcome
+    if not dry_run:
+        aside = set_aside(state, manifest.sglang_version or "unknown")
+        outcome.notes.append(f"the state of sglang {old} is kept in {aside}")
+    if unknown:
         outcome.headline = (
             f"nothing of sglang {new} to revert: the saved state is from sglang {old}, and no sm120patch patch "
             "is in the files it names"
@@ -212,8 +282,8 @@ def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: boo
         relink = record.link is not None and links.leads_to(path, record.link, record.sha256_before)
         if sha256(data) != record.sha256_before and not relink:
             raise EnvironmentProblem(
-                f"backup {backup} is missing or damaged; nothing was written. Reinstall sglang to restore: "
-                f"pip install --force-reinstall --no-deps sglang=={tree.version}"
+                f"backup {backup} is missing or damaged; nothing was written. Restore the originals with "
+                f"{_reinstall(tree, sorted(manifest.files))}"
             )
         if record.link is not None and not relink:
             outcome.notes.append(

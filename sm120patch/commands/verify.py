@@ -8,7 +8,6 @@ import sys
 from sm120patch.commands import shared_files
 from sm120patch.commands.common import HOST_HINT, file_statuses, fused_path_warnings, state_summary, version_text
 from sm120patch.errors import ExitCode
-from sm120patch.locate.identity import same_tree
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import State
 from sm120patch.plan.current import judge
@@ -27,7 +26,9 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None, strict: bool 
     reading = prefetch(tree)  # the sweep's reading, beside the parsing
     judged = judge(tree)
     plan, manifest = judged.plan, judged.manifest
-    outcome = Outcome(Command.VERIFY, tree, ExitCode.OK, "", plan, state=state_summary(state, manifest, tree))
+    outcome = Outcome(
+        Command.VERIFY, tree, ExitCode.OK, "", plan, state=state_summary(state, manifest, tree, judged.own)
+    )
     read = {f.rel: f.original for f in plan.files if f.original is not None}
     outcome.files = file_statuses(tree, list(read), manifest, by_hash=judged.by_hash, read=read)
     outcome.warnings = fused_path_warnings(tree) + sweep_tree(tree, plan, manifest, judged.by_hash, reading).warnings
@@ -37,8 +38,8 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None, strict: bool 
             f"an apply/revert was interrupted ({state.journal_path}); "
             "the next `sm120patch apply` or `revert` finishes it"
         )
-    outcome.exit_code, outcome.headline = _verdict(plan, outcome.files, tree, manifest)
-    if manifest is not None and not same_tree(tree, manifest):
+    outcome.exit_code, outcome.headline = _verdict(plan, outcome.files, tree, manifest, judged.own)
+    if manifest is not None and not judged.own:
         # Said once, and never "replaced" beside "applied": the patches may be in place anyway.
         what = (
             "the files are no longer what apply wrote"
@@ -67,7 +68,9 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None, strict: bool 
     return outcome
 
 
-def _verdict(plan: Plan, files: list[FileStatus], tree: SglangTree, manifest: Manifest | None) -> tuple[ExitCode, str]:
+def _verdict(
+    plan: Plan, files: list[FileStatus], tree: SglangTree, manifest: Manifest | None, own: bool
+) -> tuple[ExitCode, str]:
     """One sentence for each way a tree can be: refused, drift, patched and intact (but what
     apply was asked to skip), not patched (never, or reverted), reinstalled or upgraded after an
     apply, edited by hand."""
@@ -86,7 +89,7 @@ def _verdict(plan: Plan, files: list[FileStatus], tree: SglangTree, manifest: Ma
     run = "Run `sm120patch apply`."
     mine = [f for f in files if f.rel in pending]
     changed = ", ".join(f"sglang/{f.rel}" for f in mine if f.pristine is False and f.recorded is None)
-    if manifest is not None and not same_tree(tree, manifest):
+    if manifest is not None and not own:
         return ExitCode.NOT_AS_ASKED, (
             f"not patched: sglang was upgraded from {version_text(manifest.sglang_version)} to "
             f"{version_text(tree.version)} after `apply`, which replaced the patched files. {run}"

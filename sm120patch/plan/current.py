@@ -24,6 +24,7 @@ class Judged:
     plan: Plan
     manifest: Manifest | None
     by_hash: bool  # the plan is the sealed record of the last apply (no parsing)
+    own: bool = False  # ``manifest`` is this tree's saved state (``same_tree``, judged once)
 
 
 def judge(tree: SglangTree) -> Judged:
@@ -42,8 +43,9 @@ def _judge(tree: SglangTree, state: StateDir) -> Judged:
     manifest = state.load()
     trusted = trusted_plan(tree, state, manifest)
     plan = trusted or _parsed(tree, manifest)
-    mark_skipped(plan, manifest)
-    return Judged(plan, manifest, trusted is not None)
+    own = manifest is not None and same_tree(tree, manifest)
+    mark_skipped(plan, manifest, own)
+    return Judged(plan, manifest, trusted is not None, own)
 
 
 def _parsed(tree: SglangTree, manifest: Manifest | None) -> Plan:
@@ -54,10 +56,10 @@ def _parsed(tree: SglangTree, manifest: Manifest | None) -> Plan:
     return make_plan(tree, list(all_patches()), change=False, token_limit=asked.limit if asked else None)
 
 
-def mark_skipped(plan: Plan, manifest: Manifest | None) -> None:
+def mark_skipped(plan: Plan, manifest: Manifest | None, own: bool | None = None) -> None:
     """A patch the last apply of this release left out (``--skip``, or not chosen by
     ``--only``) is what was asked where it is not applied: it reads as skipped, not pending."""
-    if manifest is None or not manifest.patch_set or not same_tree(plan.tree, manifest):
+    if manifest is None or not manifest.patch_set or not (same_tree(plan.tree, manifest) if own is None else own):
         return
     asked = set(manifest.patch_set)
     for report in plan.reports:

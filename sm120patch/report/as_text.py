@@ -218,15 +218,16 @@ def error(message: str) -> None:
 
 
 def usage_error(shown: str) -> None:
-    """click's text for a usage error (usage, hint, ``Error: ...``), each line wrapped as
-    every error is: click would leave its sentence one line however wide the terminal."""
+    """click's text for a usage error (usage, hint, ``Error: ...``): its ``Error:`` sentence
+    wrapped as every error is (click leaves it one line however wide the terminal); the other
+    lines as click laid them out (the help, for ``sm120patch`` alone, indented as ``--help``'s)."""
     out = console()
     for line in shown.splitlines():
         head, colon, rest = line.partition("Error: ")
         if colon and not head:
             put(out, printable(rest), lead="Error: ", whole_in_logs=True)
         else:
-            put(out, printable(line), whole_in_logs=True)
+            out.print(printable(line), soft_wrap=True, markup=False, emoji=False)
 
 
 def print_diff(diff: str) -> None:

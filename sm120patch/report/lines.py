@@ -27,11 +27,12 @@ MIN_ROOM = 20
 
 def wrap(text: Text | str, width: int) -> list[Text]:
     """``text`` as lines of at most ``width`` cells, broken at spaces only (and at its own
-    newlines); a word wider than ``width`` is a line of its own, whole.  No line ends in
-    spaces."""
+    newlines; its tabs are spaces to the next stop of 8); a word wider than ``width`` is a line
+    of its own, whole.  No line ends in spaces."""
     text = Text(text) if isinstance(text, str) else text
     lines = []
     for paragraph in text.split("\n", allow_blank=True):
+        paragraph.expand_tabs()  # a tab is 0 cells to cell_len, up to 8 on the terminal
         plain = paragraph.plain
         column = cell_len(plain) - cell_len(plain.lstrip())  # the paragraph's own indent
         breaks = []

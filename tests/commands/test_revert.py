@@ -216,7 +216,7 @@ def test_files_deleted_since_apply_are_refused_with_or_without_force_naming_each
             revert(from_directory(mini), force=force, dry_run=dry_run)
         assert str(raised.value) == (
             f"cannot restore {COMM}, {SERVER_ARGS}: deleted since apply, and revert only replaces files in place; "
-            f"nothing was written. Reinstall sglang to get the originals back: {PIP}0.5.11"
+            f"nothing was written. Get the originals back with `{PIP}0.5.11`"
         )
     assert not (mini / COMM).exists() and not (mini / SERVER_ARGS).exists()
     assert (mini / FUSION).read_bytes() == patched[FUSION]
@@ -236,7 +236,7 @@ def test_a_missing_or_damaged_backup_names_it_and_the_pip_command_and_nothing_is
     with pytest.raises(EnvironmentProblem) as raised:
         revert(from_directory(mini))
     assert str(raised.value) == (
-        f"backup {backup} is missing or damaged; nothing was written. Reinstall sglang to restore: {PIP}0.5.11"
+        f"backup {backup} is missing or damaged; nothing was written. Restore the originals with `{PIP}0.5.11`"
     )
     assert contents(mini) == patched
 
@@ -498,9 +498,43 @@ def test_a_kept_aside_state_whose_files_are_in_place_is_restored_and_named(mini:
     )
 
 
-def test_a_kept_aside_state_whose_files_changed_since_is_not_restored(mini: Path) -> None:
-    """Only a state whose written files are all in place, byte for byte, is restored from:
-    the patched files edited since are named, and nothing is written."""
+def test_a_version_that_appeared_beside_a_hand_edited_file_is_refused_then_forced_like_its_own_state(
+    mini: Path,
+) -> None:
+    """Two of three files hold what apply wrote, one was edited by hand, and the version
+    appeared since: the state is still this tree's.  revert refuses as for any changed file,
+    with nothing moved; --force keeps the edited file aside and restores all three."""
+    without_install_metadata(mini)
+    applied(mini)
+    edited = edit(mini, COMM, "# hand edit\n")
+    (mini / "_version.py").write_text("__version__ = version = '0.5.11'\n")
+    before = contents(mini), state_files(mini)
+    for dry_run in (True, False):
+        outcome = revert(from_directory(mini), dry_run=dry_run)
+        assert (outcome.exit_code, outcome.headline) == (
+            ExitCode.NOT_AS_ASKED,
+            f"refusing to revert: changed since apply (hash differs from the patched one): {COMM}. Nothing was "
+            "written. --force restores the originals anyway (the changed files are kept aside).",
+        )
+        assert outcome.notes == []
+        assert (contents(mini), state_files(mini)) == before  # the state is where it was: nothing moved
+    dry = revert(from_directory(mini), force=True, dry_run=True)
+    assert dry.headline == "dry run: would restore 3 file(s); nothing written"
+    outcome = revert(from_directory(mini), force=True)
+    assert (outcome.exit_code, outcome.headline) == (ExitCode.OK, "restored 3 file(s) byte for byte; state removed")
+    [overwritten] = (mini / ".sm120patch").glob("stale-overwritten*")
+    assert outcome.notes[0] == f"kept the changed {COMM} as {overwritten / COMM}"
+    assert (overwritten / COMM).read_bytes() == edited
+    assert contents(mini) == ORIGINAL
+    assert [p.name for p in (mini / ".sm120patch").iterdir() if p.name != ".gitignore"] == [overwritten.name]
+
+
+def test_a_kept_aside_state_with_a_file_changed_since_is_refused_then_forced_naming_where_it_is_kept(
+    mini: Path,
+) -> None:
+    """A state set aside while two of its files still hold what apply wrote and one was edited
+    since: refused as for the saved state, naming the folder, nothing moved; --force restores
+    from it, keeping the edited file aside, and drops it."""
     from sm120patch.transaction.state import StateDir
 
     without_install_metadata(mini)
@@ -508,15 +542,71 @@ def test_a_kept_aside_state_whose_files_changed_since_is_not_restored(mini: Path
     aside = StateDir(mini).set_aside("unknown")
     edited = edit(mini, COMM, "# edited by hand\n")
     before = contents(mini), state_files(mini)
+    outcome = revert(from_directory(mini))
+    assert (outcome.exit_code, outcome.headline) == (
+        ExitCode.NOT_AS_ASKED,
+        f"refusing to revert (the state kept aside in {aside}): changed since apply (hash differs from the "
+        f"patched one): {COMM}. Nothing was written. --force restores the originals anyway (the changed files "
+        "are kept aside).",
+    )
+    assert (contents(mini), state_files(mini)) == before
+    outcome = revert(from_directory(mini), force=True)
+    assert (outcome.exit_code, outcome.headline) == (
+        ExitCode.OK,
+        f"restored 3 file(s) byte for byte from the state of sglang (unknown version) kept aside in {aside}; "
+        "state removed",
+    )
+    [overwritten] = (mini / ".sm120patch").glob("stale-overwritten*")
+    assert (overwritten / COMM).read_bytes() == edited
+    assert contents(mini) == ORIGINAL
+    assert not aside.exists()
+
+
+def test_a_kept_aside_state_none_of_whose_files_holds_its_writing_is_named_not_restored(mini: Path) -> None:
+    """Every patched file edited since: no file says the kept state is this tree's, so nothing
+    is restored from it, and the refusal says where its backups are rather than that none is
+    left."""
+    from sm120patch.transaction.state import StateDir
+
+    without_install_metadata(mini)
+    applied(mini)
+    aside = StateDir(mini).set_aside("unknown")
+    for rel in TARGETS:
+        edit(mini, rel, "# edited by hand\n")
+    before = contents(mini), state_files(mini)
     outcome = revert(from_directory(mini), force=True)
     assert outcome.exit_code == ExitCode.NOT_AS_ASKED
     assert outcome.headline == (
-        f"no saved state in {mini / '.sm120patch'}, but {', '.join(TARGETS)} hold sm120patch's patches and no "
-        f"backup of them is left; no sglang file was changed. Restore them with `{PIP}<version>`"
+        f"no saved state in {mini / '.sm120patch'}, but {', '.join(TARGETS)} hold sm120patch's patches and their "
+        f"backups in {aside} are not restored from, as none of the files holds what that apply wrote; no sglang "
+        f"file was changed. Restore them with {', '.join(TARGETS)} extracted again from the sglang source archive it "
+        f"came from into {mini}"
     )
-    assert "files as released" not in outcome.headline
-    assert (mini / COMM).read_bytes() == edited
-    assert (contents(mini), state_files(mini)) == before and aside.is_dir()
+    assert (contents(mini), state_files(mini)) == before
+
+
+def test_a_saved_state_of_another_version_over_edited_patched_files_is_refused_and_left_in_place(
+    mini: Path,
+) -> None:
+    """The version appeared and every patched file was edited since: revert cannot take the
+    state for this tree's, says where its backups are, and moves nothing (a run that says no
+    file was changed changes no state either)."""
+    without_install_metadata(mini)
+    applied(mini)
+    for rel in TARGETS:
+        edit(mini, rel, "# edited by hand\n")
+    (mini / "_version.py").write_text("__version__ = version = '0.5.11'\n")
+    before = contents(mini), state_files(mini)
+    for dry_run in (True, False):
+        outcome = revert(from_directory(mini), force=True, dry_run=dry_run)
+        assert outcome.exit_code == ExitCode.NOT_AS_ASKED
+        assert outcome.headline == (
+            f"the saved state is from sglang (unknown version), not 0.5.11, but {', '.join(TARGETS)} hold "
+            f"sm120patch's patches and their backups in {mini / '.sm120patch'} are not restored from, as none of "
+            f"the files holds what that apply wrote; no sglang file was changed. Restore them with "
+            f"{', '.join(TARGETS)} extracted again from sglang 0.5.11's source archive into {mini}"
+        )
+        assert (contents(mini), state_files(mini)) == before
 
 
 def test_only_a_kept_aside_state_in_place_is_restored_the_others_stay_kept(mini: Path) -> None:
@@ -540,3 +630,159 @@ def test_only_a_kept_aside_state_in_place_is_restored_the_others_stay_kept(mini:
     assert contents(mini) == ORIGINAL
     assert other.is_dir() and not in_place.exists()
     assert outcome.notes == [f"kept {mini / '.sm120patch'}: it holds {other.name}; nothing else of sm120patch is left"]
+
+
+def relabel(manifest_path: Path, version: str, foreign: str | None = None) -> None:
+    """The manifest at ``manifest_path`` as if written for sglang ``version``; ``foreign``: that
+    file's backup stands for another release's original (other bytes, hash to match)."""
+    manifest = json.loads(manifest_path.read_text())
+    manifest["sglang_version"] = version
+    if foreign is not None:
+        record = manifest["files"][foreign]
+        backup = manifest_path.parent / record["backup"]
+        backup.write_bytes(backup.read_bytes() + b"# as 0.5.10 had it\n")
+        record["sha256_before"] = sha256(backup.read_bytes())
+    manifest_path.write_text(json.dumps(manifest))
+
+
+def test_a_kept_aside_state_of_another_release_whose_backups_record_disowns_is_refused_naming_it(
+    mini: Path,
+) -> None:
+    """A state kept aside under 0.5.10 whose files are in place on a 0.5.11 wheel: a backup
+    that is not the file RECORD lists is another release's original, so nothing is restored."""
+    from sm120patch.transaction.state import StateDir
+
+    applied(mini)
+    aside = StateDir(mini).set_aside("0.5.10")
+    relabel(aside / "manifest.json", "0.5.10", foreign=COMM)
+    before = contents(mini), state_files(mini)
+    for force in (False, True):
+        outcome = revert(from_directory(mini), force=force)
+        assert (outcome.exit_code, outcome.headline) == (
+            ExitCode.NOT_AS_ASKED,
+            f"refusing to restore from the state kept aside in {aside}: it is the state of sglang 0.5.10, and its "
+            f"backups of {COMM} are not sglang 0.5.11's files (RECORD). No sglang file was changed; restore them "
+            f"with `{PIP}0.5.11`",
+        )
+        assert (contents(mini), state_files(mini)) == before
+
+
+def test_a_kept_aside_state_of_another_release_whose_backups_record_lists_is_restored(mini: Path) -> None:
+    from sm120patch.transaction.state import StateDir
+
+    applied(mini)
+    aside = StateDir(mini).set_aside("0.5.10")
+    relabel(aside / "manifest.json", "0.5.10")
+    outcome = revert(from_directory(mini))
+    assert (outcome.exit_code, outcome.headline) == (
+        ExitCode.OK,
+        f"restored 3 file(s) byte for byte from the state of sglang 0.5.10 kept aside in {aside}; state removed",
+    )
+    assert contents(mini) == ORIGINAL
+
+
+def test_without_record_a_kept_aside_state_of_another_known_release_is_refused(mini: Path) -> None:
+    """No RECORD to check the backups against: a kept state is taken only where it knew no
+    version or the tree's own."""
+    from sm120patch.transaction.state import StateDir
+
+    without_install_metadata(mini)
+    applied(mini)
+    aside = StateDir(mini).set_aside("0.5.10")
+    relabel(aside / "manifest.json", "0.5.10")
+    (mini / "_version.py").write_text("__version__ = version = '0.5.11'\n")
+    before = contents(mini), state_files(mini)
+    outcome = revert(from_directory(mini), force=True)
+    assert (outcome.exit_code, outcome.headline) == (
+        ExitCode.NOT_AS_ASKED,
+        f"refusing to restore from the state kept aside in {aside}: it is the state of sglang 0.5.10, not 0.5.11, "
+        f"and there is no RECORD to check its backups against. No sglang file was changed; restore them with "
+        f"{', '.join(TARGETS)} extracted again from sglang 0.5.11's source archive into {mini}",
+    )
+    assert (contents(mini), state_files(mini)) == before
+    relabel(aside / "manifest.json", "0.5.11")
+    assert revert(from_directory(mini)).exit_code == ExitCode.OK
+    assert contents(mini) == ORIGINAL
+
+
+def test_a_saved_state_of_another_release_in_place_is_restored_only_if_record_lists_its_backups(mini: Path) -> None:
+    """The saved state in place, its version another, its files holding what apply wrote: its
+    own by hashes only where RECORD says its backups are this release's files."""
+    applied(mini)
+    manifest_path = mini / ".sm120patch" / "manifest.json"
+    relabel(manifest_path, "0.5.10", foreign=COMM)
+    before = contents(mini), state_files(mini)
+    outcome = revert(from_directory(mini), force=True)
+    assert outcome.exit_code == ExitCode.NOT_AS_ASKED
+    assert outcome.headline.startswith("the saved state is from sglang 0.5.10 but 0.5.11 is installed, and its ")
+    assert outcome.state == saved_state(mini, "0.5.10", stale=True)
+    assert (contents(mini), state_files(mini)) == before
+    relabel(manifest_path, "0.5.10")
+    manifest = json.loads(manifest_path.read_text())
+    manifest["files"][COMM]["sha256_before"] = sha256(ORIGINAL[COMM])
+    manifest_path.write_text(json.dumps(manifest))
+    (mini / ".sm120patch" / manifest["files"][COMM]["backup"]).write_bytes(ORIGINAL[COMM])
+    outcome = revert(from_directory(mini))
+    assert (outcome.exit_code, outcome.headline) == (ExitCode.OK, "restored 3 file(s) byte for byte; state removed")
+    assert contents(mini) == ORIGINAL
+
+
+def test_an_interrupted_restore_from_a_kept_aside_state_is_finished_and_drops_that_state(
+    mini: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed as it replaces its second file, a restore from ``stale-*/`` leaves a journal that
+    names that folder: the next revert finishes the files and removes the folder, as the
+    restore would have, and nothing of sm120patch is left."""
+    from sm120patch.transaction.state import StateDir
+
+    without_install_metadata(mini)
+    applied(mini)
+    aside = StateDir(mini).set_aside("unknown")
+    replaced: list[str] = []
+
+    def kill_at_second_replace(step: str) -> None:
+        replaced.extend([step] if step == "replace" else [])
+        if replaced.count("replace") == 2:
+            raise Killed
+
+    monkeypatch.setattr(fsutil, "STEP_HOOK", kill_at_second_replace)
+    with pytest.raises(Killed):
+        revert(from_directory(mini))
+    monkeypatch.setattr(fsutil, "STEP_HOOK", None)
+    assert aside.is_dir() and contents(mini) != ORIGINAL
+    outcome = revert(from_directory(mini))
+    assert outcome.exit_code == ExitCode.OK
+    assert outcome.notes[0].startswith("recovered an interrupted revert (pid ")
+    assert outcome.notes[1] == f"the state kept aside in {aside} is restored; removed it"
+    assert contents(mini) == ORIGINAL
+    assert not (mini / ".sm120patch").exists()
+
+
+def test_a_kept_aside_state_not_named_by_the_interrupted_restore_stays(
+    mini: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the folder the journal restored from is dropped: another kept state stays."""
+    from sm120patch.transaction.state import StateDir
+
+    without_install_metadata(mini)
+    applied(mini)
+    aside = StateDir(mini).set_aside("unknown")
+    other = aside.parent / "stale-0.5.10-20260101T000000"
+    shutil.copytree(aside, other)
+    os.utime(other / "manifest.json", (0, 0))  # the older of the two: not the one restored from
+
+    def kill_once_replaced(step: str) -> None:
+        """Stands in for SIGKILL once every file is replaced, before the state is cleared."""
+        if step == "finalize":
+            raise Killed
+
+    monkeypatch.setattr(fsutil, "STEP_HOOK", kill_once_replaced)
+    with pytest.raises(Killed):
+        revert(from_directory(mini))
+    monkeypatch.setattr(fsutil, "STEP_HOOK", None)
+    outcome = revert(from_directory(mini))
+    assert outcome.notes[1:] == [
+        f"the state kept aside in {aside} is restored; removed it",
+        f"kept {mini / '.sm120patch'}: it holds {other.name}; nothing else of sm120patch is left",
+    ]
+    assert other.is_dir() and not aside.exists()

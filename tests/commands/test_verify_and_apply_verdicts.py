@@ -493,6 +493,29 @@ def test_a_version_that_moved_over_the_files_apply_wrote_is_the_same_tree(mini: 
     assert json.loads(manifest.read_text())["sglang_version"] == "0.5.11"
 
 
+def test_verify_judges_a_moved_version_by_its_files_once(mini: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether the state is this tree's is judged once per verify (the skipped patches, the
+    state's summary, the verdict and its note all take that answer): no file of it is read
+    and hashed twice for it."""
+    from collections import Counter
+
+    from sm120patch.locate import identity
+
+    edit_manifest(applied(mini), sglang_version=None)
+    hashed: Counter[str] = Counter()
+    real = identity.sha256_file
+
+    def counted(path: Path) -> str | None:
+        hashed[str(path)] += 1
+        return real(path)
+
+    monkeypatch.setattr(identity, "sha256_file", counted)
+    outcome = verify(from_directory(mini))
+    assert (outcome.exit_code, outcome.headline) == (ExitCode.OK, "all patches applied")
+    assert outcome.state is not None and outcome.state.stale is False
+    assert hashed and max(hashed.values()) == 1, hashed
+
+
 def test_ctrl_c_while_replacing_files_is_finished_by_the_next_apply(
     mini: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from sm120patch.cli import main
 from tests.commands.test_demo_offline import mini_wheel
 from tests.support.cli import jrun
 from tests.support.mini_sglang import COMM, write_mini_sglang
@@ -53,16 +54,17 @@ def assert_whole(text: str, *names: str) -> None:
 def test_a_report_fits_and_no_name_of_it_is_split(tmp_path: Path, command: str) -> None:
     package = write_mini_sglang(tmp_path / DEEP)
     env = environment(tmp_path)
-    # What the report holds, as JSON: apply's as its dry run plans it, the others' as verify finds it.
-    _, expected = jrun(*(["apply", "--dry-run"] if command == "apply" else ["verify"]), "--sglang-path", str(package))
+    # What the report holds, as JSON: apply's as it says on its twin (the same release, as
+    # deep), list's and verify's as they find it.
+    twin = write_mini_sglang(tmp_path / "twin" / DEEP) if command == "apply" else package
+    _, expected = jrun("verify" if command == "doctor" else command, "--sglang-path", str(twin))
     text, lines = shown([command, "--sglang-path", str(package)], env)
     if command == "doctor":
         _, findings = jrun("doctor", "--sglang-path", str(package), env={"PATH": env["PATH"]})
         assert_whole(text, *(f[part] for f in findings["findings"] for part in ("summary", "detail") if f[part]))
         return
     assert_whole(text, str(package), *(p["id"] for p in expected["patches"]), *(p["file"] for p in expected["patches"]))
-    if command == "verify":
-        assert_whole(text, *(p["detail"] for p in expected["patches"]), *expected["messages"])
+    assert_whole(text, *(p["detail"] for p in expected["patches"]), *expected["messages"])
     assert lines[0] == f"sglang 0.5.11  {package}  [wheel]" or lines[1] == str(package)
     if command != "list":  # list names the patches, not what keeps the fused path from running
         assert_whole(text, *expected["warnings"])
@@ -77,10 +79,19 @@ def test_the_demo_fits(tmp_path: Path) -> None:
     assert_whole(text, "(pipx: add --python /path/to/env/bin/python).")
 
 
-@pytest.mark.parametrize("args", [["--help"], ["apply", "--help"], ["doctor", "--help"], ["bench", "--help"]])
+@pytest.mark.parametrize("args", [["--help"], *([command, "--help"] for command in sorted(main.commands))])
 def test_help_fits(tmp_path: Path, args: list[str]) -> None:
     text, lines = shown(args, environment(tmp_path))
     assert lines[0].startswith("Usage: python -m sm120patch") and "-h, --help" in text
+
+
+def test_sm120patch_alone_prints_its_help_as_help_does(tmp_path: Path) -> None:
+    """With no command click's usage error is the help itself: laid out as ``--help`` lays it
+    out, its indents kept, not re-wrapped as a sentence (on a terminal narrower than its lines)."""
+    env = environment(tmp_path)
+    alone, help_text = (in_terminal([sys.executable, "-m", "sm120patch", *args], env, 50) for args in ([], ["--help"]))
+    assert alone.startswith("Usage: python -m sm120patch") and "\n  -h, --help" in alone
+    assert alone == help_text
 
 
 def test_each_error_fits_and_names_its_path_whole(tmp_path: Path) -> None:

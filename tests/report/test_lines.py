@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 
 from hypothesis import strategies as st
+from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
@@ -50,16 +51,26 @@ def test_on_a_log_a_whole_in_logs_line_is_one_line_however_long() -> None:
     assert len(printed(40, sentence, lead="error: ", terminal=True, whole_in_logs=True)) > 3
 
 
-def words_stay_whole_and_in_order(words: list[str], width: int) -> None:
-    lines = [line.plain for line in wrap(" ".join(words), width)]
+def test_tabs_take_the_cells_they_take_on_the_terminal() -> None:
+    """A tab is no zero-width character: it is spaces to the next stop, counted as such."""
+    lines = printed(30, "a\tb\tc\td " * 6, lead="note: ")
+    assert len(lines) > 1 and all(cell_len(line) <= 30 for line in lines)
+    assert "\t" not in "".join(lines)
+    assert printed(30, "a\tb")[0] == "a       b"
+
+
+def words_stay_whole_and_in_order(words: list[str], spaces: list[str], width: int) -> None:
+    joined = "".join(word + spaces[i % len(spaces)] for i, word in enumerate(words)).rstrip()
+    lines = [line.plain for line in wrap(joined, width)]
     assert " ".join(lines).split() == words  # no word split, none lost, none reordered
-    assert all(len(line) <= width or " " not in line for line in lines)  # wider: one word alone
-    assert all(line == line.rstrip() for line in lines)
+    assert all(cell_len(line) <= width or len(line.split()) == 1 for line in lines)  # wider: one word alone
+    assert all(line == line.rstrip() and "\t" not in line for line in lines)
 
 
 test_every_word_stays_whole_and_in_order, test_every_word_stays_whole_and_in_order_many = fast_and_slow(
     words_stay_whole_and_in_order,
-    st.lists(st.text(alphabet="abc_./-", min_size=1, max_size=40), min_size=1, max_size=30),
+    st.lists(st.text(alphabet="abc_./-漢字", min_size=1, max_size=40), min_size=1, max_size=30),
+    st.lists(st.sampled_from([" ", "  ", "\t", " \t"]), min_size=1, max_size=4),
     st.integers(min_value=1, max_value=50),
     fast=60,
     slow=2000,
