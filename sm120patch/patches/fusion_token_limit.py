@@ -15,6 +15,12 @@ from sm120patch.patches.communicator_fusion_gate import CommunicatorFusionGate
 #: The module constant sglang compares the batch with (every release 0.5.4 - 0.5.23: 2048).
 LIMIT_NAME = "FUSE_ALLREDUCE_MAX_BATCH_SIZE"
 OPT_IN = "opt-in: `sm120patch apply --fuse-up-to N` lowers it"
+#: The gates that compare the batch with a literal of their own: the method gate of 0.5.4 - 0.5.7
+#: (``hidden_states.shape[0] <= 4096``).  From 0.5.8 the constant is the only site: other
+#: ``<= <integer>`` conjuncts there are not the limit (0.5.10's ``attn_cp_size <= 1``).
+LITERAL_GATES = tuple(a for a in CommunicatorFusionGate.anchors if a.cls == "CommunicateWithAllReduceAndLayerNormFn")
+#: What a gate compares with the limit: the batch (``batch_size``, or the method gate's tensor).
+BATCH = frozenset({"batch_size", "hidden_states.shape[0]"})
 
 
 @dataclass(frozen=True)
@@ -41,15 +47,20 @@ def limit_sites(module: cst.Module) -> tuple[list[Site], list[cst.FunctionDef]] 
             return f"{LIMIT_NAME} = {code(small.value) if small.value else '...'} is not an integer literal"
         sites.append(Site(small.value, LIMIT_NAME, line, int(small.value.evaluated_value)))
     gates = [f for _, f in find_anchored(module, CommunicatorFusionGate.anchors)]
-    anchors = {id(f): a for a, f in find_anchored(module, CommunicatorFusionGate.anchors)}
-    for gate in gates:
+    for anchor, gate in find_anchored(module, LITERAL_GATES):
         for node in walk(gate):
             if not isinstance(node, cst.Comparison):
                 continue
+            left = node.left
             for target in node.comparisons:
-                if isinstance(target.operator, cst.LessThanEqual) and isinstance(target.comparator, cst.Integer):
-                    where = f"{label(anchors[id(gate)])}: {code(node)}"
+                if (
+                    isinstance(target.operator, cst.LessThanEqual)
+                    and isinstance(target.comparator, cst.Integer)
+                    and code(left) in BATCH
+                ):
+                    where = f"{label(anchor)}: {code(node)}"
                     sites.append(Site(target.comparator, where, node, int(target.comparator.evaluated_value)))
+                left = target.comparator
     return sites, gates
 
 
@@ -127,6 +138,34 @@ class FusionTokenLimit(Patch):
             detail="will set the fusion token limit to 512 (now FUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048)",
             evidence=(1,),
             token_limit=512,
+        ),
+        Example(
+            "another `<= <integer>` conjunct in the gate is not the limit (0.5.10's attn_cp_size)",
+            """
+            FUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048
+
+
+            def apply_flashinfer_allreduce_fusion(batch_size: int):
+                return (
+                    (_is_sm90_supported or _is_sm100_supported)
+                    and batch_size <= FUSE_ALLREDUCE_MAX_BATCH_SIZE
+                    and get_global_server_args().attn_cp_size <= 1
+                )
+            """,
+            after="""
+            FUSE_ALLREDUCE_MAX_BATCH_SIZE = 1024
+
+
+            def apply_flashinfer_allreduce_fusion(batch_size: int):
+                return (
+                    (_is_sm90_supported or _is_sm100_supported)
+                    and batch_size <= FUSE_ALLREDUCE_MAX_BATCH_SIZE
+                    and get_global_server_args().attn_cp_size <= 1
+                )
+            """,
+            detail="will set the fusion token limit to 1024 (now FUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048)",
+            evidence=(1,),
+            token_limit=1024,
         ),
         Example(
             "the constant and the gate method's literal (0.5.4 - 0.5.7)",

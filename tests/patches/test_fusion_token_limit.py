@@ -55,10 +55,11 @@ def test_is_opt_in_and_requires_nothing() -> None:
 # --- real releases (slow tier) -----------------------------------------------------------------
 
 #: One release of each era with the limit: the method gate and its literal (0.5.4 - 0.5.7), the
-#: module function (0.5.8 - 0.5.20, three spellings of the flag term), add_norm.py (0.5.21), renamed (0.5.22+).
-LIMIT_ERAS = ["0.5.4", "0.5.7", "0.5.9", "0.5.14", "0.5.17", "0.5.21", "0.5.23"]
+#: module function (0.5.8 - 0.5.20, three spellings of the flag term; 0.5.10 with `attn_cp_size <= 1`), add_norm.py (0.5.21), renamed (0.5.22+).
+LIMIT_ERAS = ["0.5.4", "0.5.7", "0.5.9", "0.5.10", "0.5.14", "0.5.17", "0.5.21", "0.5.23"]
 GATES = {
     "0.5.9": (COMMUNICATOR, "apply_flashinfer_allreduce_fusion"),
+    "0.5.10": (COMMUNICATOR, "apply_flashinfer_allreduce_fusion"),  # also `attn_cp_size <= 1`: not the limit
     "0.5.14": (COMMUNICATOR, "apply_flashinfer_allreduce_fusion"),
     "0.5.17": (COMMUNICATOR, "apply_flashinfer_allreduce_fusion"),
     "0.5.21": (ADD_NORM, "apply_flashinfer_allreduce_fusion"),
@@ -72,6 +73,7 @@ def sm120_host_with_fusion_on() -> dict[str, Any]:
         enable_flashinfer_allreduce_fusion=True,
         flashinfer_allreduce_fusion_backend="trtllm",
         comm=SimpleNamespace(flashinfer_allreduce_fusion_backend="trtllm"),
+        attn_cp_size=1,  # no context parallelism (0.5.10's gate)
     )
     return {
         "_is_sm90_supported": False,  # the GPU's capability: 12.0
