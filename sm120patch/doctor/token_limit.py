@@ -25,14 +25,19 @@ def token_limit(
     source = f"sm120patch verify ({tree.package_dir})"
     asked = recorded(StateDir(tree.package_dir).load(), tree)
     if asked is None:
-        own = sglang_limit(tree)
-        if own is None:
+        own, now = sglang_limit(tree), sglang_limit(tree, shipped=False)
+        if own is None or now is None:
             return []
+        said = (
+            f"sglang's own, {own} tokens (not measured here)"
+            if now == own
+            else f"{now} tokens in force, with no apply recorded that set it (sglang's own: {own})"
+        )
         return [
             HostFinding(
                 "token-limit",
                 Severity.INFO,
-                f"fusion token limit: sglang's own, {own} tokens (not measured here)",
+                f"fusion token limit: {said}",
                 f"fusion pays at decode sizes and may lose at prefill sizes: {BENCH_THEN_APPLY} keeps it "
                 "only where it wins on this host",
                 source,

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from sm120patch.locate.identity import same_tree
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.layout import ADD_NORM, COMMUNICATOR
 from sm120patch.patchkit.model import State
@@ -68,8 +69,9 @@ class LimitAsk:
 
 
 def recorded(manifest: Manifest | None, tree: SglangTree) -> LimitAsk | None:
-    """The limit the last apply of this very release was asked for, if any."""
-    if manifest is None or not manifest.token_limit or not tree.same_release(manifest.sglang_version):
+    """The limit the last apply of this very tree was asked for, if any (a state is this tree's
+    by its version or by the files apply wrote: a moved version string keeps the record)."""
+    if manifest is None or not manifest.token_limit or not same_tree(tree, manifest):
         return None
     return LimitAsk.from_json(manifest.token_limit)
 
@@ -95,17 +97,18 @@ def gate_rel(tree: SglangTree) -> str:
     return next((rel for rel in GATE_FILES if tree.exists(rel)), GATE_FILES[-1])
 
 
-def sglang_sites(tree: SglangTree) -> list[Any] | None:
-    """The token limit's sites as sglang ships them in this tree (``fusion_token_limit.Site``):
-    read from the backup where the gate's module was patched, else from the file; None where
-    the release has none or the file cannot be read (the plan then says what is wrong)."""
+def sglang_sites(tree: SglangTree, shipped: bool = True) -> list[Any] | None:
+    """The token limit's sites (``fusion_token_limit.Site``) as sglang ships them in this tree
+    (``shipped``: read from the backup where the gate's module was patched, else from the file)
+    or as they are in force (the file); None where the release has none or the file cannot be
+    read (the plan then says what is wrong)."""
     import libcst as cst
 
     from sm120patch.patches.fusion_token_limit import limit_sites
 
     rel = gate_rel(tree)
     state = StateDir(tree.package_dir)
-    manifest = state.load()
+    manifest = state.load() if shipped else None
     path = state.root / manifest.files[rel].backup if manifest and rel in manifest.files else tree.path(rel)
     try:
         found = limit_sites(cst.parse_module(path.read_bytes()))
@@ -116,10 +119,13 @@ def sglang_sites(tree: SglangTree) -> list[Any] | None:
     return list(found[0])
 
 
-def sglang_limit(tree: SglangTree) -> int | None:
-    """The limit in force as sglang ships it in this tree (None: the release has none)."""
-    sites = sglang_sites(tree)
-    return min(site.value for site in sites) if sites else None
+def sglang_limit(tree: SglangTree, shipped: bool = True) -> int | None:
+    """The limit as sglang ships it in this tree, or (``shipped`` False) the one in force in
+    its files now (None: the release has none)."""
+    from sm120patch.patches.fusion_token_limit import limit_in_force
+
+    sites = sglang_sites(tree, shipped)
+    return limit_in_force(sites) if sites else None
 
 
 def mismatch(tree: SglangTree, facts: dict, tp: int | None, gpus: list[str] | None = None) -> str | None:
