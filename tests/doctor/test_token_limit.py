@@ -77,7 +77,6 @@ def test_a_release_without_the_limit_has_no_finding(tmp_path: Path) -> None:
     assert token_limit(tree, patch_states(tree), H200S, 2) == []
 
 
-
 def test_a_limit_in_force_with_no_record_is_told_apart_from_sglangs_own(package: Path) -> None:
     """The file says 512 and the saved state records no ask (written by an older sm120patch):
     doctor names the value in force and sglang's own (the backup's) separately."""
