@@ -67,6 +67,12 @@ def _measured(tree: SglangTree, tp: int | None, own: int | None) -> LimitAsk:
         raise EnvironmentProblem(f"--fuse-up-to measured: the saved bench result {why}; run `sm120patch bench` again")
     found = saved.crossover_of(data)
     facts = data["saved"]
+    if found.indicative:
+        raise EnvironmentProblem(
+            "--fuse-up-to measured: the saved bench result is indicative only, its unfused side ran stand-ins "
+            f"({'; '.join(found.indicative)}), so its crossover is not sglang's; run `sm120patch bench` where "
+            "sglang imports (the baseline is then sglang's own code), or give the limit as --fuse-up-to N"
+        )
     if found.reach is Reach.NEVER:
         raise EnvironmentProblem(
             f"--fuse-up-to measured: fusion did not win at any size in the saved bench result ({found.text}); "
@@ -86,6 +92,8 @@ def _measured(tree: SglangTree, tp: int | None, own: int | None) -> LimitAsk:
         tuple(facts.get("gpus") or ()),
         str(facts.get("date", ""))[:10] or None,
         facts.get("release"),
+        found.against,
+        bool(found.indicative),
     )
 
 

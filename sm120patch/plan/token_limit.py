@@ -36,11 +36,17 @@ class LimitAsk:
     gpus: tuple[str, ...] = ()
     date: str | None = None
     release: str | None = None
+    baseline: str | None = None  # what fusion was measured against (the crossover's ``against``)
+    indicative: bool = False  # that baseline was stand-ins, not sglang's own code
 
     def describe(self) -> str:
-        """``limit 512, measured by bench on gpu7 at TP 2 on 2026-12-03`` / ``limit 512, given as --fuse-up-to 512``."""
+        """``limit 512, measured by bench on gpu7 at TP 2 on 2026-12-03 against sglang's unfused
+        path`` / ``limit 512, given as --fuse-up-to 512``."""
         if self.source == MEASURED:
-            return f"limit {self.limit}, measured by bench on {self.host} at TP {self.tp} on {self.date}"
+            said = f"limit {self.limit}, measured by bench on {self.host} at TP {self.tp} on {self.date}"
+            if self.baseline:
+                said += f" against {self.baseline}{' (indicative only)' if self.indicative else ''}"
+            return said
         return f"limit {self.limit}, given as --fuse-up-to {self.limit}"
 
     def to_json(self) -> dict[str, Any]:
@@ -63,6 +69,8 @@ class LimitAsk:
                 tuple(data.get("gpus") or ()),
                 data.get("date"),
                 data.get("release"),
+                data.get("baseline"),
+                bool(data.get("indicative", False)),
             )
         except (KeyError, TypeError, ValueError):
             return None
