@@ -2,7 +2,8 @@
 
 A number must not be above sglang's own limit (the workspace is sized for it); ``measured``
 takes the crossover of the bench result saved in this tree, and only while that result is of
-this host, this release as installed now, these GPUs and, with ``--tp``, this TP.
+this host, this release as installed now, these GPUs and this TP (``--tp``; without it, only
+where the result's TP is the number of GPUs CUDA shows here).
 """
 
 from __future__ import annotations
@@ -62,9 +63,17 @@ def _measured(tree: SglangTree, tp: int | None, own: int | None) -> LimitAsk:
         raise EnvironmentProblem(
             f"--fuse-up-to measured: no bench result is saved for {tree.package_dir}; run `sm120patch bench` first"
         )
-    why = mismatch(tree, data["saved"], tp, _gpus())
+    here = _gpus()
+    why = mismatch(tree, data["saved"], tp, here)
     if why:
         raise EnvironmentProblem(f"--fuse-up-to measured: the saved bench result {why}; run `sm120patch bench` again")
+    then = data["saved"].get("tp")
+    if tp is None and (here is None or then != len(here)):
+        shown = "nvidia-smi did not answer" if here is None else f"this host shows {len(here)} GPUs"
+        raise EnvironmentProblem(
+            f"--fuse-up-to measured: the saved bench result was measured at TP {then} and {shown}, so the TP "
+            f"sglang serves at cannot be told; add --tp with it (--tp {then} if that is it)"
+        )
     found = saved.crossover_of(data)
     facts = data["saved"]
     if found.indicative:
@@ -98,14 +107,18 @@ def _measured(tree: SglangTree, tp: int | None, own: int | None) -> LimitAsk:
 
 
 def _gpus() -> list[str] | None:
-    """This host's GPUs as nvidia-smi names them, or None where it does not answer (an image
-    build, a CPU host: then the GPU set is not compared)."""
-    from sm120patch.doctor import gpus
+    """This host's GPUs that CUDA shows (``CUDA_VISIBLE_DEVICES``) as nvidia-smi names them, or
+    None where it does not answer or the variable cannot be read here (an image build, a CPU
+    host: then the GPU set is not compared, and ``measured`` needs ``--tp``)."""
+    import os
+
+    from sm120patch.doctor import gpus, visibility
 
     seen = gpus.from_nvidia_smi(GPU_TIMEOUT_S)
     if not seen.answered:
         return None
-    return [g.name for g in seen.gpus]
+    shown = visibility.select(os.environ.get(visibility.VARIABLE), seen.gpus, os.environ.get("CUDA_DEVICE_ORDER"))
+    return None if shown is None else [g.name for g in shown]
 
 
 def server_limits(tree: SglangTree, value: int | str, tp: int | None) -> tuple[int, int]:

@@ -63,7 +63,7 @@ def token_limit(
             HostFinding(
                 "token-limit",
                 Severity.WARNING,
-                f"fusion token limit: {asked.describe()}; that measurement {why}",
+                f"fusion token limit: {asked.describe()}; the bench result {why}",
                 f"measure again here: {BENCH_THEN_APPLY}",
                 source,
             )
@@ -72,8 +72,17 @@ def token_limit(
         HostFinding(
             "token-limit",
             Severity.OK,
-            f"fusion token limit: {asked.describe()}; the measurement matches this host",
+            f"fusion token limit: {asked.describe()}; the measurement matches this host{_unchecked(tp, names)}",
             "",
             source,
         )
     ]
+
+
+def _unchecked(tp: int | None, gpus: list[str] | None) -> str:
+    """What doctor could not compare with the measurement, as a clause (empty: nothing)."""
+    left = [
+        *(["the TP (doctor --tp N compares it)"] if tp is None else []),
+        *(["the GPUs (nvidia-smi did not answer)"] if gpus is None else []),
+    ]
+    return f" (not compared: {', '.join(left)})" if left else ""

@@ -211,6 +211,28 @@ def test_measured_refuses_a_result_against_stand_ins_but_a_number_is_taken(packa
     assert jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "512")[0] == 0
 
 
+@pytest.mark.parametrize(("visible", "said"), [(None, "nvidia-smi did not answer"), (4, "this host shows 4 GPUs")])
+def test_measured_without_tp_refuses_unless_the_gpus_cuda_shows_are_the_results_tp(
+    package: Path, monkeypatch: pytest.MonkeyPatch, visible: int | None, said: str
+) -> None:
+    """A TP-2 result is not applied silently for a server whose TP was never said: without
+    --tp it is taken only where CUDA shows this host's 2 GPUs."""
+    from sm120patch.commands import fuse_limit
+
+    save_recorded(package)
+    before = hashes(package)
+    monkeypatch.setattr(fuse_limit, "_gpus", lambda: None if visible is None else ["NVIDIA H200"] * visible)
+    code, _, err = run("apply", "--sglang-path", str(package), "--fuse-up-to", "measured")
+    assert code == 2 and hashes(package) == before
+    assert " ".join(err.split()).endswith(
+        f"--fuse-up-to measured: the saved bench result was measured at TP 2 and {said}, so the TP sglang serves "
+        "at cannot be told; add --tp with it (--tp 2 if that is it)"
+    )
+    monkeypatch.setattr(fuse_limit, "_gpus", lambda: ["NVIDIA H200"] * 2)
+    assert jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "measured")[0] == 0
+    assert limit_line(package) == "FUSE_ALLREDUCE_MAX_BATCH_SIZE = 512"
+
+
 def test_measured_without_a_saved_result_says_to_bench_first(package: Path) -> None:
     code, _, err = run("apply", "--sglang-path", str(package), "--fuse-up-to", "measured")
     assert code == 2 and "run `sm120patch bench` first" in err
@@ -248,7 +270,7 @@ def test_bench_json_then_apply_measured_writes_the_crossover_and_revert_undoes_i
     assert (kept["host"], kept["tp"], kept["gpus"], kept["dtype"], kept["hidden"], kept["release"]) == (
         socket.gethostname(), 2, ["NVIDIA H200", "NVIDIA H200"], "bf16", 7168, "0.5.11",
     )  # fmt: skip
-    code, applied = jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "measured")
+    code, applied = jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "measured", "--tp", "2")
     assert code == 0, applied
     assert limit_line(package) == "FUSE_ALLREDUCE_MAX_BATCH_SIZE = 128"
     notes = jrun("verify", "--sglang-path", str(package))[1]["messages"]

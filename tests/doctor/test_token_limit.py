@@ -47,15 +47,19 @@ def test_a_given_limit_is_ok_and_named(package: Path) -> None:
 
 def test_a_measured_limit_matches_this_host_or_says_what_changed(package: Path) -> None:
     save_recorded(package)
-    assert jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "measured")[0] == 0
+    assert jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "measured", "--tp", "2")[0] == 0
     severity, summary, _ = said(package)
     assert severity is Severity.OK and summary.endswith("; the measurement matches this host")
     assert f"limit 512, measured by bench on {socket.gethostname()} at TP 2 on " in summary
     assert said(package, tp=4)[0] is Severity.WARNING
-    assert "was measured at TP 2, not TP 4" in said(package, tp=4)[1]
+    assert "; the bench result was measured at TP 2, not TP 4" in said(package, tp=4)[1]
     blackwell = (Gpu(0, "NVIDIA RTX PRO 6000 Blackwell", (12, 0)),) * 2
     assert "not on this host's GPUs" in said(package, gpus=blackwell)[1]
-    assert said(package, gpus=(), tp=None)[0] is Severity.OK  # nvidia-smi silent: GPUs not compared
+    severity, summary, _ = said(package, gpus=(), tp=None)  # nvidia-smi silent, no --tp: said, not hidden
+    assert severity is Severity.OK and summary.endswith(
+        "; the measurement matches this host (not compared: the TP (doctor --tp N compares it), "
+        "the GPUs (nvidia-smi did not answer))"
+    )
     state = StateDir(package)
     manifest = json.loads(state.manifest_path.read_text())
     manifest["token_limit"]["host"] = "elsewhere"
