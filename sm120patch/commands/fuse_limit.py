@@ -117,7 +117,8 @@ def _gpus() -> list[str] | None:
     seen = gpus.from_nvidia_smi(GPU_TIMEOUT_S)
     if not seen.answered:
         return None
-    shown = visibility.select(os.environ.get(visibility.VARIABLE), seen.gpus, os.environ.get("CUDA_DEVICE_ORDER"))
+    order = os.environ.get("CUDA_DEVICE_ORDER")
+    shown = visibility.select(os.environ.get(visibility.VARIABLE), seen.gpus, order).gpus
     return None if shown is None else [g.name for g in shown]
 
 

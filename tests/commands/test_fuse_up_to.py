@@ -305,3 +305,21 @@ def test_a_manifest_with_a_limit_says_so_to_an_older_sm120patch(package: Path) -
     assert jrun("apply", "--sglang-path", str(package))[0] == 0
     manifest = json.loads((package / ".sm120patch" / "manifest.json").read_text())
     assert manifest["format"] == 2 and "token_limit" not in manifest
+
+
+def test_the_gpus_compared_are_those_cuda_shows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvidia-smi lists four GPUs; ``CUDA_VISIBLE_DEVICES=0,1`` shows two: the TP a result is
+    taken for without --tp is that count; nvidia-smi silent: not known (None)."""
+    from sm120patch.commands import fuse_limit
+    from sm120patch.doctor import gpus
+    from sm120patch.doctor.gpus import Gpu, GpuReport
+
+    four = GpuReport(tuple(Gpu(i, f"NVIDIA H200 #{i}", (9, 0)) for i in range(4)), "nvidia-smi")
+    monkeypatch.setattr(gpus, "from_nvidia_smi", lambda timeout: four)
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert fuse_limit._gpus() == ["NVIDIA H200 #2", "NVIDIA H200 #3"]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert fuse_limit._gpus() == [f"NVIDIA H200 #{i}" for i in range(4)]
+    monkeypatch.setattr(gpus, "from_nvidia_smi", lambda timeout: GpuReport((), "nvidia-smi", "not found"))
+    assert fuse_limit._gpus() is None
