@@ -170,3 +170,19 @@ def _installed_at(tree: SglangTree) -> float | None:
         return (tree.dist_info / "RECORD").stat().st_mtime
     except OSError:
         return None
+
+
+def limit_json(tree: SglangTree) -> dict[str, Any] | None:
+    """The fusion token limit for verify's and apply's JSON: the value in force in the files
+    now, sglang's own (as shipped), and the ask the saved state records (``LimitAsk.to_json``,
+    or None); None where the release has no limit or the gate's module cannot be read."""
+    from sm120patch.errors import EnvironmentProblem
+
+    try:
+        own, now = sglang_limit(tree), sglang_limit(tree, shipped=False)
+        asked = recorded(StateDir(tree.package_dir).load(), tree)
+    except EnvironmentProblem:  # an unreadable state: the command's own lines say so
+        return None
+    if own is None and now is None:
+        return None
+    return {"in_force": now, "sglang": own, "asked": asked.to_json() if asked else None}

@@ -323,3 +323,26 @@ def test_the_gpus_compared_are_those_cuda_shows(monkeypatch: pytest.MonkeyPatch)
     assert fuse_limit._gpus() == [f"NVIDIA H200 #{i}" for i in range(4)]
     monkeypatch.setattr(gpus, "from_nvidia_smi", lambda timeout: GpuReport((), "nvidia-smi", "not found"))
     assert fuse_limit._gpus() is None
+
+
+def test_verify_and_apply_json_give_the_limit_as_an_object(package: Path) -> None:
+    """Not only a sentence in ``messages``: the value in force, sglang's own, and the ask with
+    its source, for a script to read."""
+    code, out = jrun("verify", "--sglang-path", str(package))
+    assert out["token_limit"] == {"in_force": 2048, "sglang": 2048, "asked": None}
+    save_recorded(package)
+    code, out = jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "measured", "--tp", "2")
+    assert code == 0
+    asked = out["token_limit"]["asked"]
+    assert (out["token_limit"]["in_force"], out["token_limit"]["sglang"]) == (512, 2048)
+    assert (asked["limit"], asked["source"], asked["tp"], asked["host"]) == (512, "measured", 2, socket.gethostname())
+    assert (asked["baseline"], asked["indicative"]) == ("sglang's unfused path", False)
+    assert jrun("verify", "--sglang-path", str(package))[1]["token_limit"] == out["token_limit"]
+    assert (
+        jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "256", "--dry-run")[1]["token_limit"]["in_force"]
+        == 512
+    )  # a dry run writes nothing: the limit in force is still 512
+
+
+def test_a_release_without_the_limit_has_no_limit_object(tmp_path: Path) -> None:
+    assert jrun("verify", "--sglang-path", str(write_mini_sglang(tmp_path / "site")))[1]["token_limit"] is None
