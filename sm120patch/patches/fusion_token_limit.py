@@ -92,10 +92,11 @@ class FusionTokenLimit(Patch):
     from 0.5.11 before CUDA-graph capture, for ``max_token_num=FUSE_ALLREDUCE_MAX_BATCH_SIZE``
     (``model_runner.py``, ``runner/base_runner.py`` from 0.5.14), so the lowered constant
     shrinks the workspace with it; from 0.5.20 ``max(max_token_num, the largest batch
-    seen)``.  A batch above the workspace meets no check in 0.5.4 - 0.5.5.post1 (whose gate
-    lets 4096 tokens through a 2048-token workspace), ``assert input_tensor.shape[0] <=
-    max_token_num`` from 0.5.5.post2, and from 0.5.20 a size check that quietly runs it
-    unfused.  Above 2048 sglang has never run the fused kernel, and up to 0.5.10 such a batch
+    seen)``.  A batch above the workspace meets no check in 0.5.4 - 0.5.5 (whose gate lets
+    4096 tokens through a 2048-token workspace); 0.5.5.post1 sizes it for 16384 tokens and runs
+    a larger batch unfused (``if input_tensor.shape[0] > max_token_num: ... return None,
+    None``); ``assert input_tensor.shape[0] <= max_token_num`` from 0.5.5.post2 (2048 again),
+    and from 0.5.20 a size check that quietly runs it unfused.  Above 2048 sglang has never run the fused kernel, and up to 0.5.10 such a batch
     would overrun the workspace: ``--fuse-up-to`` above sglang's own limit is refused.
 
     Remove when: sglang's limit follows the host's measured crossover (sglang#28912).

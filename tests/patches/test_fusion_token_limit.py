@@ -157,10 +157,66 @@ def release_gate(path: Path, name: str, **host: Any) -> Any:
     return load_function(source, name, namespace, str(path))
 
 
-@pytest.mark.slow  # a real release older than the limit (and than fusion itself)
-def test_a_release_without_the_limit_refuses_and_writes_nothing(tmp_path: Path) -> None:
+@pytest.mark.slow  # a real release older than sglang's SM12x probe
+def test_a_limit_asked_of_a_release_refused_as_a_whole_writes_nothing(tmp_path: Path) -> None:
+    """0.5.3 has the limit, but no release before 0.5.4 is patched at all: the whole-release
+    refusal comes first and says why, and a limit asked does not slip a write past it (a
+    release without the limit: tests/commands/test_fuse_up_to.py)."""
     package = copy_release("0.5.3", tmp_path / "site")
     before = {p: sha256(p) for p in package.rglob("*.py")}
     outcome = apply_tree(from_directory(package), token_limit=LimitAsk(512))
     assert outcome.exit_code == 1
+    assert outcome.headline.startswith("sglang 0.5.3 has no SM12x probe (sglang.srt.utils.is_sm120_supported")
+    assert outcome.headline.endswith("Upgrade to sglang >= 0.5.4.")
     assert {p: sha256(p) for p in package.rglob("*.py")} == before
+
+
+class FakeNorm:
+    """What the method gate hands the batch to: the fused call, or the plain norm after the allreduce."""
+
+    def forward_with_allreduce_fusion(self, hidden_states: Any, residual: Any) -> tuple[str, Any]:
+        return "fused", residual
+
+    def __call__(self, hidden_states: Any, residual: Any = None) -> tuple[str, Any]:
+        return "unfused", residual
+
+
+@pytest.mark.slow  # real sglang releases from the package index
+@pytest.mark.parametrize("version", ["0.5.5.post2", "0.5.7"])
+def test_sglangs_own_method_gate_no_longer_fuses_above_the_lowered_limit(version: str, tmp_path: Path) -> None:
+    """0.5.4 - 0.5.7 compare the batch with a literal inside
+    ``CommunicateWithAllReduceAndLayerNormFn._gather_hidden_states_and_residual``: that method,
+    as the release has it after ``--fuse-up-to 512``, run on one TP rank of an SM120 host
+    (named fakes for the attention-TP context and the norm)."""
+    package = copy_release(version, tmp_path / "site")
+    tree = from_directory(package)
+    assert apply_tree(tree, token_limit=LimitAsk(512)).exit_code == 0
+    source = (package / COMMUNICATOR).read_bytes()
+    (cls,) = [
+        s
+        for s in ast.parse(source).body
+        if isinstance(s, ast.ClassDef) and s.name == "CommunicateWithAllReduceAndLayerNormFn"
+    ]
+    (method,) = [
+        s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "_gather_hidden_states_and_residual"
+    ]
+    method.decorator_list = []  # a staticmethod: run as a plain function
+    namespace = {
+        **sm120_host_with_fusion_on(),
+        "torch": SimpleNamespace(Tensor=object, nn=SimpleNamespace(Module=object)),
+        "ForwardBatch": object,
+        "CommunicateContext": object,
+        "ScatterMode": SimpleNamespace(SCATTERED="scattered"),
+        "get_attn_tp_context": lambda: SimpleNamespace(input_scattered=False),
+        "tensor_model_parallel_all_reduce": lambda hidden_states: hidden_states,
+        "_is_npu": False,
+    }
+    exec(compile(ast.Module([method], type_ignores=[]), str(package / COMMUNICATOR), "exec"), namespace)
+    gather = namespace["_gather_hidden_states_and_residual"]
+    context = SimpleNamespace(attn_tp_size=2, attn_dp_size=1, attn_tp_rank=0, cache=None)
+
+    def path(tokens: int) -> str:
+        batch = SimpleNamespace(shape=(tokens, 7168))
+        return gather(batch, "residual", None, FakeNorm(), context, residual_input_mode="tp-full")[0]
+
+    assert [path(n) for n in (1, 512, 513, 2048)] == ["fused", "fused", "unfused", "unfused"]
