@@ -12,7 +12,7 @@ from sm120patch.bench import saved
 from sm120patch.bench.verdict import Reach
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.locate.tree import SglangTree
-from sm120patch.patches.fusion_token_limit import LIMIT_NAME
+from sm120patch.patches.fusion_token_limit import LIMIT_NAME, limit_in_force
 from sm120patch.plan.token_limit import GIVEN, MEASURED, LimitAsk, mismatch, sglang_limit, sglang_sites
 
 GPU_TIMEOUT_S = 10.0
@@ -39,10 +39,11 @@ def asked_limit(tree: SglangTree, value: int | str | None, tp: int | None) -> Li
     return resolve(tree, value, tp)
 
 
-def resolve(tree: SglangTree, value: int | str, tp: int | None) -> LimitAsk:
+def resolve(tree: SglangTree, value: int | str, tp: int | None, own: int | None = None) -> LimitAsk:
     """The limit ``--fuse-up-to`` asks for, with its source; EnvironmentProblem (exit 2,
-    nothing written) for a limit above sglang's or a saved result that does not fit here."""
-    own = sglang_limit(tree)
+    nothing written) for a limit above sglang's (``own``, read here where not given) or a
+    saved result that does not fit here."""
+    own = sglang_limit(tree) if own is None else own
     if value == MEASURED:
         ask = _measured(tree, tp, own)
     else:
@@ -136,5 +137,5 @@ def server_limits(tree: SglangTree, value: int | str, tp: int | None) -> tuple[i
             f"also compares a number ({literals[0]}): `sm120patch apply --fuse-up-to N` and a plain "
             "`bench --server` compare the limits there"
         )
-    ask = resolve(tree, value, tp)
-    return ask.limit, min(site.value for site in sites)
+    own = limit_in_force(sites)
+    return resolve(tree, value, tp, own).limit, own

@@ -20,6 +20,7 @@ from sm120patch.transaction.state import Manifest, StateDir
 GATE_FILES = (ADD_NORM, COMMUNICATOR)  # the gate's module, newest layout first
 
 PATCH_ID = "fusion-token-limit"
+LIMIT_SITE = "FUSE_ALLREDUCE_MAX_BATCH_SIZE"  # the report's ``where`` when the release has the limit
 
 GIVEN = "given"  # --fuse-up-to N
 MEASURED = "measured"  # --fuse-up-to measured: the crossover of the last bench on this host
@@ -90,8 +91,9 @@ def limit_note(reports: list[PatchReport], manifest: Manifest | None, tree: Sgla
     if report is None or report.state is State.REFUSED:
         return None
     asked = recorded(manifest, tree)
-    if asked is None:
-        return report.detail if report.state is State.NOT_NEEDED and "in force" in report.detail else None
+    if asked is None:  # sglang's own, or one no apply recorded: the patch's own words name it
+        in_force = report.state is State.NOT_NEEDED and report.where == LIMIT_SITE
+        return report.detail if in_force else None
     if report.state is State.APPLIED:
         return f"fusion token limit in force: {asked.describe()}"
     return (

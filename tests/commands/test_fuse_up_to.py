@@ -243,10 +243,14 @@ def test_tp_without_measured_is_a_usage_error(package: Path) -> None:
     assert run("apply", "--sglang-path", str(package), "--fuse-up-to", "512", "--tp", "2")[0] == 2
 
 
-def test_a_bench_result_alone_is_removed_by_revert(package: Path) -> None:
+def test_a_bench_result_alone_is_removed_by_revert_and_said(package: Path) -> None:
     save_recorded(package)
     code, out = jrun("revert", "--sglang-path", str(package))
     assert code == 0 and not (package / ".sm120patch").exists(), out
+    assert out["headline"] == "nothing to revert: no saved state, files as released"
+    assert (
+        "removed the saved bench result (bench-last.json): run `sm120patch bench` to measure again" in (out["messages"])
+    )
 
 
 def test_bench_json_then_apply_measured_writes_the_crossover_and_revert_undoes_it(

@@ -18,7 +18,7 @@ from sm120patch.patches.fusion_token_limit import LIMIT_NAME
 from sm120patch.patchkit.layout import ADD_NORM, COMMUNICATOR
 from sm120patch.patchkit.model import Example, State
 from sm120patch.plan.registry import by_id
-from sm120patch.plan.token_limit import LimitAsk
+from sm120patch.plan.token_limit import LIMIT_SITE, LimitAsk
 from tests.support.patch_checks import (
     check_anchor_files,
     check_description,
@@ -45,6 +45,11 @@ def test_describes_itself_and_anchors_in_known_files() -> None:
 
 def test_examples_are_distinct_and_cover_pending_and_drift() -> None:
     check_examples_cover(PATCH)
+
+
+def test_plan_names_the_reports_site_as_the_patch_does() -> None:
+    """verify reads "the release has the limit" from the report's ``where``, without libcst."""
+    assert LIMIT_SITE == LIMIT_NAME
 
 
 def test_is_opt_in_and_requires_nothing() -> None:
