@@ -1,8 +1,8 @@
 """bench's last result, kept in the tree's state folder for ``apply --fuse-up-to measured``.
 
 ``<sglang>/.sm120patch/bench-last.json`` is the bench JSON object (``sm120patch-bench/2``)
-with a ``saved`` object: the host, TP, GPUs, dtype, hidden size and release it was measured
-on, when, and the release files' RECORD hash of the gate's module.  A full ``revert`` removes
+with a ``saved`` object: the host, TP, GPUs, dtype, hidden size, FlashInfer version and
+release it was measured on, when, and the release files' RECORD hash of the gate's module.  A full ``revert`` removes
 it with the rest of the state (nothing of this tool is left in the tree); the measurement is
 for this release on this host, and ``bench`` makes a new one in a minute.
 """
@@ -82,6 +82,7 @@ def identity(tree: SglangTree | None, data: Mapping[str, Any]) -> dict[str, Any]
         "gpus": gpus,
         "dtype": data.get("dtype"),
         "hidden": data.get("hidden"),
+        "flashinfer": (data.get("versions") or {}).get("flashinfer"),  # the one bench's interpreter ran
         "release": tree.version if tree else None,
         "gate_record_sha256": tree.record.sha256(gate_rel(tree)) if tree else None,
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

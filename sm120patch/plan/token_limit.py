@@ -148,6 +148,9 @@ def mismatch(tree: SglangTree, facts: dict, tp: int | None, gpus: list[str] | No
         return f"was measured with sglang {facts.get('release')}, not {tree.version}"
     if tp is not None and facts.get("tp") != tp:
         return f"was measured at TP {facts.get('tp')}, not TP {tp}"
+    fused_by, now_by = facts.get("flashinfer"), tree.flashinfer
+    if fused_by and now_by and fused_by != now_by:
+        return f"was measured with FlashInfer {fused_by}, not {now_by} (installed beside sglang now)"
     then = facts.get("gate_record_sha256")
     now = tree.record.sha256(gate_rel(tree))
     if then and now and then != now:

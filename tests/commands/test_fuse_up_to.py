@@ -180,6 +180,7 @@ def test_measured_refuses_another_gpu_set() -> None:
     class Tree:
         version = "0.5.11"
         dist_info = None
+        flashinfer = None  # none beside it: not compared
         record = type("R", (), {"sha256": staticmethod(lambda rel: None)})()
 
         @staticmethod
@@ -350,3 +351,16 @@ def test_verify_and_apply_json_give_the_limit_as_an_object(package: Path) -> Non
 
 def test_a_release_without_the_limit_has_no_limit_object(tmp_path: Path) -> None:
     assert jrun("verify", "--sglang-path", str(write_mini_sglang(tmp_path / "site")))[1]["token_limit"] is None
+
+
+def test_measured_refuses_a_result_of_another_flashinfer(package: Path) -> None:
+    """The fused kernel is FlashInfer's: a result measured with another version of it is not
+    this host's crossover (compared where a FlashInfer is found beside sglang)."""
+    from dataclasses import replace
+
+    tree = from_directory(package)
+    facts = {"host": socket.gethostname(), "release": tree.version, "tp": 2, "flashinfer": "0.6.17"}
+    assert mismatch(replace(tree, flashinfer="0.6.17"), facts, 2) is None
+    said = mismatch(replace(tree, flashinfer="0.6.18"), facts, 2)
+    assert said == "was measured with FlashInfer 0.6.17, not 0.6.18 (installed beside sglang now)"
+    assert mismatch(replace(tree, flashinfer=None), facts, 2) is None
