@@ -201,7 +201,7 @@ class Crossover:
 
     @property
     def _text(self) -> str:
-        noise = f"±{self.noise_pct:.0f} % noise"
+        noise = f"fixed ±{self.noise_pct:.0f} % threshold"  # not the run's own spread
         if self.wrong:
             return "crossover: none: a fused result was wrong, so fusion wins nowhere; keep fusion off"
         if self.reach is Reach.NEVER:
