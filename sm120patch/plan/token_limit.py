@@ -191,3 +191,14 @@ def limit_json(tree: SglangTree) -> dict[str, Any] | None:
     if own is None and now is None:
         return None
     return {"in_force": now, "sglang": own, "asked": asked.to_json() if asked else None}
+
+
+def rewritten(reports: list[PatchReport], asked: LimitAsk) -> list[str]:
+    """The note of an apply without ``--fuse-up-to`` that wrote the recorded limit again (after
+    a reinstall put sglang's back), or none."""
+    if not any(r.id == PATCH_ID and r.state is State.PENDING for r in reports):
+        return []
+    return [
+        f"fusion token limit written again as the last apply was asked ({asked.describe()}); "
+        "`sm120patch apply --fuse-up-to N` sets another"
+    ]

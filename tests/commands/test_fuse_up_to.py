@@ -364,3 +364,16 @@ def test_measured_refuses_a_result_of_another_flashinfer(package: Path) -> None:
     said = mismatch(replace(tree, flashinfer="0.6.18"), facts, 2)
     assert said == "was measured with FlashInfer 0.6.17, not 0.6.18 (installed beside sglang now)"
     assert mismatch(replace(tree, flashinfer=None), facts, 2) is None
+
+
+def test_a_plain_apply_after_a_reinstall_says_it_writes_the_recorded_limit_again(package: Path) -> None:
+    assert jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "512")[0] == 0
+    (package / COMM).write_text(LIMITED)  # a reinstall of the same release: sglang's 2048 back
+    code, out = jrun("apply", "--sglang-path", str(package))
+    assert code == 0 and limit_line(package) == "FUSE_ALLREDUCE_MAX_BATCH_SIZE = 512"
+    assert (
+        "fusion token limit written again as the last apply was asked (limit 512, given as --fuse-up-to 512); "
+        "`sm120patch apply --fuse-up-to N` sets another"
+    ) in out["messages"]
+    code, out = jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "256")  # asked: nothing to say
+    assert code == 0 and not any("written again" in m for m in out["messages"])
