@@ -217,10 +217,10 @@ def render(result: BenchResult, out: Console) -> None:
 
 
 def crossover(result: BenchResult) -> Crossover:
-    """Where fusion stops winning in ``result`` (against the allreduce alone where the unfused
-    side was only stand-ins)."""
+    """Where fusion stops winning in ``result``, against the unfused side its verdict uses."""
     rows = [_row_json(r) for r in result.rows]
-    return saved.crossover_of({"baseline": {"indicative": result.baseline.indicative}, "rows": rows})
+    baseline = {"indicative": result.baseline.indicative, "why": list(result.baseline.why)}
+    return saved.crossover_of({"baseline": baseline, "rows": rows})
 
 
 def _render_estimate(result: BenchResult, out: Console) -> None:
@@ -275,7 +275,10 @@ def plot(result: BenchResult, path: Path) -> None:
     if found.limit is not None:
         ax.axvline(found.limit, color="grey", linestyle="--", linewidth=1)
         ax.annotate(
-            f"fusion wins up to {found.limit}", (found.limit, 0.95), xycoords=("data", "axes fraction"), fontsize=7
+            f"fusion wins up to {found.limit}{' (indicative)' if found.indicative else ''}",
+            (found.limit, 0.95),
+            xycoords=("data", "axes fraction"),
+            fontsize=7,
         )
     fig.text(0.01, 0.01, f"{found.text}\n{result.verdict.text}", fontsize=6, wrap=True)
     fig.tight_layout(rect=(0, 0.05, 1, 1))

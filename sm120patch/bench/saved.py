@@ -1,8 +1,8 @@
 """bench's last result, kept in the tree's state folder for ``apply --fuse-up-to measured``.
 
 ``<sglang>/.sm120patch/bench-last.json`` is the bench JSON object (``sm120patch-bench/2``)
-with a ``saved`` object: the host, TP, GPUs, dtype, hidden size and release it was measured
-on, when, and the release files' RECORD hash of the gate's module.  A full ``revert`` removes
+with a ``saved`` object: the host, TP, GPUs, dtype, hidden size, FlashInfer version and
+release it was measured on, when, and the release files' RECORD hash of the gate's module.  A full ``revert`` removes
 it with the rest of the state (nothing of this tool is left in the tree); the measurement is
 for this release on this host, and ``bench`` makes a new one in a minute.
 """
@@ -13,6 +13,7 @@ import json
 import socket
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,10 @@ from sm120patch.locate.tree import SglangTree
 from sm120patch.plan.token_limit import gate_rel
 from sm120patch.transaction.state import BENCH_RESULT, StateDir
 
-FLOOR = "the allreduce alone (the unfused side ran stand-ins, not sglang's code)"
+SGLANGS = "sglang's unfused path"
+STAND_INS = "the stand-in unfused path"
+#: Why a result without a ``baseline.why`` (schema 1) is indicative.
+NOT_SGLANGS = "stand-ins: sglang's code did not run here"
 
 
 def stand_ins(data: Mapping[str, Any]) -> bool:
@@ -34,19 +38,22 @@ def stand_ins(data: Mapping[str, Any]) -> bool:
 
 
 def crossover_of(data: Mapping[str, Any]) -> Crossover:
-    """The crossover of a bench JSON object (this tool's, recorded or fresh): against the
-    unfused path where it was sglang's own code, else against the allreduce alone, which
-    every unfused path pays at least (so a stand-in norm cannot make fusion look better)."""
-    floor = stand_ins(data)
-    side = "allreduce" if floor else "unfused"
+    """The crossover of a bench JSON object (this tool's, recorded or fresh), against the same
+    unfused side as the verdict: indicative, as the verdict is, where that side was stand-ins."""
+    indicative: tuple[str, ...] = ()
+    if stand_ins(data):
+        baseline = data.get("baseline")
+        why = baseline.get("why") if isinstance(baseline, Mapping) else None
+        indicative = tuple(str(w) for w in why) if isinstance(why, list) and why else (NOT_SGLANGS,)
     try:
         points: Sequence[Point] = [
-            Point(int(r["tokens"]), float(r["fused"]["median_us"]), float(r[side]["median_us"]), bool(r["ok"]))
+            Point(int(r["tokens"]), float(r["fused"]["median_us"]), float(r["unfused"]["median_us"]), bool(r["ok"]))
             for r in data["rows"]
         ]
     except (KeyError, TypeError, ValueError) as exc:
         raise EnvironmentProblem(f"not a bench result of this tool (its rows lack {exc})") from exc
-    return crossover(points, FLOOR if floor else "sglang's unfused path", NOISE_PCT)
+    found = crossover(points, STAND_INS if indicative else SGLANGS, NOISE_PCT)
+    return replace(found, indicative=indicative)
 
 
 def crossover_json(found: Crossover) -> dict[str, Any]:
@@ -60,6 +67,7 @@ def crossover_json(found: Crossover) -> dict[str, Any]:
         "against": found.against,
         "noise_pct": found.noise_pct,
         "wrong": found.wrong,
+        "indicative": bool(found.indicative),
         "text": found.text,
     }
 
@@ -74,6 +82,7 @@ def identity(tree: SglangTree | None, data: Mapping[str, Any]) -> dict[str, Any]
         "gpus": gpus,
         "dtype": data.get("dtype"),
         "hidden": data.get("hidden"),
+        "flashinfer": (data.get("versions") or {}).get("flashinfer"),  # the one bench's interpreter ran
         "release": tree.version if tree else None,
         "gate_record_sha256": tree.record.sha256(gate_rel(tree)) if tree else None,
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -174,8 +174,8 @@ class Reach(str, Enum):
 @dataclass(frozen=True)
 class Crossover:
     """The largest measured token count up to which fusion wins at every point (each beyond
-    ``noise_pct``), measured ``against`` the unfused path or, where that was only stand-ins,
-    the allreduce alone (the floor of any unfused path)."""
+    ``noise_pct``), measured ``against`` the same unfused side as the verdict; ``indicative``
+    says why that side was not sglang's own code (then the crossover is not sglang's either)."""
 
     reach: Reach
     tokens: int | None  # UP_TO: the limit; ALWAYS: the largest size measured
@@ -185,6 +185,7 @@ class Crossover:
     against: str = "unfused"
     noise_pct: float = NOISE_PCT
     wrong: bool = False  # a fused result did not match the reference: no size is to be trusted
+    indicative: tuple[str, ...] = ()  # why the unfused side was not sglang's own code
 
     @property
     def limit(self) -> int | None:
@@ -193,7 +194,14 @@ class Crossover:
 
     @property
     def text(self) -> str:
-        noise = f"±{self.noise_pct:.0f} % noise"
+        """What the crossover is, prefixed with why it is only indicative where it is."""
+        if not self.indicative:
+            return self._text
+        return f"indicative only ({'; '.join(self.indicative)}): {self._text}"
+
+    @property
+    def _text(self) -> str:
+        noise = f"fixed ±{self.noise_pct:.0f} % threshold"  # not the run's own spread
         if self.wrong:
             return "crossover: none: a fused result was wrong, so fusion wins nowhere; keep fusion off"
         if self.reach is Reach.NEVER:
@@ -210,7 +218,11 @@ class Crossover:
             f"crossover: fusion wins at every size up to {self.tokens} tokens against {self.against} "
             f"({self.margin_pct:+.0f} % there, beyond the {noise}), "
             f"not at {self.next_tokens} ({self.next_pct:+.1f} %): "
-            f"`sm120patch apply --fuse-up-to measured` sets sglang's fusion token limit to {self.tokens}"
+            + (
+                "`sm120patch apply --fuse-up-to measured` refuses it: measure where sglang imports"
+                if self.indicative
+                else f"`sm120patch apply --fuse-up-to measured` sets sglang's fusion token limit to {self.tokens}"
+            )
         )
 
 

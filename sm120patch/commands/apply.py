@@ -25,7 +25,7 @@ from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import Patch
 from sm120patch.plan.gate_sweep import Prefetch, Sweep, prefetch, remember, sweep_tree
 from sm120patch.plan.registry import all_patches
-from sm120patch.plan.token_limit import PATCH_ID, LimitAsk, recorded
+from sm120patch.plan.token_limit import PATCH_ID, LimitAsk, recorded, rewritten
 from sm120patch.plan.trust import record, trusted_plan
 from sm120patch.plan.types import Plan
 from sm120patch.probes import DEFAULT_TIMEOUT_S
@@ -108,6 +108,8 @@ def apply(
             if swept and manifest is not None:  # under the lock already, as the tree now stands
                 with contextlib.suppress(OSError):
                     remember(tree, state, manifest, swept[0])
+            if token_limit is None and asked is not None:  # a plain apply: say the recorded limit came back
+                outcome.notes += rewritten(plan.reports, asked)
         _report_plan(outcome, plan, state, dry_run)
         if recovered and not outcome.written and outcome.exit_code == ExitCode.OK:
             # The stopped run did the writing; "already applied" would hide that this one finished it.

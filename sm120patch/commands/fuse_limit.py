@@ -2,7 +2,8 @@
 
 A number must not be above sglang's own limit (the workspace is sized for it); ``measured``
 takes the crossover of the bench result saved in this tree, and only while that result is of
-this host, this release as installed now, these GPUs and, with ``--tp``, this TP.
+this host, this release as installed now, these GPUs and this TP (``--tp``; without it, only
+where the result's TP is the number of GPUs CUDA shows here).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from sm120patch.bench import saved
 from sm120patch.bench.verdict import Reach
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.locate.tree import SglangTree
-from sm120patch.patches.fusion_token_limit import LIMIT_NAME
+from sm120patch.patches.fusion_token_limit import LIMIT_NAME, limit_in_force
 from sm120patch.plan.token_limit import GIVEN, MEASURED, LimitAsk, mismatch, sglang_limit, sglang_sites
 
 GPU_TIMEOUT_S = 10.0
@@ -38,10 +39,11 @@ def asked_limit(tree: SglangTree, value: int | str | None, tp: int | None) -> Li
     return resolve(tree, value, tp)
 
 
-def resolve(tree: SglangTree, value: int | str, tp: int | None) -> LimitAsk:
+def resolve(tree: SglangTree, value: int | str, tp: int | None, own: int | None = None) -> LimitAsk:
     """The limit ``--fuse-up-to`` asks for, with its source; EnvironmentProblem (exit 2,
-    nothing written) for a limit above sglang's or a saved result that does not fit here."""
-    own = sglang_limit(tree)
+    nothing written) for a limit above sglang's (``own``, read here where not given) or a
+    saved result that does not fit here."""
+    own = sglang_limit(tree) if own is None else own
     if value == MEASURED:
         ask = _measured(tree, tp, own)
     else:
@@ -62,11 +64,25 @@ def _measured(tree: SglangTree, tp: int | None, own: int | None) -> LimitAsk:
         raise EnvironmentProblem(
             f"--fuse-up-to measured: no bench result is saved for {tree.package_dir}; run `sm120patch bench` first"
         )
-    why = mismatch(tree, data["saved"], tp, _gpus())
+    here = _gpus()
+    why = mismatch(tree, data["saved"], tp, here)
     if why:
         raise EnvironmentProblem(f"--fuse-up-to measured: the saved bench result {why}; run `sm120patch bench` again")
+    then = data["saved"].get("tp")
+    if tp is None and (here is None or then != len(here)):
+        shown = "nvidia-smi did not answer" if here is None else f"this host shows {len(here)} GPUs"
+        raise EnvironmentProblem(
+            f"--fuse-up-to measured: the saved bench result was measured at TP {then} and {shown}, so the TP "
+            f"sglang serves at cannot be told; add --tp with it (--tp {then} if that is it)"
+        )
     found = saved.crossover_of(data)
     facts = data["saved"]
+    if found.indicative:
+        raise EnvironmentProblem(
+            "--fuse-up-to measured: the saved bench result is indicative only, its unfused side ran stand-ins "
+            f"({'; '.join(found.indicative)}), so its crossover is not sglang's; run `sm120patch bench` where "
+            "sglang imports (the baseline is then sglang's own code), or give the limit as --fuse-up-to N"
+        )
     if found.reach is Reach.NEVER:
         raise EnvironmentProblem(
             f"--fuse-up-to measured: fusion did not win at any size in the saved bench result ({found.text}); "
@@ -86,18 +102,25 @@ def _measured(tree: SglangTree, tp: int | None, own: int | None) -> LimitAsk:
         tuple(facts.get("gpus") or ()),
         str(facts.get("date", ""))[:10] or None,
         facts.get("release"),
+        found.against,
+        bool(found.indicative),
     )
 
 
 def _gpus() -> list[str] | None:
-    """This host's GPUs as nvidia-smi names them, or None where it does not answer (an image
-    build, a CPU host: then the GPU set is not compared)."""
-    from sm120patch.doctor import gpus
+    """This host's GPUs that CUDA shows (``CUDA_VISIBLE_DEVICES``) as nvidia-smi names them, or
+    None where it does not answer or the variable cannot be read here (an image build, a CPU
+    host: then the GPU set is not compared, and ``measured`` needs ``--tp``)."""
+    import os
+
+    from sm120patch.doctor import gpus, visibility
 
     seen = gpus.from_nvidia_smi(GPU_TIMEOUT_S)
     if not seen.answered:
         return None
-    return [g.name for g in seen.gpus]
+    order = os.environ.get("CUDA_DEVICE_ORDER")
+    shown = visibility.select(os.environ.get(visibility.VARIABLE), seen.gpus, order).gpus
+    return None if shown is None else [g.name for g in shown]
 
 
 def server_limits(tree: SglangTree, value: int | str, tp: int | None) -> tuple[int, int]:
@@ -114,5 +137,5 @@ def server_limits(tree: SglangTree, value: int | str, tp: int | None) -> tuple[i
             f"also compares a number ({literals[0]}): `sm120patch apply --fuse-up-to N` and a plain "
             "`bench --server` compare the limits there"
         )
-    ask = resolve(tree, value, tp)
-    return ask.limit, min(site.value for site in sites)
+    own = limit_in_force(sites)
+    return resolve(tree, value, tp, own).limit, own

@@ -15,7 +15,7 @@ from sm120patch.report.outcome import Command, Outcome
 from sm120patch.transaction import links
 from sm120patch.transaction.fsutil import remove_tree, sha256, sha256_file
 from sm120patch.transaction.journal import Entry, Op, check_writable, commit, interrupted, recover, remove_temps
-from sm120patch.transaction.state import Manifest, StateDir
+from sm120patch.transaction.state import BENCH_RESULT, Manifest, StateDir
 
 if TYPE_CHECKING:
     from sm120patch.plan.types import Plan
@@ -142,6 +142,7 @@ def _revert_own(outcome: Outcome, state: StateDir, manifest: Manifest, force: bo
 def _remove_state(outcome: Outcome, state: StateDir) -> None:
     """Nothing of sm120patch is left in the sglang tree after a full revert, but what must be
     kept; where that is, is said."""
+    measured = (state.root / BENCH_RESULT).is_file()
     try:
         kept = state.remove()
     except OSError as exc:
@@ -149,6 +150,10 @@ def _remove_state(outcome: Outcome, state: StateDir) -> None:
             f"{exc.filename or state.root} could not be removed ({exc.strerror}) once the revert was done "
             f"({outcome.headline or 'nothing to revert'}); remove {state.root} by hand"
         ) from exc
+    if measured:  # said, even where nothing else was reverted
+        outcome.notes.append(
+            f"removed the saved bench result ({BENCH_RESULT}): run `sm120patch bench` to measure again"
+        )
     if kept:
         outcome.notes.append(f"kept {state.root}: it holds {', '.join(kept)}; nothing else of sm120patch is left")
 

@@ -25,14 +25,19 @@ def token_limit(
     source = f"sm120patch verify ({tree.package_dir})"
     asked = recorded(StateDir(tree.package_dir).load(), tree)
     if asked is None:
-        own = sglang_limit(tree)
-        if own is None:
+        own, now = sglang_limit(tree), sglang_limit(tree, shipped=False)
+        if own is None or now is None:
             return []
+        said = (
+            f"sglang's own, {own} tokens (not measured here)"
+            if now == own
+            else f"{now} tokens in force, with no apply recorded that set it (sglang's own: {own})"
+        )
         return [
             HostFinding(
                 "token-limit",
                 Severity.INFO,
-                f"fusion token limit: sglang's own, {own} tokens (not measured here)",
+                f"fusion token limit: {said}",
                 f"fusion pays at decode sizes and may lose at prefill sizes: {BENCH_THEN_APPLY} keeps it "
                 "only where it wins on this host",
                 source,
@@ -58,7 +63,7 @@ def token_limit(
             HostFinding(
                 "token-limit",
                 Severity.WARNING,
-                f"fusion token limit: {asked.describe()}; that measurement {why}",
+                f"fusion token limit: {asked.describe()}; the bench result {why}",
                 f"measure again here: {BENCH_THEN_APPLY}",
                 source,
             )
@@ -67,8 +72,17 @@ def token_limit(
         HostFinding(
             "token-limit",
             Severity.OK,
-            f"fusion token limit: {asked.describe()}; the measurement matches this host",
+            f"fusion token limit: {asked.describe()}; the measurement matches this host{_unchecked(tp, names)}",
             "",
             source,
         )
     ]
+
+
+def _unchecked(tp: int | None, gpus: list[str] | None) -> str:
+    """What doctor could not compare with the measurement, as a clause (empty: nothing)."""
+    left = [
+        *(["the TP (doctor --tp N compares it)"] if tp is None else []),
+        *(["the GPUs (nvidia-smi did not answer)"] if gpus is None else []),
+    ]
+    return f" (not compared: {', '.join(left)})" if left else ""

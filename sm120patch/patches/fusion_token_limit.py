@@ -15,6 +15,12 @@ from sm120patch.patches.communicator_fusion_gate import CommunicatorFusionGate
 #: The module constant sglang compares the batch with (every release 0.5.4 - 0.5.23: 2048).
 LIMIT_NAME = "FUSE_ALLREDUCE_MAX_BATCH_SIZE"
 OPT_IN = "opt-in: `sm120patch apply --fuse-up-to N` lowers it"
+#: The gates that compare the batch with a literal of their own: the method gate of 0.5.4 - 0.5.7
+#: (``hidden_states.shape[0] <= 4096``).  From 0.5.8 the constant is the only site: other
+#: ``<= <integer>`` conjuncts there are not the limit (0.5.10's ``attn_cp_size <= 1``).
+LITERAL_GATES = tuple(a for a in CommunicatorFusionGate.anchors if a.cls == "CommunicateWithAllReduceAndLayerNormFn")
+#: What a gate compares with the limit: the batch (``batch_size``, or the method gate's tensor).
+BATCH = frozenset({"batch_size", "hidden_states.shape[0]"})
 
 
 @dataclass(frozen=True)
@@ -41,15 +47,20 @@ def limit_sites(module: cst.Module) -> tuple[list[Site], list[cst.FunctionDef]] 
             return f"{LIMIT_NAME} = {code(small.value) if small.value else '...'} is not an integer literal"
         sites.append(Site(small.value, LIMIT_NAME, line, int(small.value.evaluated_value)))
     gates = [f for _, f in find_anchored(module, CommunicatorFusionGate.anchors)]
-    anchors = {id(f): a for a, f in find_anchored(module, CommunicatorFusionGate.anchors)}
-    for gate in gates:
+    for anchor, gate in find_anchored(module, LITERAL_GATES):
         for node in walk(gate):
             if not isinstance(node, cst.Comparison):
                 continue
+            left = node.left
             for target in node.comparisons:
-                if isinstance(target.operator, cst.LessThanEqual) and isinstance(target.comparator, cst.Integer):
-                    where = f"{label(anchors[id(gate)])}: {code(node)}"
+                if (
+                    isinstance(target.operator, cst.LessThanEqual)
+                    and isinstance(target.comparator, cst.Integer)
+                    and code(left) in BATCH
+                ):
+                    where = f"{label(anchor)}: {code(node)}"
                     sites.append(Site(target.comparator, where, node, int(target.comparator.evaluated_value)))
+                left = target.comparator
     return sites, gates
 
 
@@ -81,10 +92,11 @@ class FusionTokenLimit(Patch):
     from 0.5.11 before CUDA-graph capture, for ``max_token_num=FUSE_ALLREDUCE_MAX_BATCH_SIZE``
     (``model_runner.py``, ``runner/base_runner.py`` from 0.5.14), so the lowered constant
     shrinks the workspace with it; from 0.5.20 ``max(max_token_num, the largest batch
-    seen)``.  A batch above the workspace meets no check in 0.5.4 - 0.5.5.post1 (whose gate
-    lets 4096 tokens through a 2048-token workspace), ``assert input_tensor.shape[0] <=
-    max_token_num`` from 0.5.5.post2, and from 0.5.20 a size check that quietly runs it
-    unfused.  Above 2048 sglang has never run the fused kernel, and up to 0.5.10 such a batch
+    seen)``.  A batch above the workspace meets no check in 0.5.4 - 0.5.5 (whose gate lets
+    4096 tokens through a 2048-token workspace); 0.5.5.post1 sizes it for 16384 tokens and runs
+    a larger batch unfused (``if input_tensor.shape[0] > max_token_num: ... return None,
+    None``); ``assert input_tensor.shape[0] <= max_token_num`` from 0.5.5.post2 (2048 again),
+    and from 0.5.20 a size check that quietly runs it unfused.  Above 2048 sglang has never run the fused kernel, and up to 0.5.10 such a batch
     would overrun the workspace: ``--fuse-up-to`` above sglang's own limit is refused.
 
     Remove when: sglang's limit follows the host's measured crossover (sglang#28912).
@@ -127,6 +139,34 @@ class FusionTokenLimit(Patch):
             detail="will set the fusion token limit to 512 (now FUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048)",
             evidence=(1,),
             token_limit=512,
+        ),
+        Example(
+            "another `<= <integer>` conjunct in the gate is not the limit (0.5.10's attn_cp_size)",
+            """
+            FUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048
+
+
+            def apply_flashinfer_allreduce_fusion(batch_size: int):
+                return (
+                    (_is_sm90_supported or _is_sm100_supported)
+                    and batch_size <= FUSE_ALLREDUCE_MAX_BATCH_SIZE
+                    and get_global_server_args().attn_cp_size <= 1
+                )
+            """,
+            after="""
+            FUSE_ALLREDUCE_MAX_BATCH_SIZE = 1024
+
+
+            def apply_flashinfer_allreduce_fusion(batch_size: int):
+                return (
+                    (_is_sm90_supported or _is_sm100_supported)
+                    and batch_size <= FUSE_ALLREDUCE_MAX_BATCH_SIZE
+                    and get_global_server_args().attn_cp_size <= 1
+                )
+            """,
+            detail="will set the fusion token limit to 1024 (now FUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048)",
+            evidence=(1,),
+            token_limit=1024,
         ),
         Example(
             "the constant and the gate method's literal (0.5.4 - 0.5.7)",

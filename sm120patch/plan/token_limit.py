@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from sm120patch.locate.identity import same_tree
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.layout import ADD_NORM, COMMUNICATOR
 from sm120patch.patchkit.model import State
@@ -19,6 +20,7 @@ from sm120patch.transaction.state import Manifest, StateDir
 GATE_FILES = (ADD_NORM, COMMUNICATOR)  # the gate's module, newest layout first
 
 PATCH_ID = "fusion-token-limit"
+LIMIT_SITE = "FUSE_ALLREDUCE_MAX_BATCH_SIZE"  # the report's ``where`` when the release has the limit
 
 GIVEN = "given"  # --fuse-up-to N
 MEASURED = "measured"  # --fuse-up-to measured: the crossover of the last bench on this host
@@ -35,11 +37,17 @@ class LimitAsk:
     gpus: tuple[str, ...] = ()
     date: str | None = None
     release: str | None = None
+    baseline: str | None = None  # what fusion was measured against (the crossover's ``against``)
+    indicative: bool = False  # that baseline was stand-ins, not sglang's own code
 
     def describe(self) -> str:
-        """``limit 512, measured by bench on gpu7 at TP 2 on 2026-12-03`` / ``limit 512, given as --fuse-up-to 512``."""
+        """``limit 512, measured by bench on gpu7 at TP 2 on 2026-12-03 against sglang's unfused
+        path`` / ``limit 512, given as --fuse-up-to 512``."""
         if self.source == MEASURED:
-            return f"limit {self.limit}, measured by bench on {self.host} at TP {self.tp} on {self.date}"
+            said = f"limit {self.limit}, measured by bench on {self.host} at TP {self.tp} on {self.date}"
+            if self.baseline:
+                said += f" against {self.baseline}{' (indicative only)' if self.indicative else ''}"
+            return said
         return f"limit {self.limit}, given as --fuse-up-to {self.limit}"
 
     def to_json(self) -> dict[str, Any]:
@@ -62,14 +70,17 @@ class LimitAsk:
                 tuple(data.get("gpus") or ()),
                 data.get("date"),
                 data.get("release"),
+                data.get("baseline"),
+                bool(data.get("indicative", False)),
             )
         except (KeyError, TypeError, ValueError):
             return None
 
 
 def recorded(manifest: Manifest | None, tree: SglangTree) -> LimitAsk | None:
-    """The limit the last apply of this very release was asked for, if any."""
-    if manifest is None or not manifest.token_limit or not tree.same_release(manifest.sglang_version):
+    """The limit the last apply of this very tree was asked for, if any (a state is this tree's
+    by its version or by the files apply wrote: a moved version string keeps the record)."""
+    if manifest is None or not manifest.token_limit or not same_tree(tree, manifest):
         return None
     return LimitAsk.from_json(manifest.token_limit)
 
@@ -80,8 +91,9 @@ def limit_note(reports: list[PatchReport], manifest: Manifest | None, tree: Sgla
     if report is None or report.state is State.REFUSED:
         return None
     asked = recorded(manifest, tree)
-    if asked is None:
-        return report.detail if report.state is State.NOT_NEEDED and "in force" in report.detail else None
+    if asked is None:  # sglang's own, or one no apply recorded: the patch's own words name it
+        in_force = report.state is State.NOT_NEEDED and report.where == LIMIT_SITE
+        return report.detail if in_force else None
     if report.state is State.APPLIED:
         return f"fusion token limit in force: {asked.describe()}"
     return (
@@ -95,17 +107,18 @@ def gate_rel(tree: SglangTree) -> str:
     return next((rel for rel in GATE_FILES if tree.exists(rel)), GATE_FILES[-1])
 
 
-def sglang_sites(tree: SglangTree) -> list[Any] | None:
-    """The token limit's sites as sglang ships them in this tree (``fusion_token_limit.Site``):
-    read from the backup where the gate's module was patched, else from the file; None where
-    the release has none or the file cannot be read (the plan then says what is wrong)."""
+def sglang_sites(tree: SglangTree, shipped: bool = True) -> list[Any] | None:
+    """The token limit's sites (``fusion_token_limit.Site``) as sglang ships them in this tree
+    (``shipped``: read from the backup where the gate's module was patched, else from the file)
+    or as they are in force (the file); None where the release has none or the file cannot be
+    read (the plan then says what is wrong)."""
     import libcst as cst
 
     from sm120patch.patches.fusion_token_limit import limit_sites
 
     rel = gate_rel(tree)
     state = StateDir(tree.package_dir)
-    manifest = state.load()
+    manifest = state.load() if shipped else None
     path = state.root / manifest.files[rel].backup if manifest and rel in manifest.files else tree.path(rel)
     try:
         found = limit_sites(cst.parse_module(path.read_bytes()))
@@ -116,10 +129,13 @@ def sglang_sites(tree: SglangTree) -> list[Any] | None:
     return list(found[0])
 
 
-def sglang_limit(tree: SglangTree) -> int | None:
-    """The limit in force as sglang ships it in this tree (None: the release has none)."""
-    sites = sglang_sites(tree)
-    return min(site.value for site in sites) if sites else None
+def sglang_limit(tree: SglangTree, shipped: bool = True) -> int | None:
+    """The limit as sglang ships it in this tree, or (``shipped`` False) the one in force in
+    its files now (None: the release has none)."""
+    from sm120patch.patches.fusion_token_limit import limit_in_force
+
+    sites = sglang_sites(tree, shipped)
+    return limit_in_force(sites) if sites else None
 
 
 def mismatch(tree: SglangTree, facts: dict, tp: int | None, gpus: list[str] | None = None) -> str | None:
@@ -132,6 +148,9 @@ def mismatch(tree: SglangTree, facts: dict, tp: int | None, gpus: list[str] | No
         return f"was measured with sglang {facts.get('release')}, not {tree.version}"
     if tp is not None and facts.get("tp") != tp:
         return f"was measured at TP {facts.get('tp')}, not TP {tp}"
+    fused_by, now_by = facts.get("flashinfer"), tree.flashinfer
+    if fused_by and now_by and fused_by != now_by:
+        return f"was measured with FlashInfer {fused_by}, not {now_by} (installed beside sglang now)"
     then = facts.get("gate_record_sha256")
     now = tree.record.sha256(gate_rel(tree))
     if then and now and then != now:
@@ -156,3 +175,30 @@ def _installed_at(tree: SglangTree) -> float | None:
         return (tree.dist_info / "RECORD").stat().st_mtime
     except OSError:
         return None
+
+
+def limit_json(tree: SglangTree) -> dict[str, Any] | None:
+    """The fusion token limit for verify's and apply's JSON: the value in force in the files
+    now, sglang's own (as shipped), and the ask the saved state records (``LimitAsk.to_json``,
+    or None); None where the release has no limit or the gate's module cannot be read."""
+    from sm120patch.errors import EnvironmentProblem
+
+    try:
+        own, now = sglang_limit(tree), sglang_limit(tree, shipped=False)
+        asked = recorded(StateDir(tree.package_dir).load(), tree)
+    except EnvironmentProblem:  # an unreadable state: the command's own lines say so
+        return None
+    if own is None and now is None:
+        return None
+    return {"in_force": now, "sglang": own, "asked": asked.to_json() if asked else None}
+
+
+def rewritten(reports: list[PatchReport], asked: LimitAsk) -> list[str]:
+    """The note of an apply without ``--fuse-up-to`` that wrote the recorded limit again (after
+    a reinstall put sglang's back), or none."""
+    if not any(r.id == PATCH_ID and r.state is State.PENDING for r in reports):
+        return []
+    return [
+        f"fusion token limit written again as the last apply was asked ({asked.describe()}); "
+        "`sm120patch apply --fuse-up-to N` sets another"
+    ]

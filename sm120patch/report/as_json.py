@@ -11,7 +11,8 @@ from sm120patch.locate import flashinfer as flashinfer_kernel
 from sm120patch.locate.tree import SglangTree
 from sm120patch.patchkit.model import State
 from sm120patch.plan import releases
-from sm120patch.report.outcome import Outcome
+from sm120patch.plan.token_limit import limit_json
+from sm120patch.report.outcome import Command, Outcome
 
 if TYPE_CHECKING:
     from sm120patch.doctor.findings import DoctorReport
@@ -112,6 +113,7 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
         "warnings": outcome.warnings,
         "runtime": outcome.runtime.to_json() if outcome.runtime is not None else None,
         "diff": outcome.diff,
+        "token_limit": limit_json(outcome.tree) if outcome.command in (Command.APPLY, Command.VERIFY) else None,
     }
 
 

@@ -46,9 +46,18 @@ def limit_line(package: Path) -> str:
     return next(line for line in (package / COMM).read_text().splitlines() if line.startswith("FUSE_ALLREDUCE"))
 
 
-def save_recorded(package: Path, **changes: object) -> None:
-    """The H200 run in docs/bench as this tree's last result, measured here (or as ``changes`` say)."""
+def as_sglangs(data: dict) -> dict:
+    """``data`` as if its unfused side had been sglang's own code costing what the allreduce alone
+    did: fusion then wins up to 512 tokens, is even at 1024 and loses at 2048 (137 vs 124 µs)."""
+    rows = [dict(r, unfused=r["allreduce"]) for r in data["rows"]]
+    return dict(data, rows=rows, baseline={"source": "sglang", "indicative": False, "why": []})
+
+
+def save_recorded(package: Path, stand_ins: bool = False, **changes: object) -> None:
+    """The H200 run in docs/bench as this tree's last result, measured here (or as ``changes`` say),
+    against sglang's own unfused path (``stand_ins``: as recorded, against plain torch)."""
     data = json.loads(BENCH.read_text())
+    data = data if stand_ins else as_sglangs(data)
     tree = from_directory(package)
     facts = saved.identity(tree, data)
     facts.update(changes)
@@ -135,7 +144,9 @@ def test_measured_takes_the_crossover_of_the_saved_result(package: Path) -> None
     notes = jrun("verify", "--sglang-path", str(package))[1]["messages"]
     host = socket.gethostname()
     assert any(
-        n.startswith(f"fusion token limit in force: limit 512, measured by bench on {host} at TP 2 on ") for n in notes
+        n.startswith(f"fusion token limit in force: limit 512, measured by bench on {host} at TP 2 on ")
+        and n.endswith(" against sglang's unfused path")
+        for n in notes
     )
     code, _ = jrun("revert", "--sglang-path", str(package))
     assert code == 0 and not (package / ".sm120patch").exists()  # the result went with the state
@@ -169,6 +180,7 @@ def test_measured_refuses_another_gpu_set() -> None:
     class Tree:
         version = "0.5.11"
         dist_info = None
+        flashinfer = None  # none beside it: not compared
         record = type("R", (), {"sha256": staticmethod(lambda rel: None)})()
 
         @staticmethod
@@ -187,6 +199,41 @@ def test_measured_refuses_another_gpu_set() -> None:
     assert mismatch(Tree(), facts, 2, gpus=["NVIDIA H200"] * 4) is None  # type: ignore[arg-type]
 
 
+def test_measured_refuses_a_result_against_stand_ins_but_a_number_is_taken(package: Path) -> None:
+    """The recorded run's unfused side was plain torch: its crossover is not sglang's, so
+    ``measured`` says so and what to do; the user may still give the limit as a number."""
+    save_recorded(package, stand_ins=True)
+    before = hashes(package)
+    code, _, err = run("apply", "--sglang-path", str(package), "--fuse-up-to", "measured", "--tp", "2")
+    said = " ".join(err.split())
+    assert code == 2 and "the saved bench result is indicative only" in said
+    assert "run `sm120patch bench` where sglang imports" in said and "--fuse-up-to N" in said
+    assert hashes(package) == before
+    assert jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "512")[0] == 0
+
+
+@pytest.mark.parametrize(("visible", "said"), [(None, "nvidia-smi did not answer"), (4, "this host shows 4 GPUs")])
+def test_measured_without_tp_refuses_unless_the_gpus_cuda_shows_are_the_results_tp(
+    package: Path, monkeypatch: pytest.MonkeyPatch, visible: int | None, said: str
+) -> None:
+    """A TP-2 result is not applied silently for a server whose TP was never said: without
+    --tp it is taken only where CUDA shows this host's 2 GPUs."""
+    from sm120patch.commands import fuse_limit
+
+    save_recorded(package)
+    before = hashes(package)
+    monkeypatch.setattr(fuse_limit, "_gpus", lambda: None if visible is None else ["NVIDIA H200"] * visible)
+    code, _, err = run("apply", "--sglang-path", str(package), "--fuse-up-to", "measured")
+    assert code == 2 and hashes(package) == before
+    assert " ".join(err.split()).endswith(
+        f"--fuse-up-to measured: the saved bench result was measured at TP 2 and {said}, so the TP sglang serves "
+        "at cannot be told; add --tp with it (--tp 2 if that is it)"
+    )
+    monkeypatch.setattr(fuse_limit, "_gpus", lambda: ["NVIDIA H200"] * 2)
+    assert jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "measured")[0] == 0
+    assert limit_line(package) == "FUSE_ALLREDUCE_MAX_BATCH_SIZE = 512"
+
+
 def test_measured_without_a_saved_result_says_to_bench_first(package: Path) -> None:
     code, _, err = run("apply", "--sglang-path", str(package), "--fuse-up-to", "measured")
     assert code == 2 and "run `sm120patch bench` first" in err
@@ -197,21 +244,27 @@ def test_tp_without_measured_is_a_usage_error(package: Path) -> None:
     assert run("apply", "--sglang-path", str(package), "--fuse-up-to", "512", "--tp", "2")[0] == 2
 
 
-def test_a_bench_result_alone_is_removed_by_revert(package: Path) -> None:
+def test_a_bench_result_alone_is_removed_by_revert_and_said(package: Path) -> None:
     save_recorded(package)
     code, out = jrun("revert", "--sglang-path", str(package))
     assert code == 0 and not (package / ".sm120patch").exists(), out
+    assert out["headline"] == "nothing to revert: no saved state, files as released"
+    assert (
+        "removed the saved bench result (bench-last.json): run `sm120patch bench` to measure again" in (out["messages"])
+    )
 
 
 def test_bench_json_then_apply_measured_writes_the_crossover_and_revert_undoes_it(
     package: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """bench's measurement is the two-H200 stand-in of tests/bench/test_render.py (``measure.run``
-    replaced): fusion wins at 1 and 128 tokens, loses to the allreduce alone at 2048."""
+    """bench's measurement is the two-H200 result of tests/bench/test_render.py against sglang's
+    own unfused path (``measure.run`` replaced): fusion wins at 1 and 128 tokens, not at 2048."""
     from sm120patch.commands import bench as command
-    from tests.bench.test_render import result
+    from tests.bench.test_render import SGLANG, crossing
 
-    monkeypatch.setattr(command, "run", lambda settings, call, hatch, on_event, version, model: result(model=model))
+    monkeypatch.setattr(
+        command, "run", lambda settings, call, hatch, on_event, version, model: crossing(SGLANG, model=model)
+    )
     before = hashes(package)
     code, out, _ = run("bench", "--sglang-path", str(package), "--tp", "2", "--json")
     assert code == 0
@@ -222,7 +275,7 @@ def test_bench_json_then_apply_measured_writes_the_crossover_and_revert_undoes_i
     assert (kept["host"], kept["tp"], kept["gpus"], kept["dtype"], kept["hidden"], kept["release"]) == (
         socket.gethostname(), 2, ["NVIDIA H200", "NVIDIA H200"], "bf16", 7168, "0.5.11",
     )  # fmt: skip
-    code, applied = jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "measured")
+    code, applied = jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "measured", "--tp", "2")
     assert code == 0, applied
     assert limit_line(package) == "FUSE_ALLREDUCE_MAX_BATCH_SIZE = 128"
     notes = jrun("verify", "--sglang-path", str(package))[1]["messages"]
@@ -257,3 +310,70 @@ def test_a_manifest_with_a_limit_says_so_to_an_older_sm120patch(package: Path) -
     assert jrun("apply", "--sglang-path", str(package))[0] == 0
     manifest = json.loads((package / ".sm120patch" / "manifest.json").read_text())
     assert manifest["format"] == 2 and "token_limit" not in manifest
+
+
+def test_the_gpus_compared_are_those_cuda_shows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvidia-smi lists four GPUs; ``CUDA_VISIBLE_DEVICES=0,1`` shows two: the TP a result is
+    taken for without --tp is that count; nvidia-smi silent: not known (None)."""
+    from sm120patch.commands import fuse_limit
+    from sm120patch.doctor import gpus
+    from sm120patch.doctor.gpus import Gpu, GpuReport
+
+    four = GpuReport(tuple(Gpu(i, f"NVIDIA H200 #{i}", (9, 0)) for i in range(4)), "nvidia-smi")
+    monkeypatch.setattr(gpus, "from_nvidia_smi", lambda timeout: four)
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert fuse_limit._gpus() == ["NVIDIA H200 #2", "NVIDIA H200 #3"]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert fuse_limit._gpus() == [f"NVIDIA H200 #{i}" for i in range(4)]
+    monkeypatch.setattr(gpus, "from_nvidia_smi", lambda timeout: GpuReport((), "nvidia-smi", "not found"))
+    assert fuse_limit._gpus() is None
+
+
+def test_verify_and_apply_json_give_the_limit_as_an_object(package: Path) -> None:
+    """Not only a sentence in ``messages``: the value in force, sglang's own, and the ask with
+    its source, for a script to read."""
+    code, out = jrun("verify", "--sglang-path", str(package))
+    assert out["token_limit"] == {"in_force": 2048, "sglang": 2048, "asked": None}
+    save_recorded(package)
+    code, out = jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "measured", "--tp", "2")
+    assert code == 0
+    asked = out["token_limit"]["asked"]
+    assert (out["token_limit"]["in_force"], out["token_limit"]["sglang"]) == (512, 2048)
+    assert (asked["limit"], asked["source"], asked["tp"], asked["host"]) == (512, "measured", 2, socket.gethostname())
+    assert (asked["baseline"], asked["indicative"]) == ("sglang's unfused path", False)
+    assert jrun("verify", "--sglang-path", str(package))[1]["token_limit"] == out["token_limit"]
+    assert (
+        jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "256", "--dry-run")[1]["token_limit"]["in_force"]
+        == 512
+    )  # a dry run writes nothing: the limit in force is still 512
+
+
+def test_a_release_without_the_limit_has_no_limit_object(tmp_path: Path) -> None:
+    assert jrun("verify", "--sglang-path", str(write_mini_sglang(tmp_path / "site")))[1]["token_limit"] is None
+
+
+def test_measured_refuses_a_result_of_another_flashinfer(package: Path) -> None:
+    """The fused kernel is FlashInfer's: a result measured with another version of it is not
+    this host's crossover (compared where a FlashInfer is found beside sglang)."""
+    from dataclasses import replace
+
+    tree = from_directory(package)
+    facts = {"host": socket.gethostname(), "release": tree.version, "tp": 2, "flashinfer": "0.6.17"}
+    assert mismatch(replace(tree, flashinfer="0.6.17"), facts, 2) is None
+    said = mismatch(replace(tree, flashinfer="0.6.18"), facts, 2)
+    assert said == "was measured with FlashInfer 0.6.17, not 0.6.18 (installed beside sglang now)"
+    assert mismatch(replace(tree, flashinfer=None), facts, 2) is None
+
+
+def test_a_plain_apply_after_a_reinstall_says_it_writes_the_recorded_limit_again(package: Path) -> None:
+    assert jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "512")[0] == 0
+    (package / COMM).write_text(LIMITED)  # a reinstall of the same release: sglang's 2048 back
+    code, out = jrun("apply", "--sglang-path", str(package))
+    assert code == 0 and limit_line(package) == "FUSE_ALLREDUCE_MAX_BATCH_SIZE = 512"
+    assert (
+        "fusion token limit written again as the last apply was asked (limit 512, given as --fuse-up-to 512); "
+        "`sm120patch apply --fuse-up-to N` sets another"
+    ) in out["messages"]
+    code, out = jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "256")  # asked: nothing to say
+    assert code == 0 and not any("written again" in m for m in out["messages"])

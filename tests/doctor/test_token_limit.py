@@ -47,15 +47,19 @@ def test_a_given_limit_is_ok_and_named(package: Path) -> None:
 
 def test_a_measured_limit_matches_this_host_or_says_what_changed(package: Path) -> None:
     save_recorded(package)
-    assert jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "measured")[0] == 0
+    assert jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "measured", "--tp", "2")[0] == 0
     severity, summary, _ = said(package)
     assert severity is Severity.OK and summary.endswith("; the measurement matches this host")
     assert f"limit 512, measured by bench on {socket.gethostname()} at TP 2 on " in summary
     assert said(package, tp=4)[0] is Severity.WARNING
-    assert "was measured at TP 2, not TP 4" in said(package, tp=4)[1]
+    assert "; the bench result was measured at TP 2, not TP 4" in said(package, tp=4)[1]
     blackwell = (Gpu(0, "NVIDIA RTX PRO 6000 Blackwell", (12, 0)),) * 2
     assert "not on this host's GPUs" in said(package, gpus=blackwell)[1]
-    assert said(package, gpus=(), tp=None)[0] is Severity.OK  # nvidia-smi silent: GPUs not compared
+    severity, summary, _ = said(package, gpus=(), tp=None)  # nvidia-smi silent, no --tp: said, not hidden
+    assert severity is Severity.OK and summary.endswith(
+        "; the measurement matches this host (not compared: the TP (doctor --tp N compares it), "
+        "the GPUs (nvidia-smi did not answer))"
+    )
     state = StateDir(package)
     manifest = json.loads(state.manifest_path.read_text())
     manifest["token_limit"]["host"] = "elsewhere"
@@ -75,3 +79,33 @@ def test_a_limit_asked_but_gone_from_the_code_is_a_warning(package: Path) -> Non
 def test_a_release_without_the_limit_has_no_finding(tmp_path: Path) -> None:
     tree = from_directory(write_mini_sglang(tmp_path / "site"))
     assert token_limit(tree, patch_states(tree), H200S, 2) == []
+
+
+def test_a_limit_in_force_with_no_record_is_told_apart_from_sglangs_own(package: Path) -> None:
+    """The file says 512 and the saved state records no ask (written by an older sm120patch):
+    doctor names the value in force and sglang's own (the backup's) separately."""
+    assert jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "512")[0] == 0
+    state = StateDir(package)
+    manifest = json.loads(state.manifest_path.read_text())
+    del manifest["token_limit"]
+    state.manifest_path.write_text(json.dumps(manifest))
+    assert said(package)[:2] == (
+        Severity.INFO,
+        "fusion token limit: 512 tokens in force, with no apply recorded that set it (sglang's own: 2048)",
+    )
+
+
+def test_a_version_string_that_moved_keeps_the_recorded_limit(package: Path) -> None:
+    """The saved state names another version but the files hold what apply wrote (a checkout's
+    tag moved): the state is this tree's, so the ask it records is still named, and a plain
+    apply keeps it."""
+    assert jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "512")[0] == 0
+    state = StateDir(package)
+    manifest = json.loads(state.manifest_path.read_text())
+    manifest["sglang_version"] = "0.5.10"
+    state.manifest_path.write_text(json.dumps(manifest))
+    assert said(package)[:2] == (Severity.OK, "fusion token limit: limit 512, given as --fuse-up-to 512")
+    code, out = jrun("verify", "--sglang-path", str(package))
+    assert code == 0 and "fusion token limit in force: limit 512, given as --fuse-up-to 512" in out["messages"]
+    assert jrun("apply", "--sglang-path", str(package))[0] == 0
+    assert json.loads(state.manifest_path.read_text())["token_limit"]["limit"] == 512

@@ -130,8 +130,7 @@ def check_gate_variant(case: tuple[str, int]) -> None:
     assert "# trailing comment" in patched or "# trailing comment" not in source
 
 
-test_generated_gate_variants_are_widened_exactly_or_refused_as_drift, test_many_more_generated_gate_variants_are_widened_exactly_or_refused_as_drift = fast_and_slow(
-    check_gate_variant, gate_source(), fast=100, slow=300, suppress_health_check=[HealthCheck.too_slow]
-)
-
-
+(
+    test_generated_gate_variants_are_widened_exactly_or_refused_as_drift,
+    test_many_more_generated_gate_variants_are_widened_exactly_or_refused_as_drift,
+) = fast_and_slow(check_gate_variant, gate_source(), fast=100, slow=300, suppress_health_check=[HealthCheck.too_slow])

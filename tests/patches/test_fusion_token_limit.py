@@ -18,7 +18,7 @@ from sm120patch.patches.fusion_token_limit import LIMIT_NAME
 from sm120patch.patchkit.layout import ADD_NORM, COMMUNICATOR
 from sm120patch.patchkit.model import Example, State
 from sm120patch.plan.registry import by_id
-from sm120patch.plan.token_limit import LimitAsk
+from sm120patch.plan.token_limit import LIMIT_SITE, LimitAsk
 from tests.support.patch_checks import (
     check_anchor_files,
     check_description,
@@ -47,6 +47,11 @@ def test_examples_are_distinct_and_cover_pending_and_drift() -> None:
     check_examples_cover(PATCH)
 
 
+def test_plan_names_the_reports_site_as_the_patch_does() -> None:
+    """verify reads "the release has the limit" from the report's ``where``, without libcst."""
+    assert LIMIT_SITE == LIMIT_NAME
+
+
 def test_is_opt_in_and_requires_nothing() -> None:
     assert PATCH.requires == () and PATCH.provides == ()
     assert all(a.expect.value == "not-needed" for a in PATCH.anchors)
@@ -55,10 +60,11 @@ def test_is_opt_in_and_requires_nothing() -> None:
 # --- real releases (slow tier) -----------------------------------------------------------------
 
 #: One release of each era with the limit: the method gate and its literal (0.5.4 - 0.5.7), the
-#: module function (0.5.8 - 0.5.20, three spellings of the flag term), add_norm.py (0.5.21), renamed (0.5.22+).
-LIMIT_ERAS = ["0.5.4", "0.5.7", "0.5.9", "0.5.14", "0.5.17", "0.5.21", "0.5.23"]
+#: module function (0.5.8 - 0.5.20, three spellings of the flag term; 0.5.10 with `attn_cp_size <= 1`), add_norm.py (0.5.21), renamed (0.5.22+).
+LIMIT_ERAS = ["0.5.4", "0.5.7", "0.5.9", "0.5.10", "0.5.14", "0.5.17", "0.5.21", "0.5.23"]
 GATES = {
     "0.5.9": (COMMUNICATOR, "apply_flashinfer_allreduce_fusion"),
+    "0.5.10": (COMMUNICATOR, "apply_flashinfer_allreduce_fusion"),  # also `attn_cp_size <= 1`: not the limit
     "0.5.14": (COMMUNICATOR, "apply_flashinfer_allreduce_fusion"),
     "0.5.17": (COMMUNICATOR, "apply_flashinfer_allreduce_fusion"),
     "0.5.21": (ADD_NORM, "apply_flashinfer_allreduce_fusion"),
@@ -72,6 +78,7 @@ def sm120_host_with_fusion_on() -> dict[str, Any]:
         enable_flashinfer_allreduce_fusion=True,
         flashinfer_allreduce_fusion_backend="trtllm",
         comm=SimpleNamespace(flashinfer_allreduce_fusion_backend="trtllm"),
+        attn_cp_size=1,  # no context parallelism (0.5.10's gate)
     )
     return {
         "_is_sm90_supported": False,  # the GPU's capability: 12.0
@@ -155,10 +162,66 @@ def release_gate(path: Path, name: str, **host: Any) -> Any:
     return load_function(source, name, namespace, str(path))
 
 
-@pytest.mark.slow  # a real release older than the limit (and than fusion itself)
-def test_a_release_without_the_limit_refuses_and_writes_nothing(tmp_path: Path) -> None:
+@pytest.mark.slow  # a real release older than sglang's SM12x probe
+def test_a_limit_asked_of_a_release_refused_as_a_whole_writes_nothing(tmp_path: Path) -> None:
+    """0.5.3 has the limit, but no release before 0.5.4 is patched at all: the whole-release
+    refusal comes first and says why, and a limit asked does not slip a write past it (a
+    release without the limit: tests/commands/test_fuse_up_to.py)."""
     package = copy_release("0.5.3", tmp_path / "site")
     before = {p: sha256(p) for p in package.rglob("*.py")}
     outcome = apply_tree(from_directory(package), token_limit=LimitAsk(512))
     assert outcome.exit_code == 1
+    assert outcome.headline.startswith("sglang 0.5.3 has no SM12x probe (sglang.srt.utils.is_sm120_supported")
+    assert outcome.headline.endswith("Upgrade to sglang >= 0.5.4.")
     assert {p: sha256(p) for p in package.rglob("*.py")} == before
+
+
+class FakeNorm:
+    """What the method gate hands the batch to: the fused call, or the plain norm after the allreduce."""
+
+    def forward_with_allreduce_fusion(self, hidden_states: Any, residual: Any) -> tuple[str, Any]:
+        return "fused", residual
+
+    def __call__(self, hidden_states: Any, residual: Any = None) -> tuple[str, Any]:
+        return "unfused", residual
+
+
+@pytest.mark.slow  # real sglang releases from the package index
+@pytest.mark.parametrize("version", ["0.5.5.post2", "0.5.7"])
+def test_sglangs_own_method_gate_no_longer_fuses_above_the_lowered_limit(version: str, tmp_path: Path) -> None:
+    """0.5.4 - 0.5.7 compare the batch with a literal inside
+    ``CommunicateWithAllReduceAndLayerNormFn._gather_hidden_states_and_residual``: that method,
+    as the release has it after ``--fuse-up-to 512``, run on one TP rank of an SM120 host
+    (named fakes for the attention-TP context and the norm)."""
+    package = copy_release(version, tmp_path / "site")
+    tree = from_directory(package)
+    assert apply_tree(tree, token_limit=LimitAsk(512)).exit_code == 0
+    source = (package / COMMUNICATOR).read_bytes()
+    (cls,) = [
+        s
+        for s in ast.parse(source).body
+        if isinstance(s, ast.ClassDef) and s.name == "CommunicateWithAllReduceAndLayerNormFn"
+    ]
+    (method,) = [
+        s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "_gather_hidden_states_and_residual"
+    ]
+    method.decorator_list = []  # a staticmethod: run as a plain function
+    namespace = {
+        **sm120_host_with_fusion_on(),
+        "torch": SimpleNamespace(Tensor=object, nn=SimpleNamespace(Module=object)),
+        "ForwardBatch": object,
+        "CommunicateContext": object,
+        "ScatterMode": SimpleNamespace(SCATTERED="scattered"),
+        "get_attn_tp_context": lambda: SimpleNamespace(input_scattered=False),
+        "tensor_model_parallel_all_reduce": lambda hidden_states: hidden_states,
+        "_is_npu": False,
+    }
+    exec(compile(ast.Module([method], type_ignores=[]), str(package / COMMUNICATOR), "exec"), namespace)
+    gather = namespace["_gather_hidden_states_and_residual"]
+    context = SimpleNamespace(attn_tp_size=2, attn_dp_size=1, attn_tp_rank=0, cache=None)
+
+    def path(tokens: int) -> str:
+        batch = SimpleNamespace(shape=(tokens, 7168))
+        return gather(batch, "residual", None, FakeNorm(), context, residual_input_mode="tp-full")[0]
+
+    assert [path(n) for n in (1, 512, 513, 2048)] == ["fused", "fused", "unfused", "unfused"]

@@ -162,7 +162,10 @@ def check_auto_enable_variant(case: tuple[str, str]) -> None:
     assert PATCH.check(cst.parse_module(patched), ctx).state is State.APPLIED
 
 
-test_generated_auto_enable_blocks_are_widened_unless_they_also_pick_sm100_kernels, test_many_more_generated_auto_enable_blocks_are_widened_unless_they_also_pick_sm100_kernels = fast_and_slow(
+(
+    test_generated_auto_enable_blocks_are_widened_unless_they_also_pick_sm100_kernels,
+    test_many_more_generated_auto_enable_blocks_are_widened_unless_they_also_pick_sm100_kernels,
+) = fast_and_slow(
     check_auto_enable_variant, auto_enable_source(), fast=70, slow=200, suppress_health_check=[HealthCheck.too_slow]
 )
 

@@ -187,6 +187,7 @@ def test_an_outcome_key_by_key() -> None:
             "exit_code": 3,
         },
         "diff": "--- a/sglang/srt/a.py\n+++ b/sglang/srt/a.py\n@@ -1 +1 @@\n-a\n+b\n",
+        "token_limit": None,  # a tree of facts only: no gate module to read a limit from
     }
     assert type(data["exit_code"]) is int
 
