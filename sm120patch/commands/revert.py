@@ -225,12 +225,13 @@ def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: boo
         if status.recorded is None and not dry_run:
             overwritten, kept = _keep_changed(state, overwritten, status.rel, current)
             outcome.notes.append(f"kept the changed {status.rel} as {kept}")
+        was = links.identity(path) or sha256(current)  # a link by its text, as the journal compares it
         if relink:
             assert record.link is not None
             after = links.LINK_PREFIX + record.link
-            entries.append(Entry(status.rel, str(path), sha256(current), after, source, link=record.link))
+            entries.append(Entry(status.rel, str(path), was, after, source, link=record.link))
         else:
-            entries.append(Entry(status.rel, str(path), sha256(current), record.sha256_before, source))
+            entries.append(Entry(status.rel, str(path), was, record.sha256_before, source))
     outcome.changes = diffs
     if dry_run:
         source = f" from the state kept aside in {state.root / folder}" if folder else ""

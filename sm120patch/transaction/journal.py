@@ -194,6 +194,11 @@ def stage(state: StateDir, changes: Sequence[Change], manifest: Manifest) -> lis
 
 def commit(state: StateDir, entries: list[Entry], manifest: Manifest | None, op: Op) -> None:
     """Journal ``entries``, replace each target, then leave ``manifest`` (None: remove the state)."""
+    for entry in entries:  # a journal whose "before" is not what is there could never finish
+        if links.identity(Path(entry.path)) not in (entry.before, entry.after):
+            raise NotAsAsked(
+                f"{op.value}: {entry.rel} changed while sm120patch read it; nothing was written. Run it again"
+            )
     journal = Journal(op, entries, manifest.to_json() if manifest is not None else None)
     try:
         step("journal")

@@ -244,3 +244,25 @@ def test_a_run_killed_at_any_step_over_links_is_finished_by_the_next(
     assert outcome.notes[0].startswith(f"recovered an interrupted {command}")
     assert links_of(a, TARGETS) == links and store_digest(a.parent) == installed
     assert store_digest(store) == before
+
+
+def test_revert_over_a_name_that_is_a_link_out_of_the_package_finishes(tmp_path: Path, store: Path) -> None:
+    """A state with no link recorded (a file of its own was patched, as an older sm120patch
+    recorded every file) while the name is now a symlink to a copy of the patched bytes:
+    revert replaces the link by the original, and no journal is left behind."""
+    package = write_mini_sglang(tmp_path / "site")
+    assert apply_all(package).exit_code == ExitCode.OK
+    outside = tmp_path / "elsewhere" / "copy.py"
+    outside.parent.mkdir()
+    outside.write_bytes((package / COMM).read_bytes())
+    (package / COMM).unlink()
+    (package / COMM).symlink_to(outside)
+    manifest = json.loads((package / ".sm120patch" / "manifest.json").read_text())
+    assert all("link" not in record for record in manifest["files"].values())
+
+    reverted = revert_tree(package)
+    assert reverted.exit_code == ExitCode.OK, reverted.headline
+    assert not (package / COMM).is_symlink()
+    assert {rel: (package / rel).read_bytes() for rel in TARGETS} == ORIGINAL
+    assert not (package / ".sm120patch").exists()
+    assert outside.read_bytes() != ORIGINAL[COMM]  # the file the link led to is not written
