@@ -114,10 +114,12 @@ class Journal:
 def check_writable(paths: list[Path]) -> None:
     """Prove each file can be replaced before replacing any: open it for appending (writes
     nothing) and create a temp file beside it.  ``os.access`` would say yes to root even
-    for an immutable file or a read-only mount."""
+    for an immutable file or a read-only mount.  A symlink or a hard link is not opened: its
+    data is a store's, never written (``os.replace`` needs only the folder, which the temp
+    file proves)."""
     for path in paths:
         try:
-            if not path.is_symlink():  # what a link leads to is not written: never opened here
+            if not path.is_symlink() and os.stat(path).st_nlink == 1:
                 with open(path, "ab"):
                     pass
             with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".sm120patch-probe-"):
