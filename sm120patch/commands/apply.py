@@ -55,7 +55,7 @@ def apply(
     limit = asked.limit if asked else None
     outcome = Outcome(Command.APPLY, tree, ExitCode.OK, "", notes=list(notes or []))
     in_store = shared_files.store_problem(tree)
-    if in_store and not dry_run:  # not even the state folder may be made there
+    if in_store:  # not even the state folder may be made there; a dry run says so alike
         raise EnvironmentProblem(in_store)
     linked = shared_files.linked_package(tree)
     if linked:
@@ -120,6 +120,8 @@ def _judge(
         _report_plan(outcome, trusted, state, dry_run, by_hash=True)
         return None
     plan = plan_tree(tree, selected, change=True, token_limit=limit)
+    if dry_run and plan.changes and not why_not_written(plan):
+        _changes(plan)  # a target whose folder links out of the package: refused as the real apply is
     if why_not_written(plan) or dry_run:
         if dry_run and refusal and plan.changes:
             outcome.notes.append(refusal.replace("refusing to patch, nothing was written", "apply would refuse"))

@@ -11,6 +11,20 @@ from sm120patch.locate.tree import SglangTree
 from sm120patch.transaction import links
 
 
+def write_refusal(tree: SglangTree, rels: list[str]) -> str | None:
+    """Why apply would write none of ``rels``: the package is a link into a store, or a
+    file's folder is a link out of the package (the sentence apply refuses with)."""
+    problem = store_problem(tree)
+    if problem:
+        return problem
+    for rel in rels:
+        try:
+            links.target(tree.package_dir, tree.path(rel))
+        except EnvironmentProblem as exc:
+            return str(exc)
+    return None
+
+
 def targets(tree: SglangTree, rels: list[str]) -> dict[str, links.Target]:
     """Each file's write target; a file whose folder is a link out of the package is left out
     (apply refuses it, with its own sentence)."""

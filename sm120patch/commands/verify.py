@@ -34,7 +34,8 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None) -> Outcome:
             f"an apply/revert was interrupted ({state.journal_path}); "
             "the next `sm120patch apply` or `revert` finishes it"
         )
-    outcome.exit_code, outcome.headline = _verdict(plan, outcome.files, tree, manifest)
+    refusal = shared_files.write_refusal(tree, list(read))
+    outcome.exit_code, outcome.headline = _verdict(plan, outcome.files, tree, manifest, refusal)
     if manifest is not None and not same_tree(tree, manifest):
         # Said once, and never "replaced" beside "applied": the patches may be in place anyway.
         what = (
@@ -61,10 +62,13 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None) -> Outcome:
     return outcome
 
 
-def _verdict(plan: Plan, files: list[FileStatus], tree: SglangTree, manifest: Manifest | None) -> tuple[ExitCode, str]:
+def _verdict(
+    plan: Plan, files: list[FileStatus], tree: SglangTree, manifest: Manifest | None, refusal: str | None = None
+) -> tuple[ExitCode, str]:
     """One sentence for each way a tree can be: refused, drift, patched and intact (but what
     apply was asked to skip), not patched (never, or reverted), reinstalled or upgraded after an
-    apply, edited by hand."""
+    apply, edited by hand.  ``refusal``: why apply would write nothing here, said instead of
+    "run apply"."""
     if plan.refusal:
         return ExitCode.NOT_AS_ASKED, plan.refusal
     if any(r.state is State.DRIFT for r in plan.reports):
@@ -77,7 +81,7 @@ def _verdict(plan: Plan, files: list[FileStatus], tree: SglangTree, manifest: Ma
             return ExitCode.OK, f"all patches applied, except {left_out}: skipped, as the last apply was asked"
         return ExitCode.OK, "all patches applied"
     release = f"sglang {tree.version}" if tree.version else "this sglang"
-    run = "Run `sm120patch apply`."
+    run = "Run `sm120patch apply`." if refusal is None else f"apply would refuse: {refusal}"
     mine = [f for f in files if f.rel in pending]
     changed = ", ".join(f"sglang/{f.rel}" for f in mine if f.pristine is False and f.recorded is None)
     if manifest is not None and not same_tree(tree, manifest):

@@ -135,8 +135,16 @@ def test_a_package_directory_linked_into_a_store_is_refused_and_nothing_is_writt
     assert f"{site / 'sglang'} is a link to {store / 'sglang'}, the files of an installed wheel" in str(refused.value)
     assert "Nothing was written" in str(refused.value)
     assert store_digest(store) == before and not (store / "sglang" / ".sm120patch").exists()
-    dry = apply(from_directory(site), list(all_patches()), dry_run=True)  # judging writes nothing: allowed
-    assert dry.exit_code == ExitCode.OK and store_digest(store) == before
+    with pytest.raises(EnvironmentProblem) as dry:  # a dry run says what the real one would do
+        apply(from_directory(site), list(all_patches()), dry_run=True)
+    assert str(dry.value) == str(refused.value)
+    seen = verify_tree(site / "sglang")
+    assert seen.exit_code == ExitCode.NOT_AS_ASKED
+    assert (
+        seen.headline.endswith(f"apply would refuse: {refused.value}") and "Run `sm120patch apply`" not in seen.headline
+    )
+    assert not any("patching the checkout" in n for n in seen.notes)
+    assert store_digest(store) == before
 
 
 def test_a_folder_of_the_package_linked_into_a_store_is_refused(tmp_path: Path, store: Path) -> None:
@@ -153,6 +161,11 @@ def test_a_folder_of_the_package_linked_into_a_store_is_refused(tmp_path: Path, 
     assert store_digest(store) == before
     assert (package / SERVER_ARGS).read_bytes() == ORIGINAL[SERVER_ARGS]
     assert not (package / ".sm120patch").exists()
+    with pytest.raises(EnvironmentProblem) as dry:
+        apply(from_directory(package.parent), list(all_patches()), dry_run=True)
+    assert str(dry.value) == message
+    seen = verify_tree(package)
+    assert seen.exit_code == ExitCode.NOT_AS_ASKED and seen.headline.endswith(f"apply would refuse: {message}")
 
 
 def test_a_link_inside_the_package_is_followed_to_the_package_file(tmp_path: Path) -> None:
