@@ -17,7 +17,9 @@ from sm120patch.errors import EnvironmentProblem, ExitCode
 from sm120patch.locate.tree import _from_probe, from_directory
 from sm120patch.plan.registry import all_patches
 from sm120patch.probes import find_sglang
-from sm120patch.transaction import fsutil
+from sm120patch.transaction import fsutil, journal
+from sm120patch.transaction import state as state_module
+from sm120patch.transaction.state import StateDir
 from tests.support.cli import apply_all, revert_tree, verify_tree
 from tests.support.mini_sglang import COMM, FILES, FUSION, SERVER_ARGS, write_mini_sglang
 from tests.support.shared_store import linked_site, links_of, store_digest
@@ -279,3 +281,34 @@ def test_revert_over_a_name_that_is_a_link_out_of_the_package_finishes(tmp_path:
     assert {rel: (package / rel).read_bytes() for rel in TARGETS} == ORIGINAL
     assert not (package / ".sm120patch").exists()
     assert outside.read_bytes() != ORIGINAL[COMM]  # the file the link led to is not written
+
+
+def test_a_state_that_records_links_has_a_format_an_older_sm120patch_calls_newer(
+    tmp_path: Path, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Format 4 only where a link is recorded (the manifest of an apply over links, the journal
+    of a revert that puts links back): a tool of format 3 says "upgrade", not "corrupted"."""
+    plain = write_mini_sglang(tmp_path / "plain")
+    assert apply_all(plain).exit_code == ExitCode.OK
+    assert json.loads((plain / ".sm120patch" / "manifest.json").read_text())["format"] == 2
+    a = linked_site(store, tmp_path / "a")
+    assert apply_all(a).exit_code == ExitCode.OK
+    assert json.loads((a / ".sm120patch" / "manifest.json").read_text())["format"] == 4
+
+    journals: list[int] = []
+    real = journal.StateDir.write_json
+
+    def watched(self: journal.StateDir, path: Path, data: dict[str, object]) -> None:
+        if path.name == "journal.json":
+            journals.append(int(str(data["format"])))
+        real(self, path, data)
+
+    monkeypatch.setattr(journal.StateDir, "write_json", watched)
+    assert revert_tree(a).exit_code == ExitCode.OK
+    assert revert_tree(plain).exit_code == ExitCode.OK
+    assert journals == [4, 1]
+
+    assert apply_all(a).exit_code == ExitCode.OK
+    monkeypatch.setattr(state_module, "FORMAT", 3)  # sm120patch as it was before links were recorded
+    with pytest.raises(EnvironmentProblem, match="was written by a newer sm120patch"):
+        StateDir(a).load()
