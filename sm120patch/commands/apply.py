@@ -241,7 +241,9 @@ def _report_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool, b
     outcome.state = state_summary(state, manifest, tree)
     outcome.files = file_statuses(tree, [f.rel for f in plan.files if f.original is not None], manifest, by_hash)
     if not outcome.written:
-        outcome.notes += shared_files.notes(shared_files.targets(tree, [s.rel for s in outcome.files]), written=False)
+        found = shared_files.targets(tree, [s.rel for s in outcome.files])
+        in_store = shared_files.patched_store(tree, found, outcome.files)
+        outcome.notes += shared_files.notes(found, written=False) + ([in_store] if in_store else [])
     refused = why_not_written(plan)
     if refused:
         outcome.exit_code, outcome.headline = ExitCode.NOT_AS_ASKED, refused

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.locate.tree import SglangTree
+from sm120patch.report.outcome import FileStatus
 from sm120patch.transaction import links
 
 
@@ -89,3 +90,18 @@ def linked_package(tree: SglangTree) -> str | None:
 def store_problem(tree: SglangTree) -> str | None:
     """Why nothing may be written at all: the package directory is a link into a store."""
     return links.package_link_problem(tree.linked_from, tree.package_dir)
+
+
+def patched_store(tree: SglangTree, found: dict[str, links.Target], files: list[FileStatus]) -> str | None:
+    """Links here lead into a store whose files differ from RECORD: an earlier sm120patch wrote
+    through the links into the cache, shared by every environment linked to it, and no state
+    here can undo it.  The one line that says so and how to fix it; None when no link does."""
+    differ = sorted(s.rel for s in files if s.pristine is False and s.rel in found and found[s.rel].link is not None)
+    if not differ:
+        return None
+    store = os.path.commonpath([_store_package(rel, found[rel]) for rel in differ])
+    return (
+        f"{_names(differ)} are links into {store}, whose files differ from sglang {tree.version}'s RECORD: the "
+        "installer's cache holds patched files, written by an earlier sm120patch, shared by every environment "
+        "linked to it. Clean it (uv: `uv cache clean sglang`), then reinstall sglang"
+    )

@@ -28,7 +28,8 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None) -> Outcome:
     read = {f.rel: f.original for f in plan.files if f.original is not None}
     outcome.files = file_statuses(tree, list(read), manifest, by_hash=judged.by_hash, read=read)
     outcome.warnings = fused_path_warnings(tree)
-    outcome.notes += shared_files.notes(shared_files.targets(tree, list(read)), written=False)
+    found = shared_files.targets(tree, list(read))
+    outcome.notes += shared_files.notes(found, written=False)
     if outcome.state and outcome.state.interrupted:
         outcome.notes.append(
             f"an apply/revert was interrupted ({state.journal_path}); "
@@ -36,6 +37,11 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None) -> Outcome:
         )
     refusal = shared_files.write_refusal(tree, list(read))
     outcome.exit_code, outcome.headline = _verdict(plan, outcome.files, tree, manifest, refusal)
+    in_store = shared_files.patched_store(tree, found, outcome.files)
+    if in_store and outcome.exit_code == ExitCode.OK:  # never green on bytes this environment did not write
+        outcome.exit_code, outcome.headline = ExitCode.NOT_AS_ASKED, in_store
+    elif in_store:
+        outcome.notes.append(in_store)
     if manifest is not None and not same_tree(tree, manifest):
         # Said once, and never "replaced" beside "applied": the patches may be in place anyway.
         what = (

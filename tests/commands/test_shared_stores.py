@@ -312,3 +312,22 @@ def test_a_state_that_records_links_has_a_format_an_older_sm120patch_calls_newer
     monkeypatch.setattr(state_module, "FORMAT", 3)  # sm120patch as it was before links were recorded
     with pytest.raises(EnvironmentProblem, match="was written by a newer sm120patch"):
         StateDir(a).load()
+
+
+def test_a_cache_patched_through_its_links_by_an_older_sm120patch_is_named_and_verify_is_not_green(
+    tmp_path: Path, store: Path
+) -> None:
+    """An older sm120patch wrote through uv's links into the cache: every environment linked to
+    it holds patched bytes that no state of its own records.  verify says so in one line, with
+    the fix, and is not green."""
+    patched = write_mini_sglang(tmp_path / "patched")
+    assert apply_all(patched).exit_code == ExitCode.OK
+    for rel in TARGETS:  # what the older tool left in the cache
+        (store / "sglang" / rel).write_bytes((patched / rel).read_bytes())
+    other = linked_site(store, tmp_path / "y")
+    seen = verify_tree(other)
+    assert seen.exit_code == ExitCode.NOT_AS_ASKED
+    assert seen.headline.startswith(f"{', '.join('sglang/' + r for r in TARGETS)} are links into {store / 'sglang'}")
+    assert "written by an earlier sm120patch" in seen.headline and "`uv cache clean sglang`" in seen.headline
+    assert verify_tree(patched).exit_code == ExitCode.OK  # files of its own, patched by apply: green
+    assert seen.headline in apply_all(other).notes  # "already applied", and why
