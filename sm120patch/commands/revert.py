@@ -210,6 +210,9 @@ def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: boo
         data = backup.read_bytes() if backup.is_file() else b""
         path = links.target(tree.package_dir, tree.path(status.rel)).path
         relink = record.link is not None and links.leads_to(path, record.link, record.sha256_before)
+        if relink and not backup.is_file():  # what the link put back leads to, as a dry run's diff shows it
+            assert record.link is not None
+            data = (path.parent / record.link).read_bytes()
         if sha256(data) != record.sha256_before and not relink:
             raise EnvironmentProblem(
                 f"backup {backup} is missing or damaged; nothing was written. Reinstall sglang to restore: "

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sm120patch.commands.apply import apply
+from sm120patch.commands.revert import revert
 from sm120patch.errors import EnvironmentProblem, ExitCode
 from sm120patch.locate.tree import _from_probe, from_directory
 from sm120patch.plan.registry import all_patches
@@ -331,3 +332,14 @@ def test_a_cache_patched_through_its_links_by_an_older_sm120patch_is_named_and_v
     assert "written by an earlier sm120patch" in seen.headline and "`uv cache clean sglang`" in seen.headline
     assert verify_tree(patched).exit_code == ExitCode.OK  # files of its own, patched by apply: green
     assert seen.headline in apply_all(other).notes  # "already applied", and why
+
+
+def test_a_dry_run_revert_that_puts_a_link_back_without_its_backup_shows_what_the_link_leads_to(
+    tmp_path: Path, store: Path
+) -> None:
+    a = linked_site(store, tmp_path / "a")
+    assert apply_all(a).exit_code == ExitCode.OK
+    (a / ".sm120patch" / "backups" / COMM).unlink()  # the link leads to the release's file: not needed
+    dry = revert(from_directory(a), dry_run=True)
+    assert dry.exit_code == ExitCode.OK, dry.headline
+    assert {rel: after for rel, _, after in dry.changes} == ORIGINAL
