@@ -84,12 +84,26 @@ def notes(found: dict[str, links.Target], written: bool) -> list[str]:
 
 def linked_package(tree: SglangTree) -> str | None:
     """The line a report gives a package directory that is a link to a checkout."""
-    return links.linked_package_note(tree.linked_from, tree.package_dir)
+    if tree.linked_from is None:
+        return None
+    return f"sglang is a link to {tree.package_dir}: patching the checkout"
 
 
 def store_problem(tree: SglangTree) -> str | None:
-    """Why nothing may be written at all: the package directory is a link into a store."""
-    return links.package_link_problem(tree.linked_from, tree.package_dir)
+    """Why nothing may be written at all: the package directory is a link to an installed
+    wheel's files (a ``*.dist-info`` beside the folder it leads to), a store that other
+    environments may share.  None for a checkout, or where sglang is no link."""
+    link, package_dir = tree.linked_from, tree.package_dir
+    if link is None:
+        return None
+    beside = sorted(package_dir.parent.glob("sglang-*.dist-info"))
+    if not beside or links.inside(link, package_dir.parent):
+        return None
+    return (
+        f"{link} is a link to {package_dir}, the files of an installed wheel ({beside[0].name} beside it) in "
+        "a store that other environments may share; sm120patch writes only this environment's own files. "
+        "Nothing was written. Install sglang with copied files (uv: --link-mode=copy) to patch it"
+    )
 
 
 def patched_store(tree: SglangTree, found: dict[str, links.Target], files: list[FileStatus]) -> str | None:
