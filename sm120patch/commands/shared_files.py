@@ -51,10 +51,19 @@ def _store_package(rel: str, target: links.Target) -> str:
     return str(store_file.parents[depth - 1]) if store_file.as_posix().endswith(f"/{rel}") else str(store_file)
 
 
-def notes(found: dict[str, links.Target], written: bool) -> list[str]:
-    """One line per kind of sharing; ``written``: apply has just replaced these files."""
+def notes(found: dict[str, links.Target], written: bool, brief: bool = False) -> list[str]:
+    """One line per kind of sharing; ``written``: apply has just replaced these files;
+    ``brief``: nothing is left to apply, so what apply would do is not said."""
     lines = []
     into = {rel: t for rel, t in found.items() if t.link is not None}
+    shared = {rel: t for rel, t in found.items() if t.shared and t.link is None}
+    if brief:
+        if into:
+            store = os.path.commonpath([_store_package(rel, t) for rel, t in into.items()])
+            lines.append(f"{_names(list(into))} are links into {store}")
+        if shared:
+            lines.append(f"{_names(list(shared))} have other hard links (an installer's cache)")
+        return lines
     if into:
         store = os.path.commonpath([_store_package(rel, t) for rel, t in into.items()])
         if written:
@@ -67,7 +76,6 @@ def notes(found: dict[str, links.Target], written: bool) -> list[str]:
                 f"{_names(list(into))} are links into {store} (an installer's cache, as uv's --link-mode=symlink "
                 "makes): apply replaces the links in this environment only, never the files they lead to"
             )
-    shared = {rel: t for rel, t in found.items() if t.shared and t.link is None}
     if shared:
         if written:
             lines.append(

@@ -29,7 +29,8 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None) -> Outcome:
     outcome.files = file_statuses(tree, list(read), manifest, by_hash=judged.by_hash, read=read)
     outcome.warnings = fused_path_warnings(tree)
     found = shared_files.targets(tree, list(read))
-    outcome.notes += shared_files.notes(found, written=False)
+    pending = any(r.state is State.PENDING for r in plan.reports)
+    outcome.notes += shared_files.notes(found, written=False, brief=not pending)
     if outcome.state and outcome.state.interrupted:
         outcome.notes.append(
             f"an apply/revert was interrupted ({state.journal_path}); "

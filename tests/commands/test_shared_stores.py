@@ -343,3 +343,18 @@ def test_a_dry_run_revert_that_puts_a_link_back_without_its_backup_shows_what_th
     dry = revert(from_directory(a), dry_run=True)
     assert dry.exit_code == ExitCode.OK, dry.headline
     assert {rel: after for rel, _, after in dry.changes} == ORIGINAL
+
+
+def test_verify_says_what_apply_would_do_with_links_only_when_there_is_something_to_apply(
+    tmp_path: Path, store: Path
+) -> None:
+    patched = write_mini_sglang(tmp_path / "patched")
+    assert apply_all(patched).exit_code == ExitCode.OK
+    a = linked_site(store, tmp_path / "a")
+    pending = verify_tree(a)
+    assert any("apply replaces the links in this environment only" in n for n in pending.notes)
+    for rel in TARGETS:  # links to patched files: nothing left to apply
+        (store / "sglang" / rel).write_bytes((patched / rel).read_bytes())
+    done = verify_tree(a)
+    assert not any("apply replaces the links" in n for n in done.notes)
+    assert f"{', '.join('sglang/' + r for r in TARGETS)} are links into {store / 'sglang'}" in done.notes
