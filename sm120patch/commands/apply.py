@@ -59,7 +59,7 @@ def apply(
     read = [prefetch(tree)]  # the sweep's reading, beside the planning; used once
     outcome = Outcome(Command.APPLY, tree, ExitCode.OK, "", notes=list(notes or []))
     in_store = shared_files.store_problem(tree)
-    if in_store and not dry_run:  # not even the state folder may be made there
+    if in_store:  # not even the state folder may be made there; a dry run says so alike
         raise EnvironmentProblem(in_store)
     linked = shared_files.linked_package(tree)
     if linked:
@@ -144,6 +144,8 @@ def _judge(
             return None
     plan = plan_tree(tree, selected, change=True, token_limit=limit)
     _sweep(outcome, plan, swept, warnings, read)
+    if dry_run and plan.changes and not why_not_written(plan):
+        _changes(plan)  # a target whose folder links out of the package: refused as the real apply is
     if why_not_written(plan) or dry_run:
         if dry_run and refusal and plan.changes:
             outcome.notes.append(refusal.replace("refusing to patch, nothing was written", "apply would refuse"))
@@ -287,7 +289,9 @@ def _report_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool, b
     outcome.state = state_summary(state, manifest, tree)
     outcome.files = file_statuses(tree, [f.rel for f in plan.files if f.original is not None], manifest, by_hash)
     if not outcome.written:
-        outcome.notes += shared_files.notes(shared_files.targets(tree, [s.rel for s in outcome.files]), written=False)
+        found = shared_files.targets(tree, [s.rel for s in outcome.files])
+        in_store = shared_files.patched_store(tree, found, outcome.files)
+        outcome.notes += shared_files.notes(found, written=False) + ([in_store] if in_store else [])
     refused = why_not_written(plan)
     if refused:
         outcome.exit_code, outcome.headline = ExitCode.NOT_AS_ASKED, refused

@@ -285,6 +285,9 @@ def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: boo
         data = backup.read_bytes() if backup.is_file() else b""
         path = links.target(tree.package_dir, tree.path(status.rel)).path
         relink = record.link is not None and links.leads_to(path, record.link, record.sha256_before)
+        if relink and not backup.is_file():  # what the link put back leads to, as a dry run's diff shows it
+            assert record.link is not None
+            data = (path.parent / record.link).read_bytes()
         if sha256(data) != record.sha256_before and not relink:
             raise EnvironmentProblem(
                 f"backup {backup} is missing or damaged; nothing was written. Restore the originals with "
@@ -300,12 +303,13 @@ def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: boo
         if status.recorded is None and not dry_run:
             overwritten, kept = _keep_changed(state, overwritten, status.rel, current)
             outcome.notes.append(f"kept the changed {status.rel} as {kept}")
+        was = links.identity(path) or sha256(current)  # a link by its text, as the journal compares it
         if relink:
             assert record.link is not None
             after = links.LINK_PREFIX + record.link
-            entries.append(Entry(status.rel, str(path), sha256(current), after, source, link=record.link))
+            entries.append(Entry(status.rel, str(path), was, after, source, link=record.link))
         else:
-            entries.append(Entry(status.rel, str(path), sha256(current), record.sha256_before, source))
+            entries.append(Entry(status.rel, str(path), was, record.sha256_before, source))
     outcome.changes = diffs
     if dry_run:
         source = f" from the state kept aside in {state.root / folder}" if folder else ""

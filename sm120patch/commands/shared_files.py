@@ -8,7 +8,22 @@ from pathlib import Path
 
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.locate.tree import SglangTree
+from sm120patch.report.outcome import FileStatus
 from sm120patch.transaction import links
+
+
+def write_refusal(tree: SglangTree, rels: list[str]) -> str | None:
+    """Why apply would write none of ``rels``: the package is a link into a store, or a
+    file's folder is a link out of the package (the sentence apply refuses with)."""
+    problem = store_problem(tree)
+    if problem:
+        return problem
+    for rel in rels:
+        try:
+            links.target(tree.package_dir, tree.path(rel))
+        except EnvironmentProblem as exc:
+            return str(exc)
+    return None
 
 
 def targets(tree: SglangTree, rels: list[str]) -> dict[str, links.Target]:
@@ -36,10 +51,19 @@ def _store_package(rel: str, target: links.Target) -> str:
     return str(store_file.parents[depth - 1]) if store_file.as_posix().endswith(f"/{rel}") else str(store_file)
 
 
-def notes(found: dict[str, links.Target], written: bool) -> list[str]:
-    """One line per kind of sharing; ``written``: apply has just replaced these files."""
+def notes(found: dict[str, links.Target], written: bool, brief: bool = False) -> list[str]:
+    """One line per kind of sharing; ``written``: apply has just replaced these files;
+    ``brief``: nothing is left to apply, so what apply would do is not said."""
     lines = []
     into = {rel: t for rel, t in found.items() if t.link is not None}
+    shared = {rel: t for rel, t in found.items() if t.shared and t.link is None}
+    if brief:
+        if into:
+            store = os.path.commonpath([_store_package(rel, t) for rel, t in into.items()])
+            lines.append(f"{_names(list(into))} are links into {store}")
+        if shared:
+            lines.append(f"{_names(list(shared))} have other hard links (an installer's cache)")
+        return lines
     if into:
         store = os.path.commonpath([_store_package(rel, t) for rel, t in into.items()])
         if written:
@@ -52,7 +76,6 @@ def notes(found: dict[str, links.Target], written: bool) -> list[str]:
                 f"{_names(list(into))} are links into {store} (an installer's cache, as uv's --link-mode=symlink "
                 "makes): apply replaces the links in this environment only, never the files they lead to"
             )
-    shared = {rel: t for rel, t in found.items() if t.shared and t.link is None}
     if shared:
         if written:
             lines.append(
@@ -69,9 +92,38 @@ def notes(found: dict[str, links.Target], written: bool) -> list[str]:
 
 def linked_package(tree: SglangTree) -> str | None:
     """The line a report gives a package directory that is a link to a checkout."""
-    return links.linked_package_note(tree.linked_from, tree.package_dir)
+    if tree.linked_from is None:
+        return None
+    return f"sglang is a link to {tree.package_dir}: patching the checkout"
 
 
 def store_problem(tree: SglangTree) -> str | None:
-    """Why nothing may be written at all: the package directory is a link into a store."""
-    return links.package_link_problem(tree.linked_from, tree.package_dir)
+    """Why nothing may be written at all: the package directory is a link to an installed
+    wheel's files (a ``*.dist-info`` beside the folder it leads to), a store that other
+    environments may share.  None for a checkout, or where sglang is no link."""
+    link, package_dir = tree.linked_from, tree.package_dir
+    if link is None:
+        return None
+    beside = sorted(package_dir.parent.glob("sglang-*.dist-info"))
+    if not beside or links.inside(link, package_dir.parent):
+        return None
+    return (
+        f"{link} is a link to {package_dir}, the files of an installed wheel ({beside[0].name} beside it) in "
+        "a store that other environments may share; sm120patch writes only this environment's own files. "
+        "Nothing was written. Install sglang with copied files (uv: --link-mode=copy) to patch it"
+    )
+
+
+def patched_store(tree: SglangTree, found: dict[str, links.Target], files: list[FileStatus]) -> str | None:
+    """Links here lead into a store whose files differ from RECORD: an earlier sm120patch wrote
+    through the links into the cache, shared by every environment linked to it, and no state
+    here can undo it.  The one line that says so and how to fix it; None when no link does."""
+    differ = sorted(s.rel for s in files if s.pristine is False and s.rel in found and found[s.rel].link is not None)
+    if not differ:
+        return None
+    store = os.path.commonpath([_store_package(rel, found[rel]) for rel in differ])
+    return (
+        f"{_names(differ)} are links into {store}, whose files differ from sglang {tree.version}'s RECORD: the "
+        "installer's cache holds patched files, written by an earlier sm120patch, shared by every environment "
+        "linked to it. Clean it (uv: `uv cache clean sglang`), then reinstall sglang"
+    )

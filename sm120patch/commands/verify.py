@@ -32,13 +32,21 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None, strict: bool 
     read = {f.rel: f.original for f in plan.files if f.original is not None}
     outcome.files = file_statuses(tree, list(read), manifest, by_hash=judged.by_hash, read=read)
     outcome.warnings = fused_path_warnings(tree) + sweep_tree(tree, plan, manifest, judged.by_hash, reading).warnings
-    outcome.notes += shared_files.notes(shared_files.targets(tree, list(read)), written=False)
+    found = shared_files.targets(tree, list(read))
+    pending = any(r.state is State.PENDING for r in plan.reports)
+    outcome.notes += shared_files.notes(found, written=False, brief=not pending)
     if outcome.state and outcome.state.interrupted:
         outcome.notes.append(
             f"an apply/revert was interrupted ({state.journal_path}); "
             "the next `sm120patch apply` or `revert` finishes it"
         )
-    outcome.exit_code, outcome.headline = _verdict(plan, outcome.files, tree, manifest, judged.own)
+    refusal = shared_files.write_refusal(tree, list(read))
+    outcome.exit_code, outcome.headline = _verdict(plan, outcome.files, tree, manifest, judged.own, refusal)
+    in_store = shared_files.patched_store(tree, found, outcome.files)
+    if in_store and outcome.exit_code == ExitCode.OK:  # never green on bytes this environment did not write
+        outcome.exit_code, outcome.headline = ExitCode.NOT_AS_ASKED, in_store
+    elif in_store:
+        outcome.notes.append(in_store)
     if manifest is not None and not judged.own:
         # Said once, and never "replaced" beside "applied": the patches may be in place anyway.
         what = (
@@ -69,11 +77,17 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None, strict: bool 
 
 
 def _verdict(
-    plan: Plan, files: list[FileStatus], tree: SglangTree, manifest: Manifest | None, own: bool
+    plan: Plan,
+    files: list[FileStatus],
+    tree: SglangTree,
+    manifest: Manifest | None,
+    own: bool,
+    refusal: str | None = None,
 ) -> tuple[ExitCode, str]:
     """One sentence for each way a tree can be: refused, drift, patched and intact (but what
     apply was asked to skip), not patched (never, or reverted), reinstalled or upgraded after an
-    apply, edited by hand."""
+    apply, edited by hand.  ``refusal``: why apply would write nothing here, said instead of
+    "run apply"."""
     if plan.refusal:
         return ExitCode.NOT_AS_ASKED, plan.refusal
     if any(r.state is State.DRIFT for r in plan.reports):
@@ -86,7 +100,7 @@ def _verdict(
             return ExitCode.OK, f"all patches applied, except {left_out}: skipped, as the last apply was asked"
         return ExitCode.OK, "all patches applied"
     release = f"sglang {tree.version}" if tree.version else "this sglang"
-    run = "Run `sm120patch apply`."
+    run = "Run `sm120patch apply`." if refusal is None else f"apply would refuse: {refusal}"
     mine = [f for f in files if f.rel in pending]
     changed = ", ".join(f"sglang/{f.rel}" for f in mine if f.pristine is False and f.recorded is None)
     if manifest is not None and not own:

@@ -47,7 +47,7 @@ from sm120patch.transaction.fsutil import (
     step,
     unlink,
 )
-from sm120patch.transaction.state import FileRecord, Manifest, StateDir
+from sm120patch.transaction.state import FORMAT_WITHOUT_LIMIT, FileRecord, Manifest, StateDir, format_for
 
 JOURNAL_FORMAT = 1
 
@@ -114,10 +114,12 @@ class Journal:
 def check_writable(paths: list[Path]) -> None:
     """Prove each file can be replaced before replacing any: open it for appending (writes
     nothing) and create a temp file beside it.  ``os.access`` would say yes to root even
-    for an immutable file or a read-only mount."""
+    for an immutable file or a read-only mount.  A symlink or a hard link is not opened: its
+    data is a store's, never written (``os.replace`` needs only the folder, which the temp
+    file proves)."""
     for path in paths:
         try:
-            if not path.is_symlink():  # what a link leads to is not written: never opened here
+            if not path.is_symlink() and os.stat(path).st_nlink == 1:
                 with open(path, "ab"):
                     pass
             with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".sm120patch-probe-"):
@@ -192,9 +194,24 @@ def stage(state: StateDir, changes: Sequence[Change], manifest: Manifest) -> lis
     return entries
 
 
+def journal_format(entries: list[Entry], manifest: Manifest | None) -> int:
+    """1, as journals always were, unless it records links (an entry's, or the manifest's it
+    leaves) or a token limit: then the lowest state format that holds them (``format_for``)."""
+    link = any(e.link is not None or e.before.startswith(links.LINK_PREFIX) for e in entries)
+    needed = max(manifest.lowest_format() if manifest is not None else FORMAT_WITHOUT_LIMIT, format_for(False, link))
+    return needed if needed > FORMAT_WITHOUT_LIMIT else JOURNAL_FORMAT
+
+
 def commit(state: StateDir, entries: list[Entry], manifest: Manifest | None, op: Op) -> None:
     """Journal ``entries``, replace each target, then leave ``manifest`` (None: remove the state)."""
-    journal = Journal(op, entries, manifest.to_json() if manifest is not None else None)
+    for entry in entries:  # a journal whose "before" is not what is there could never finish
+        if links.identity(Path(entry.path)) not in (entry.before, entry.after):
+            raise NotAsAsked(
+                f"{op.value}: {entry.rel} changed while sm120patch read it; nothing was written. Run it again"
+            )
+    journal = Journal(
+        op, entries, manifest.to_json() if manifest is not None else None, format=journal_format(entries, manifest)
+    )
     try:
         step("journal")
         state.write_json(state.journal_path, journal.to_json())

@@ -17,7 +17,7 @@ environment that shares it, with no saved state there.  So each target is classi
 A package directory that is itself a link (``site-packages/sglang`` -> a checkout) is located
 as its real path, so its files are regular files of the checkout and are patched there.  A
 link to a folder beside a ``*.dist-info`` is an installed wheel's files in a store, not a
-checkout: refused too (``package_link_problem``).
+checkout: refused too (commands/shared_files.py says why).
 """
 
 from __future__ import annotations
@@ -89,26 +89,3 @@ def leads_to(path: Path, text: str, digest: str) -> bool:
         return sha256_file(path.parent / text) == digest
     except OSError:
         return False
-
-
-def package_link_problem(link: Path | None, package_dir: Path) -> str | None:
-    """Why a package directory that is a link (``link`` -> ``package_dir``) must not be written:
-    it leads to an installed wheel's files (a ``*.dist-info`` beside it), a store that other
-    environments may share.  None for a checkout, or where sglang is no link."""
-    if link is None:
-        return None
-    beside = sorted(package_dir.parent.glob("sglang-*.dist-info"))
-    if not beside or inside(link, package_dir.parent):
-        return None
-    return (
-        f"{link} is a link to {package_dir}, the files of an installed wheel ({beside[0].name} beside it) in "
-        "a store that other environments may share; sm120patch writes only this environment's own files. "
-        "Nothing was written. Install sglang with copied files (uv: --link-mode=copy) to patch it"
-    )
-
-
-def linked_package_note(link: Path | None, package_dir: Path) -> str | None:
-    """The one line a report gives a package directory that is a link to a checkout."""
-    if link is None:
-        return None
-    return f"sglang is a link to {package_dir}: patching the checkout"

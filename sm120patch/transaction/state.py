@@ -32,10 +32,22 @@ from sm120patch import __version__
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.transaction.fsutil import atomic_write, fsync_dir, remove_tree, rename, unlink
 
-FORMAT = 3  # 2: the manifest also records what the last apply saw in each file (``checked``)
-# 3: and the fusion token limit the last apply was asked for (``token_limit``); a manifest
-# without one is still written as 2, which every sm120patch since 2 reads
+FORMAT = 4  # 2: the manifest also records what the last apply saw in each file (``checked``)
+# 3: and the fusion token limit the last apply was asked for (``token_limit``)
+# 4: and which files were symlinks out of the package, that revert puts back (a file's ``link``)
+# A manifest or journal is written with the lowest format that holds what it records
+# (``format_for``), so an older sm120patch reads it where it can and says "upgrade" where not.
+FORMAT_WITHOUT_LINK = 3
 FORMAT_WITHOUT_LIMIT = 2
+
+
+def format_for(token_limit: bool, link: bool) -> int:
+    """The lowest state format that holds a token limit (``token_limit``) and links (``link``)."""
+    if link:
+        return FORMAT
+    return FORMAT_WITHOUT_LINK if token_limit else FORMAT_WITHOUT_LIMIT
+
+
 DIRNAME = ".sm120patch"
 BENCH_RESULT = "bench-last.json"  # bench's last result (bench/saved.py); a full revert removes it
 #: Times a writer makes the state directory and opens its lock before giving up: a revert that
@@ -71,6 +83,10 @@ class Manifest:
     # The fusion token limit the last apply was asked for and its source (plan/token_limit.py).
     token_limit: dict[str, Any] | None = None
     seal: str = ""  # sha256 over the fields above that plan/trust.py relies on
+
+    def lowest_format(self) -> int:
+        """The format this manifest is written with (``format_for``)."""
+        return format_for(self.token_limit is not None, any(r.link is not None for r in self.files.values()))
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -174,7 +190,7 @@ class StateDir:
 
     def save(self, manifest: Manifest) -> None:
         manifest.updated = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        manifest.format = FORMAT if manifest.token_limit is not None else FORMAT_WITHOUT_LIMIT
+        manifest.format = manifest.lowest_format()
         self.write_json(self.manifest_path, manifest.to_json())
 
     def load_journal(self) -> dict[str, Any] | None:

@@ -13,11 +13,14 @@ from pathlib import Path
 import pytest
 
 from sm120patch.commands.apply import apply
+from sm120patch.commands.revert import revert
 from sm120patch.errors import EnvironmentProblem, ExitCode
 from sm120patch.locate.tree import _from_probe, from_directory
 from sm120patch.plan.registry import all_patches
 from sm120patch.probes import find_sglang
-from sm120patch.transaction import fsutil
+from sm120patch.transaction import fsutil, journal
+from sm120patch.transaction import state as state_module
+from sm120patch.transaction.state import StateDir
 from tests.support.cli import apply_all, revert_tree, verify_tree
 from tests.support.mini_sglang import COMM, FILES, FUSION, SERVER_ARGS, write_mini_sglang
 from tests.support.shared_store import linked_site, links_of, store_digest
@@ -133,10 +136,18 @@ def test_a_package_directory_linked_into_a_store_is_refused_and_nothing_is_writt
     with pytest.raises(EnvironmentProblem) as refused:
         apply(from_directory(site), list(all_patches()))
     assert f"{site / 'sglang'} is a link to {store / 'sglang'}, the files of an installed wheel" in str(refused.value)
-    assert "Nothing was written" in str(refused.value)
+    assert "Nothing was written" in str(refused.value) and "(sglang-0.5.11.dist-info beside it)" in str(refused.value)
     assert store_digest(store) == before and not (store / "sglang" / ".sm120patch").exists()
-    dry = apply(from_directory(site), list(all_patches()), dry_run=True)  # judging writes nothing: allowed
-    assert dry.exit_code == ExitCode.OK and store_digest(store) == before
+    with pytest.raises(EnvironmentProblem) as dry:  # a dry run says what the real one would do
+        apply(from_directory(site), list(all_patches()), dry_run=True)
+    assert str(dry.value) == str(refused.value)
+    seen = verify_tree(site / "sglang")
+    assert seen.exit_code == ExitCode.NOT_AS_ASKED
+    assert (
+        seen.headline.endswith(f"apply would refuse: {refused.value}") and "Run `sm120patch apply`" not in seen.headline
+    )
+    assert not any("patching the checkout" in n for n in seen.notes)
+    assert store_digest(store) == before
 
 
 def test_a_folder_of_the_package_linked_into_a_store_is_refused(tmp_path: Path, store: Path) -> None:
@@ -153,6 +164,11 @@ def test_a_folder_of_the_package_linked_into_a_store_is_refused(tmp_path: Path, 
     assert store_digest(store) == before
     assert (package / SERVER_ARGS).read_bytes() == ORIGINAL[SERVER_ARGS]
     assert not (package / ".sm120patch").exists()
+    with pytest.raises(EnvironmentProblem) as dry:
+        apply(from_directory(package.parent), list(all_patches()), dry_run=True)
+    assert str(dry.value) == message
+    seen = verify_tree(package)
+    assert seen.exit_code == ExitCode.NOT_AS_ASKED and seen.headline.endswith(f"apply would refuse: {message}")
 
 
 def test_a_link_inside_the_package_is_followed_to_the_package_file(tmp_path: Path) -> None:
@@ -244,3 +260,101 @@ def test_a_run_killed_at_any_step_over_links_is_finished_by_the_next(
     assert outcome.notes[0].startswith(f"recovered an interrupted {command}")
     assert links_of(a, TARGETS) == links and store_digest(a.parent) == installed
     assert store_digest(store) == before
+
+
+def test_revert_over_a_name_that_is_a_link_out_of_the_package_finishes(tmp_path: Path, store: Path) -> None:
+    """A state with no link recorded (a file of its own was patched, as an older sm120patch
+    recorded every file) while the name is now a symlink to a copy of the patched bytes:
+    revert replaces the link by the original, and no journal is left behind."""
+    package = write_mini_sglang(tmp_path / "site")
+    assert apply_all(package).exit_code == ExitCode.OK
+    outside = tmp_path / "elsewhere" / "copy.py"
+    outside.parent.mkdir()
+    outside.write_bytes((package / COMM).read_bytes())
+    (package / COMM).unlink()
+    (package / COMM).symlink_to(outside)
+    manifest = json.loads((package / ".sm120patch" / "manifest.json").read_text())
+    assert all("link" not in record for record in manifest["files"].values())
+
+    reverted = revert_tree(package)
+    assert reverted.exit_code == ExitCode.OK, reverted.headline
+    assert not (package / COMM).is_symlink()
+    assert {rel: (package / rel).read_bytes() for rel in TARGETS} == ORIGINAL
+    assert not (package / ".sm120patch").exists()
+    assert outside.read_bytes() != ORIGINAL[COMM]  # the file the link led to is not written
+
+
+def test_a_state_that_records_links_has_a_format_an_older_sm120patch_calls_newer(
+    tmp_path: Path, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Format 4 only where a link is recorded (the manifest of an apply over links, the journal
+    of a revert that puts links back): a tool of format 3 says "upgrade", not "corrupted"."""
+    plain = write_mini_sglang(tmp_path / "plain")
+    assert apply_all(plain).exit_code == ExitCode.OK
+    assert json.loads((plain / ".sm120patch" / "manifest.json").read_text())["format"] == 2
+    a = linked_site(store, tmp_path / "a")
+    assert apply_all(a).exit_code == ExitCode.OK
+    assert json.loads((a / ".sm120patch" / "manifest.json").read_text())["format"] == 4
+
+    journals: list[int] = []
+    real = journal.StateDir.write_json
+
+    def watched(self: journal.StateDir, path: Path, data: dict[str, object]) -> None:
+        if path.name == "journal.json":
+            journals.append(int(str(data["format"])))
+        real(self, path, data)
+
+    monkeypatch.setattr(journal.StateDir, "write_json", watched)
+    assert revert_tree(a).exit_code == ExitCode.OK
+    assert revert_tree(plain).exit_code == ExitCode.OK
+    assert journals == [4, 1]
+
+    assert apply_all(a).exit_code == ExitCode.OK
+    monkeypatch.setattr(state_module, "FORMAT", 3)  # sm120patch as it was before links were recorded
+    with pytest.raises(EnvironmentProblem, match="was written by a newer sm120patch"):
+        StateDir(a).load()
+
+
+def test_a_cache_patched_through_its_links_by_an_older_sm120patch_is_named_and_verify_is_not_green(
+    tmp_path: Path, store: Path
+) -> None:
+    """An older sm120patch wrote through uv's links into the cache: every environment linked to
+    it holds patched bytes that no state of its own records.  verify says so in one line, with
+    the fix, and is not green."""
+    patched = write_mini_sglang(tmp_path / "patched")
+    assert apply_all(patched).exit_code == ExitCode.OK
+    for rel in TARGETS:  # what the older tool left in the cache
+        (store / "sglang" / rel).write_bytes((patched / rel).read_bytes())
+    other = linked_site(store, tmp_path / "y")
+    seen = verify_tree(other)
+    assert seen.exit_code == ExitCode.NOT_AS_ASKED
+    assert seen.headline.startswith(f"{', '.join('sglang/' + r for r in TARGETS)} are links into {store / 'sglang'}")
+    assert "written by an earlier sm120patch" in seen.headline and "`uv cache clean sglang`" in seen.headline
+    assert verify_tree(patched).exit_code == ExitCode.OK  # files of its own, patched by apply: green
+    assert seen.headline in apply_all(other).notes  # "already applied", and why
+
+
+def test_a_dry_run_revert_that_puts_a_link_back_without_its_backup_shows_what_the_link_leads_to(
+    tmp_path: Path, store: Path
+) -> None:
+    a = linked_site(store, tmp_path / "a")
+    assert apply_all(a).exit_code == ExitCode.OK
+    (a / ".sm120patch" / "backups" / COMM).unlink()  # the link leads to the release's file: not needed
+    dry = revert(from_directory(a), dry_run=True)
+    assert dry.exit_code == ExitCode.OK, dry.headline
+    assert {rel: after for rel, _, after in dry.changes} == ORIGINAL
+
+
+def test_verify_says_what_apply_would_do_with_links_only_when_there_is_something_to_apply(
+    tmp_path: Path, store: Path
+) -> None:
+    patched = write_mini_sglang(tmp_path / "patched")
+    assert apply_all(patched).exit_code == ExitCode.OK
+    a = linked_site(store, tmp_path / "a")
+    pending = verify_tree(a)
+    assert any("apply replaces the links in this environment only" in n for n in pending.notes)
+    for rel in TARGETS:  # links to patched files: nothing left to apply
+        (store / "sglang" / rel).write_bytes((patched / rel).read_bytes())
+    done = verify_tree(a)
+    assert not any("apply replaces the links" in n for n in done.notes)
+    assert f"{', '.join('sglang/' + r for r in TARGETS)} are links into {store / 'sglang'}" in done.notes

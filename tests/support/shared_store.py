@@ -39,7 +39,6 @@ def store_digest(root: Path) -> str:
     """One sha256 over every name under ``root``: a file's bytes, a link's text."""
     digest = hashlib.sha256()
     for folder, dirs, files in sorted(os.walk(root)):
-        dirs.sort()
         for name in sorted(files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]):
             path = os.path.join(folder, name)
             digest.update(os.path.relpath(path, root).encode() + b"\0")

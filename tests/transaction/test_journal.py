@@ -418,3 +418,17 @@ def test_a_full_disk_while_staging_removes_what_was_staged_and_says_no_sglang_fi
     )
     assert not (state.root / "staged").exists()
     assert contents(package) == ORIGINAL
+
+
+def test_a_read_only_hard_linked_file_is_replaceable_and_never_opened_for_writing(
+    package: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hard link shares its inode with a store: os.replace swaps the name, never that inode,
+    so the inode is not opened to write, and its being read-only is no reason to refuse."""
+    os.link(package / A, package.parent / "store.py")
+    refuse_writes_to(package / A, monkeypatch)
+    try:
+        check_writable([package / A])
+        assert contents(package) == ORIGINAL
+    finally:
+        (package / A).chmod(0o644)

@@ -66,20 +66,6 @@ def test_identity_is_a_files_hash_or_none(package: Path) -> None:
     assert links.identity(package / "srt") is None
 
 
-def test_a_package_link_into_a_store_is_told_from_one_to_a_checkout(tmp_path: Path) -> None:
-    store = tmp_path / "cache" / "entry"
-    (store / "sglang").mkdir(parents=True)
-    (store / "sglang-0.5.23.dist-info").mkdir()
-    checkout = tmp_path / "git" / "python" / "sglang"
-    checkout.mkdir(parents=True)
-    link = tmp_path / "site" / "sglang"
-    problem = links.package_link_problem(link, store / "sglang")
-    assert problem is not None and problem.startswith(f"{link} is a link to {store / 'sglang'}, the files of")
-    assert "(sglang-0.5.23.dist-info beside it)" in problem
-    assert links.package_link_problem(link, checkout) is None
-    assert links.package_link_problem(None, store / "sglang") is None
-
-
 def test_recovery_names_a_link_it_did_not_expect_by_its_whole_text(package: Path) -> None:
     """A journal's link entry, and the name now a link somewhere else: left as is, and the
     message shows both links whole."""
