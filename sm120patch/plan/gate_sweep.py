@@ -649,6 +649,11 @@ class Sweep:
     def warnings(self) -> list[str]:
         return [c.sentence() for c in self.unknown] + self.unread
 
+    def as_json(self) -> list[dict[str, Any]]:
+        """The ``sm_checks`` of ``--json``: each check no patch owns, as data (the files that
+        could not be swept stay sentences of ``warnings``)."""
+        return [{**asdict(c), "file": f"sglang/{c.file}"} for c in self.unknown]
+
 
 def verdicts(files: Mapping[str, bytes], plan: Plan) -> tuple[list[Verdict], list[str]]:
     """Each SM check on the path in the files the pre-filter kept, and the files that do not parse."""

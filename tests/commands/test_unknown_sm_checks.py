@@ -81,6 +81,31 @@ def test_apply_strict_writes_nothing_and_apply_warns(gated: Path) -> None:
     assert data["warnings"] == [COMM_WARNING.replace(":20 ", ":22 "), NEW_WARNING]
 
 
+NEW_CHECK = {
+    "file": f"sglang/{NEW_MODULE}",
+    "line": 6,
+    "function": "FusedAllReduce.forward",
+    "expression": "not (is_sm90_supported() or is_sm100_supported())",
+}
+COMM_CHECK = {
+    "file": f"sglang/{COMM}",
+    "line": 22,  # after apply: the patched file gained its import above
+    "function": "allreduce_fusion_workspace_ready",
+    "expression": "_is_sm100_supported and size > 0",
+}
+
+
+def test_the_json_of_verify_and_apply_has_each_check_as_data(gated: Path) -> None:
+    code, data = jrun("apply", "--sglang-path", str(gated), "--strict")
+    assert code == 1 and data["sm_checks"] == [{**COMM_CHECK, "line": 20}, NEW_CHECK]
+    code, data = jrun("apply", "--sglang-path", str(gated))
+    assert code == 0 and data["sm_checks"] == [COMM_CHECK, NEW_CHECK]
+    for command in ("verify", "apply"):  # the trusted tree: from the record apply left
+        code, data = jrun(command, "--sglang-path", str(gated))
+        assert code == 0 and data["sm_checks"] == [COMM_CHECK, NEW_CHECK], command
+    assert [w for w in data["warnings"] if "SM check" in w] == [COMM_WARNING.replace(":20 ", ":22 "), NEW_WARNING]
+
+
 def test_a_trusted_tree_still_reports_them_and_verify_strict_refuses(gated: Path) -> None:
     assert jrun("apply", "--sglang-path", str(gated))[0] == 0
     code, data = jrun("verify", "--sglang-path", str(gated))
