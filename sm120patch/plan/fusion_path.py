@@ -46,9 +46,10 @@ ON_PATH: tuple[OnPath, ...] = (
 
 #: Bytes a file on the path names (the pre-filter, with its path: code about the allreduce
 #: fusion names sglang's ``enable_flashinfer_allreduce_fusion`` flag or FlashInfer's allreduce).
-#: Few needles, since each costs a scan of the files that do not hold the one before:
-#: ``llreduce`` is in ``allreduce`` and ``Allreduce``, ``llReduce`` in ``AllReduce``.
-FUSION_BYTES: tuple[bytes, ...] = (b"llreduce", b"llReduce")
+#: One pattern, since each needle costs a scan of the whole package (~70 MB in 0.5.23); it is
+#: in ``allreduce``, ``Allreduce`` and ``AllReduce``, and its literal start keeps the regex
+#: engine as fast as one ``bytes.find`` (two finds would cost twice that).
+FUSION_BYTES = re.compile(rb"ll[rR]educe")
 #: Bytes that every SM check the sweep reads contains: the terms of ``sm_names`` and the raw
 #: capability comparisons (``get_device_capability()``, ``get_device_sm()``).
 SM_BYTES: tuple[bytes, ...] = (b"is_sm", b"is_blackwell", b"capability", b"device_sm")

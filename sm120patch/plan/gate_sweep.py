@@ -167,7 +167,7 @@ def _walk(package_dir: Path, problems: list[str]) -> Iterator[tuple[str, str, bo
 
 def prefiltered(rel: str, data: bytes) -> bool:
     """Whether ``data`` may hold an SM check on the path (bytes only, no parsing)."""
-    return (any(b in data for b in FUSION_BYTES) or _module_on_path(rel)) and any(b in data for b in SM_BYTES)
+    return (FUSION_BYTES.search(data) is not None or _module_on_path(rel)) and any(b in data for b in SM_BYTES)
 
 
 def _identity(st: os.stat_result) -> list[int]:
