@@ -138,7 +138,7 @@ def _judge(
     trusted = trusted_plan(tree, state, manifest) if patches is None and not dry_run and not limit_asked else None
     if trusted is not None:
         swept[:] = [sweep_tree(tree, trusted, manifest, True, read.pop() if read else None)]
-        outcome.warnings = warnings + swept[0].warnings
+        outcome.warnings, outcome.sm_checks = warnings + swept[0].warnings, swept[0].as_json()
         if not (strict and outcome.warnings):
             _report_plan(outcome, trusted, state, dry_run, by_hash=True)
             return None
@@ -174,7 +174,7 @@ def _sweep(
     the package as read before the planning (taken: a second judgement reads it again)."""
     prefetched = read.pop() if read else None
     swept[:] = [sweep_tree(outcome.tree, plan, None, False, prefetched)]
-    outcome.warnings = warnings + swept[0].warnings
+    outcome.warnings, outcome.sm_checks = warnings + swept[0].warnings, swept[0].as_json()
 
 
 def _remember_sweep(state: StateDir, tree: SglangTree, swept: list[Sweep]) -> None:

@@ -31,7 +31,8 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None, strict: bool 
     )
     read = {f.rel: f.original for f in plan.files if f.original is not None}
     outcome.files = file_statuses(tree, list(read), manifest, by_hash=judged.by_hash, read=read)
-    outcome.warnings = fused_path_warnings(tree) + sweep_tree(tree, plan, manifest, judged.by_hash, reading).warnings
+    swept = sweep_tree(tree, plan, manifest, judged.by_hash, reading)
+    outcome.warnings, outcome.sm_checks = fused_path_warnings(tree) + swept.warnings, swept.as_json()
     found = shared_files.targets(tree, list(read))
     pending = any(r.state is State.PENDING for r in plan.reports)
     outcome.notes += shared_files.notes(found, written=False, brief=not pending)

@@ -21,8 +21,9 @@ of ``patchkit.sm_names``, a raw capability comparison (``get_device_capability()
 * and it is not one of ``fusion_path.KNOWN_GATES``.
 
 A trusted tree (``plan.trust``) is not read again: ``apply`` leaves a record beside its
-manifest (``sweep.json``): every directory's mtime (a file added, removed or replaced by
-rename changes it), the sha256 of each file the pre-filter kept, and the checks it reported.
+manifest (``sweep.json``): every directory's inode and ctime (a file added, removed or replaced by
+rename changes it), every ``.py``'s inode and ctime (an edit in place changes them, even
+one that keeps the mtime), the sha256 of each file the pre-filter kept, and the checks it reported.
 While the manifest it was made with is the one there and all of that still holds, verify
 uses it; anything else sweeps again.
 """
@@ -32,6 +33,7 @@ from __future__ import annotations
 import ast
 import itertools
 import json
+import operator
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -80,8 +82,34 @@ class _Check:
 _ON_PATH = re.compile("|".join(f"(?:{p.pattern.pattern})" for p in ON_PATH))  # one search, not one a row
 
 
+_CAMEL_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z0-9]+|[A-Z]+")
+#: Words a CamelCase name splits that sglang's snake_case names keep as one.
+_ONE_WORD = (("all_reduce", "allreduce"), ("flash_infer", "flashinfer"), ("rms_norm", "rmsnorm"))
+
+
+def _snake(function: str) -> str:
+    """``FlashInferAllReduceFusion.run`` as ``flashinfer_allreduce_fusion.run``: a class is
+    on the path by its name's words, as a function is."""
+    names = []
+    for name in function.split("."):
+        snake = name
+        if name != name.lower():
+            snake = "_".join(word.lower() for word in _CAMEL_WORD.findall(name))
+            for split, whole in _ONE_WORD:
+                snake = snake.replace(split, whole)
+        names.append(snake)
+    return ".".join(names)
+
+
 def on_path(rel: str, function: str) -> bool:
-    return _ON_PATH.search(f"{rel}::{function}") is not None
+    """Whether a check in ``function`` of module ``rel`` is on the path; a CamelCase class by its
+    words where they name the allreduce (``FlashInferAttnBackend`` is attention's)."""
+    if _ON_PATH.search(f"{rel}::{function}") is not None:
+        return True
+    if function == function.lower():
+        return False
+    snake = _snake(function)
+    return "allreduce" in snake and _ON_PATH.search(f"{rel}::{snake}") is not None
 
 
 def _module_on_path(rel: str) -> bool:
@@ -92,41 +120,69 @@ def _module_on_path(rel: str) -> bool:
 
 
 def _read(path: str) -> bytes:
+    return _read_with_identity(path)[0]
+
+
+def _read_with_identity(path: str) -> tuple[bytes, list[int]]:
     fd = os.open(path, os.O_RDONLY)
     try:
-        return os.read(fd, os.fstat(fd).st_size + 1)
+        st = os.fstat(fd)
+        return os.read(fd, st.st_size + 1), _identity(st)
     finally:
         os.close(fd)
 
 
-def _walk(package_dir: Path) -> Iterator[tuple[str, str, bool]]:
-    """(relative path, absolute path, is a directory) of every directory and ``.py`` below."""
+def _walk(package_dir: Path, problems: list[str]) -> Iterator[tuple[str, str, bool]]:
+    """(relative path, absolute path, is a directory) of every directory and ``.py`` below.
+    What cannot be swept goes to ``problems``, as sentences: a directory that cannot be
+    listed, a link to a directory outside the package (Python imports through it; the sweep
+    does not leave the package).  A link to a directory of the package is swept there."""
     stack = [("", str(package_dir))]
+    inside = os.path.realpath(package_dir) + os.sep
     while stack:
         rel, path = stack.pop()
         yield rel, path, True
         try:
             entries = list(os.scandir(path))
-        except OSError:  # unreadable: nothing in it that Python would import either
+        except FileNotFoundError:
+            continue  # removed meanwhile
+        except OSError as exc:
+            problems.append(f"sglang/{rel or '.'} cannot be listed ({exc.strerror}): not swept for SM checks")
             continue
         for entry in entries:
             child = f"{rel}/{entry.name}" if rel else entry.name
+            if entry.name in _SKIP_DIRS:
+                continue
             if entry.is_dir(follow_symlinks=False):
-                if entry.name not in _SKIP_DIRS:
-                    stack.append((child, entry.path))
-            elif entry.name.endswith(".py"):
+                stack.append((child, entry.path))
+            elif entry.is_symlink() and entry.is_dir():
+                if not os.path.realpath(entry.path).startswith(inside):
+                    problems.append(
+                        f"sglang/{child} is a link to a folder outside the package "
+                        f"({os.readlink(entry.path)}): not swept for SM checks"
+                    )
+            elif entry.name.endswith(".py") and entry.is_file():  # a FIFO would block the read
                 yield child, entry.path, False
 
 
 def prefiltered(rel: str, data: bytes) -> bool:
     """Whether ``data`` may hold an SM check on the path (bytes only, no parsing)."""
-    return (any(b in data for b in FUSION_BYTES) or _module_on_path(rel)) and any(b in data for b in SM_BYTES)
+    return (FUSION_BYTES.search(data) is not None or _module_on_path(rel)) and any(b in data for b in SM_BYTES)
+
+
+def _identity(st: os.stat_result) -> list[int]:
+    """What changes when a file or directory is written, replaced or copied: the inode and the
+    ctime (set by the kernel on every write, rename or chmod; ``touch -r``, ``cp -a`` and rsync
+    keep an mtime, never a ctime), and the size."""
+    return [st.st_ino, st.st_ctime_ns, st.st_size]
 
 
 @dataclass
 class _Scan:
-    dirs: dict[str, int]  # directory -> st_mtime_ns
+    dirs: dict[str, list[int]]  # directory -> its _identity (an entry added, removed, renamed)
+    files: dict[str, list[int]]  # every .py -> its _identity (a file edited in place)
     kept: dict[str, bytes]  # the files the pre-filter kept
+    unreadable: list[str]  # what could not be read, as sentences
 
 
 class Prefetch:
@@ -168,15 +224,18 @@ def prefetch(tree: SglangTree) -> Prefetch | None:
 
 
 def _scan(tree: SglangTree) -> _Scan:
-    scan = _Scan({}, {})
-    for rel, path, is_dir in _walk(tree.package_dir):
+    scan = _Scan({}, {}, {}, [])
+    for rel, path, is_dir in _walk(tree.package_dir, scan.unreadable):
         try:
             if is_dir:
-                scan.dirs[rel] = os.stat(path).st_mtime_ns
+                scan.dirs[rel] = _identity(os.stat(path))
                 continue
-            data = _read(path)
-        except OSError:
-            continue  # vanished or unreadable: nothing of sglang's that the import would load
+            data, scan.files[rel] = _read_with_identity(path)
+        except FileNotFoundError:
+            continue  # removed meanwhile (or a dangling link): nothing Python would import
+        except OSError as exc:  # a gate in it would go unseen: said, not passed over
+            scan.unreadable.append(f"sglang/{rel} cannot be read ({exc.strerror}): not swept for SM checks")
+            continue
         if prefiltered(rel, data):
             scan.kept[rel] = data
     return scan
@@ -185,14 +244,32 @@ def _scan(tree: SglangTree) -> _Scan:
 # -- the checks in one file ------------------------------------------------------------------
 
 
-def _arch(node: ast.AST) -> str | None:
-    """The architecture an SM term of ``sm_names`` tests (the shapes ``sm_terms`` matches)."""
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.args and not node.keywords:
-        match = HELPER_NAME.match(node.func.id)
-        return match.group(1) if match else None
+_ALIAS = re.compile(rb"\b(_?is_(?:sm\d+|blackwell)(?:_supported)?)[ \t]+as[ \t]+(\w+)")
+
+
+def _aliases(data: bytes) -> dict[str, str]:
+    """The names a file imports an SM term under (``import is_sm100_supported as _sm100``),
+    by the architecture each tests (bytes: an import sits outside the definitions parsed)."""
+    found = {}
+    for match in _ALIAS.finditer(data):
+        term = match.group(1).decode()
+        named = (HELPER_NAME if not term.startswith("_") else FLAG_NAME).match(term)
+        if named:
+            found[match.group(2).decode()] = named.group(1)
+    return found
+
+
+def _arch(node: ast.AST, aliases: Mapping[str, str] | None = None) -> str | None:
+    """The architecture an SM term of ``sm_names`` tests (the shapes ``sm_terms`` matches, a
+    helper called as a module's attribute, and a name of ``aliases``)."""
+    if isinstance(node, ast.Call) and not node.args and not node.keywords:
+        name = node.func.id if isinstance(node.func, ast.Name) else _attribute_call(node.func)
+        match = HELPER_NAME.match(name) if name else None
+        if match:
+            return match.group(1)
     if isinstance(node, ast.Name):
         match = FLAG_NAME.match(node.id)
-        return match.group(1) if match else None
+        return match.group(1) if match else (aliases or {}).get(node.id)
     if (
         isinstance(node, ast.Attribute)
         and isinstance(node.value, ast.Call)
@@ -202,6 +279,15 @@ def _arch(node: ast.AST) -> str | None:
     ):
         match = PLATFORM_ATTR.match(node.attr)
         return match.group(1) if match else None
+    return None
+
+
+def _attribute_call(func: ast.AST) -> str | None:
+    """``utils.is_sm100_supported``: the helper's name, called on a module."""
+    if isinstance(func, ast.Attribute) and not (
+        isinstance(func.value, ast.Call) and _called(func.value) == PLATFORM_CALL
+    ):
+        return func.attr
     return None
 
 
@@ -226,19 +312,54 @@ def _names_capability(node: ast.AST) -> bool:
     return False
 
 
-def _raw_admits_sm12x(node: ast.Compare) -> bool | None:
-    """None: not a raw capability comparison.  Else whether it admits SM12x: it names 12 (12,
-    120, 121, (12, x)), or is a threshold (``>= (9, 0)``: SM12x is above every one sglang
-    uses).  ``==``, ``!=``, ``in`` without 12 single out other GPUs: a gate."""
+_ORDER = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge}
+
+
+def _sm12x_satisfies(op: ast.cmpop, value: Any, sm12x_on_left: bool) -> bool:
+    """Whether SM12x (``12``, ``120``, ``(12, 0)`` at the constant's scale) passes ``op``."""
+    if isinstance(value, tuple):
+        probe: Any = (12, 0)
+    elif isinstance(value, int):
+        probe = 120 if value >= 20 else 12
+    else:
+        return True
+    compare = _ORDER[type(op)]
+    return compare(probe, value) if sm12x_on_left else compare(value, probe)
+
+
+def _raw_admits_sm12x(node: ast.Compare, in_range: bool = False) -> bool | None:
+    """None: not a raw capability comparison.  Else whether it admits SM12x: ``==``, ``!=``,
+    ``in`` admit it only when they name 12 (12, 120, 121, (12, x)): without it they single
+    other GPUs out, a gate.  A threshold alone admits it (``if major < 10: raise`` shuts out
+    older GPUs, which way it gates is the statement's); a range (``9 <= major < 11``, or
+    ``in_range``: a threshold ``and``-ed with another) is evaluated at SM12x."""
     operands = [node.left, *node.comparators]
+    in_range = in_range or len(node.ops) > 1
+    verdicts: list[bool] = []
     for op, left, right in zip(node.ops, operands, operands[1:], strict=False):
-        for probe, consts in ((left, right), (right, left)):
+        for probe, consts, probe_left in ((left, right, True), (right, left, False)):
             values = _ints(consts)
             if values is None or not _names_capability(probe):
                 continue
-            flat = [v[0] if isinstance(v, tuple) and v else v for v in values]
-            return any(v in (12, 120, 121) for v in flat) or isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE))
-    return None
+            if isinstance(op, tuple(_ORDER)) and len(values) == 1:
+                verdicts.append(not in_range or _sm12x_satisfies(op, values[0], probe_left))
+            else:
+                flat = [v[0] if isinstance(v, tuple) and v else v for v in values]
+                verdicts.append(any(v in (12, 120, 121) for v in flat) or isinstance(op, tuple(_ORDER)))
+            break
+    return all(verdicts) if verdicts else None
+
+
+def _is_threshold(node: ast.Compare) -> bool:
+    """``major >= 9``: one ordering comparison of the capability with a constant."""
+    return (
+        len(node.ops) == 1
+        and isinstance(node.ops[0], tuple(_ORDER))
+        and any(
+            _ints(c) is not None and _names_capability(p)
+            for p, c in ((node.left, node.comparators[0]), (node.comparators[0], node.left))
+        )
+    )
 
 
 def _capability_lookup(node: ast.AST) -> bool:
@@ -260,29 +381,53 @@ def _called(node: ast.Call) -> str | None:
     return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
 
 
-def _terms(node: ast.AST) -> tuple[frozenset[str], bool]:
-    """The architectures the SM checks in ``node`` name, and whether any of them admits SM12x."""
+def _terms(node: ast.AST, aliases: Mapping[str, str] | None = None) -> tuple[frozenset[str], bool]:
+    """The architectures the SM checks in ``node`` name, and whether it admits SM12x: a term
+    that names SM12x anywhere (``is_sm100() and not is_sm120()`` is deliberate), or the
+    checks' value on SM12x (``_on_sm12x``) is true."""
     archs: set[str] = set()
-    admits = False
+    names_sm12x = False
     for sub in ast.walk(node):
-        arch = _arch(sub)
+        arch = _arch(sub, aliases)
         if arch is not None:
             archs.add(arch)
-            admits |= arch in SM12X_ARCHS
-        elif _capability_lookup(sub):
+            names_sm12x |= arch in SM12X_ARCHS
+        elif _capability_lookup(sub) or (isinstance(sub, ast.Compare) and _raw_admits_sm12x(sub) is not None):
             archs.add(RAW)
-        elif isinstance(sub, ast.Compare):
-            raw = _raw_admits_sm12x(sub)
-            if raw is not None:
-                archs.add(RAW)
-                admits |= raw
-    return frozenset(archs), admits
+    return frozenset(archs), names_sm12x or _on_sm12x(node, aliases) is True
+
+
+def _on_sm12x(node: ast.AST, aliases: Mapping[str, str] | None = None, in_range: bool = False) -> bool | None:
+    """Whether the SM checks of ``node`` pass on SM12x, None where it holds none.  ``and``
+    passes when none of its checks fails (``major >= 9 and major < 11`` does not), ``or``
+    when one passes; anything else when one of its checks does."""
+    if isinstance(node, ast.BoolOp):
+        thresholds = [e for e in node.values if isinstance(e, ast.Compare) and _is_threshold(e)]
+        in_range = isinstance(node.op, ast.And) and len(thresholds) > 1
+        values = {v for v in (_on_sm12x(e, aliases, in_range) for e in node.values) if v is not None}
+        if not values:
+            return None
+        return False not in values if isinstance(node.op, ast.And) else True in values
+    found: bool | None = None
+    for sub in ast.walk(node):
+        arch = _arch(sub, aliases)
+        if arch is not None:
+            passes: bool | None = arch in SM12X_ARCHS
+        elif _capability_lookup(sub):
+            passes = False
+        else:
+            passes = _raw_admits_sm12x(sub, in_range) if isinstance(sub, ast.Compare) else None
+        if passes is not None:
+            found = bool(found) or passes
+    return found
 
 
 class _Reader:
-    def __init__(self, rel: str, data: bytes) -> None:
+    def __init__(self, rel: str, data: bytes, aliases: Mapping[str, str]) -> None:
         self.rel = rel
         self.data = data
+        self.aliases = aliases
+        self.words = (*_SM_WORDS, *aliases)
         self.starts = [0, *itertools.accumulate(len(line) for line in data.splitlines(keepends=True))]
         self.checks: list[_Check] = []
 
@@ -320,9 +465,9 @@ class _Reader:
 
     def _check(self, test: ast.AST, governs: ast.stmt, function: str, within: str) -> None:
         text = self.source(test)
-        if not any(word in text for word in _SM_WORDS):
+        if not any(word in text for word in self.words):
             return  # the text first: most statements name no SM term
-        archs, admits = _terms(test)
+        archs, admits = _terms(test, self.aliases)
         if not archs or admits:
             return
         if isinstance(governs, (ast.If, ast.While)):  # its test and body, not its ``else``
@@ -414,12 +559,13 @@ def checks_in(rel: str, data: bytes) -> list[_Check] | str:
     why the file cannot be read.  A part that does not parse alone (a string at column 0
     inside a function, say) means parsing the whole file."""
     checks: list[_Check] = []
+    aliases = _aliases(data)
     for source, first, outer, within_function in _parts(rel, data):
         try:
             module = ast.parse(source, filename=rel)
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             return _whole(rel, data)
-        reader = _Reader(rel, source)
+        reader = _Reader(rel, source, aliases)
         reader.visit(module.body, outer, within_function)
         checks += [replace(c, line=c.line + first - 1, end_line=c.end_line + first - 1) for c in reader.checks]
     return checks
@@ -431,9 +577,11 @@ def _whole(rel: str, data: bytes) -> list[_Check] | str:
         module = ast.parse(data, filename=rel)
     except SyntaxError as exc:
         return f"sglang/{rel}:{exc.lineno} does not parse ({exc.msg}): not swept for SM checks"
+    except (RecursionError, MemoryError):
+        return f"sglang/{rel} is nested too deeply to parse: not swept for SM checks"
     except ValueError as exc:  # null bytes
         return f"sglang/{rel} cannot be read as Python source ({exc}): not swept for SM checks"
-    reader = _Reader(rel, data)
+    reader = _Reader(rel, data, _aliases(data))
     reader.visit(module.body, "", False)
     return reader.checks
 
@@ -494,11 +642,17 @@ class Sweep:
     unread: list[str]  # files that could not be parsed, as sentences
     recalled: bool = False  # read from the record apply left, not from the package
     dirs: tuple[str, ...] = ()  # the package's directories, as swept
+    files: tuple[str, ...] = ()  # the package's .py files, as swept
     kept: tuple[str, ...] = ()  # the files the pre-filter kept
 
     @property
     def warnings(self) -> list[str]:
         return [c.sentence() for c in self.unknown] + self.unread
+
+    def as_json(self) -> list[dict[str, Any]]:
+        """The ``sm_checks`` of ``--json``: each check no patch owns, as data (the files that
+        could not be swept stay sentences of ``warnings``)."""
+        return [{**asdict(c), "file": f"sglang/{c.file}"} for c in self.unknown]
 
 
 def verdicts(files: Mapping[str, bytes], plan: Plan) -> tuple[list[Verdict], list[str]]:
@@ -544,7 +698,8 @@ def sweep(tree: SglangTree, plan: Plan, read: Prefetch | None = None) -> Sweep:
     """Sweep ``tree`` as ``plan`` leaves it."""
     files, scan = files_to_judge(tree, plan, read)
     found = judge_files(files, plan)
-    found.dirs, found.kept = tuple(scan.dirs), tuple(sorted(files))
+    found.unread += scan.unreadable
+    found.dirs, found.files, found.kept = tuple(scan.dirs), tuple(scan.files), tuple(sorted(files))
     return found
 
 
@@ -557,10 +712,11 @@ def _seal(data: Mapping[str, Any]) -> str:
 
 def remember(tree: SglangTree, state: StateDir, manifest: Manifest, found: Sweep) -> None:
     """After apply: what the sweep found, and what tells the tree is still as it was swept.
-    The directories and the kept files are read again, as the tree stands once written."""
+    The directories and files are looked at again, as the tree stands once written."""
     data: dict[str, Any] = {
         "manifest_seal": manifest.seal,
-        "dirs": {rel: os.stat(tree.package_dir / rel).st_mtime_ns for rel in found.dirs},
+        "dirs": {rel: _identity(os.stat(tree.package_dir / rel)) for rel in found.dirs},
+        "identities": {rel: _identity(os.stat(tree.package_dir / rel)) for rel in found.files},
         "files": {rel: sha256(_read(str(tree.package_dir / rel))) for rel in found.kept},
         "unknown": [asdict(c) for c in found.unknown],
         "unread": found.unread,
@@ -577,14 +733,16 @@ def recalled(tree: SglangTree, state: StateDir, manifest: Manifest | None) -> Sw
         data = json.loads(state.sweep_path.read_bytes())
         if data.get("seal") != _seal(data) or data["manifest_seal"] != manifest.seal:
             return None
-        for rel, mtime in data["dirs"].items():
-            if os.stat(tree.package_dir / rel).st_mtime_ns != mtime:
+        for rel, identity in itertools.chain(data["dirs"].items(), data["identities"].items()):
+            if _identity(os.stat(tree.package_dir / rel)) != identity:
                 return None
         for rel, digest in data["files"].items():
             if sha256(_read(str(tree.package_dir / rel))) != digest:
                 return None
         unknown = [UnknownCheck(**c) for c in data["unknown"]]
-        return Sweep(unknown, list(data["unread"]), True, tuple(data["dirs"]), tuple(data["files"]))
+        return Sweep(
+            unknown, list(data["unread"]), True, tuple(data["dirs"]), tuple(data["identities"]), tuple(data["files"])
+        )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 

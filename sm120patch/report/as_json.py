@@ -111,6 +111,7 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
         "written": [f"sglang/{rel}" for rel in outcome.written],
         "messages": outcome.notes,
         "warnings": outcome.warnings,
+        "sm_checks": outcome.sm_checks,
         "runtime": outcome.runtime.to_json() if outcome.runtime is not None else None,
         "diff": outcome.diff,
         "token_limit": limit_json(outcome.tree) if outcome.command in (Command.APPLY, Command.VERIFY) else None,

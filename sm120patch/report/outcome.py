@@ -75,6 +75,7 @@ class Outcome:
     plan: Plan | None = None
     notes: list[str] = field(default_factory=list)  # what happened on the way
     warnings: list[str] = field(default_factory=list)  # what keeps the fused path from running
+    sm_checks: list[dict[str, Any]] = field(default_factory=list)  # the sweep's, as data (gate_sweep)
     written: list[str] = field(default_factory=list)
     changes: list[tuple[str, bytes, bytes]] = field(default_factory=list)  # (file, before, after)
     files: list[FileStatus] = field(default_factory=list)

@@ -6,6 +6,8 @@ and after apply) or the known list names is not reported.  Real releases: the sl
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from sm120patch.doctor.diagnose import diagnose
 from sm120patch.doctor.patch_states import tree_states
 from sm120patch.locate.tree import from_directory
 from sm120patch.patchkit.model import State
+from sm120patch.plan import gate_sweep
 from sm120patch.plan.current import judge
 from sm120patch.plan.fusion_path import KNOWN_GATES, ON_PATH
 from sm120patch.plan.gate_sweep import sweep_tree
@@ -78,6 +81,31 @@ def test_apply_strict_writes_nothing_and_apply_warns(gated: Path) -> None:
     assert data["warnings"] == [COMM_WARNING.replace(":20 ", ":22 "), NEW_WARNING]
 
 
+NEW_CHECK = {
+    "file": f"sglang/{NEW_MODULE}",
+    "line": 6,
+    "function": "FusedAllReduce.forward",
+    "expression": "not (is_sm90_supported() or is_sm100_supported())",
+}
+COMM_CHECK = {
+    "file": f"sglang/{COMM}",
+    "line": 22,  # after apply: the patched file gained its import above
+    "function": "allreduce_fusion_workspace_ready",
+    "expression": "_is_sm100_supported and size > 0",
+}
+
+
+def test_the_json_of_verify_and_apply_has_each_check_as_data(gated: Path) -> None:
+    code, data = jrun("apply", "--sglang-path", str(gated), "--strict")
+    assert code == 1 and data["sm_checks"] == [{**COMM_CHECK, "line": 20}, NEW_CHECK]
+    code, data = jrun("apply", "--sglang-path", str(gated))
+    assert code == 0 and data["sm_checks"] == [COMM_CHECK, NEW_CHECK]
+    for command in ("verify", "apply"):  # the trusted tree: from the record apply left
+        code, data = jrun(command, "--sglang-path", str(gated))
+        assert code == 0 and data["sm_checks"] == [COMM_CHECK, NEW_CHECK], command
+    assert [w for w in data["warnings"] if "SM check" in w] == [COMM_WARNING.replace(":20 ", ":22 "), NEW_WARNING]
+
+
 def test_a_trusted_tree_still_reports_them_and_verify_strict_refuses(gated: Path) -> None:
     assert jrun("apply", "--sglang-path", str(gated))[0] == 0
     code, data = jrun("verify", "--sglang-path", str(gated))
@@ -128,6 +156,59 @@ def test_an_edit_in_place_of_a_kept_file_is_swept_again(gated: Path) -> None:
         fh.write(text.replace("if not (is_sm90_supported() or is_sm100_supported()):", "if False:"))
     found = sweep_tree(tree, judged.plan, judged.manifest, judged.by_hash)
     assert not found.recalled and [c.file for c in found.unknown] == [COMM]
+
+
+def test_an_edit_in_place_that_keeps_the_mtime_of_a_file_with_no_sm_term_is_swept_again(gated: Path) -> None:
+    """A file the pre-filter dropped (no SM term) is not hashed; edited in place, its mtime
+    put back (``touch -r``, a copy that keeps mtimes), its directory unchanged: still seen."""
+    plain = gated / "srt/layers/allreduce_plain.py"
+    plain.write_text("def allreduce_fusion_enabled():\n    return True\n")
+    assert jrun("apply", "--sglang-path", str(gated))[0] == 0
+    tree = from_directory(gated)
+    judged = judge(tree)
+    assert sweep_tree(tree, judged.plan, judged.manifest, judged.by_hash).recalled
+    before = plain.stat()
+    with open(plain, "r+") as fh:
+        fh.write("def allreduce_fusion_enabled():\n    return is_sm100_supported()\n")
+    os.utime(plain, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert plain.stat().st_mtime_ns == before.st_mtime_ns
+    found = sweep_tree(tree, judged.plan, judged.manifest, judged.by_hash)
+    assert not found.recalled and "allreduce_fusion_enabled" in [c.function for c in found.unknown]
+
+
+def test_a_copy_that_keeps_mtimes_is_swept_again(gated: Path, tmp_path: Path) -> None:
+    assert jrun("apply", "--sglang-path", str(gated))[0] == 0
+    copy = tmp_path / "copy" / "sglang"
+    shutil.copytree(gated, copy, copy_function=shutil.copy2, symlinks=True)  # as cp -a
+    tree = from_directory(copy)
+    judged = judge(tree)
+    assert not sweep_tree(tree, judged.plan, judged.manifest, True).recalled
+
+
+def test_what_cannot_be_swept_is_a_warning_not_a_silent_pass(
+    gated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "allreduce_fusion.py").write_text("def allreduce_fusion_ok():\n    return is_sm100_supported()\n")
+    (gated / "srt/linked").symlink_to(outside)
+    os.mkfifo(gated / "srt/pipe.py")  # not a regular file: never opened (it would block)
+    real = gate_sweep._read_with_identity
+
+    def denied(path: str) -> tuple[bytes, list[int]]:
+        if path.endswith("srt/layers/allreduce_denied.py"):
+            raise PermissionError(13, "Permission denied")
+        return real(path)
+
+    (gated / "srt/layers/allreduce_denied.py").write_text("x = 1\n")
+    monkeypatch.setattr(gate_sweep, "_read_with_identity", denied)
+    tree = from_directory(gated)
+    judged = judge(tree)
+    unread = sweep_tree(tree, judged.plan, judged.manifest, judged.by_hash).unread
+    assert sorted(unread) == [
+        "sglang/srt/layers/allreduce_denied.py cannot be read (Permission denied): not swept for SM checks",
+        f"sglang/srt/linked is a link to a folder outside the package ({outside}): not swept for SM checks",
+    ]
 
 
 def test_a_tampered_record_is_not_believed(gated: Path) -> None:

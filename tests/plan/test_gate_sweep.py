@@ -58,10 +58,49 @@ def compile_expr(text: str) -> object:
         ("x == 10", False),  # not the capability
         ("is_blackwell()", False),  # admits SM12x already
         ("_is_sm100_supported and not _is_sm120_supported", False),  # names SM12x
+        ("torch.cuda.get_device_capability()[0] < 10", False),  # alone: which way is the statement's
+        ("(9, 0) <= torch.cuda.get_device_capability() < (11, 0)", True),  # a chain: both links
+        ("(9, 0) <= torch.cuda.get_device_capability() < (13, 0)", False),
+        ("90 <= get_device_sm() < 120", True),  # the constant on the left
+        ("torch.cuda.get_device_capability()[0] >= 9 and torch.cuda.get_device_capability()[0] < 11", True),
+        ("major >= 9 and x", False),
+        ("major >= 9 and major <= 12", False),  # passes on SM12x; the rest is not about the GPU
+        ("x or major == 10", True),  # SM12x only where something else is true
+        ("major == 10 or major >= 12", False),
     ],
 )
 def test_raw_comparisons_and_tables(expression: str, reported: bool) -> None:
     assert bool(found(f"def allreduce_fusion_ok(major, x, tp):\n    if {expression}:\n        return 1\n")) is reported
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from sglang.srt.utils import is_sm100_supported as sm\n\ndef allreduce_fusion_ok():\n    return sm()\n",
+        "from sglang.srt.utils import _is_sm100_supported as sm100\n\ndef allreduce_fusion_ok():\n    return sm100\n",
+        "from sglang.srt import utils\n\ndef allreduce_fusion_ok():\n    return utils.is_sm100_supported()\n",
+    ],
+    ids=["helper-alias", "flag-alias", "module-attribute"],
+)
+def test_a_term_imported_under_another_name_or_called_on_its_module_is_read(source: str) -> None:
+    assert [(line, function) for line, function, _ in found(source, "srt/x.py")] == [(4, "allreduce_fusion_ok")]
+
+
+def test_a_camelcase_class_is_on_the_path_by_its_words() -> None:
+    source = """
+        class FlashInferAllReduceFusionRunner:
+            def __init__(self):
+                if not is_sm100_supported():
+                    raise RuntimeError("SM100 only")
+    """
+    data = textwrap.dedent(source).encode()
+    assert prefiltered("srt/layers/x.py", data)  # "AllReduce", not "allreduce"
+    assert found(source, "srt/layers/x.py") == [
+        (4, "FlashInferAllReduceFusionRunner.__init__", "not is_sm100_supported()")
+    ]
+    assert on_path("srt/x.py", "TrtllmAllreduceWorkspace.create")
+    assert not on_path("srt/x.py", "LinearFusion.run")  # "ar_fusion" is a word, not "linear_fusion"
+    assert not on_path("srt/x.py", "linear_fusion")
 
 
 def test_functions_are_named_as_sglang_names_them() -> None:

@@ -178,6 +178,7 @@ def test_an_outcome_key_by_key() -> None:
         "written": ["sglang/srt/a.py"],
         "messages": ["note"],
         "warnings": ["warn"],
+        "sm_checks": [],
         "runtime": {
             "python": "/env/bin/python",
             "torch": {"ok": False, "error": "no torch"},
