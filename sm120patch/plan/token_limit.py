@@ -107,6 +107,19 @@ def gate_rel(tree: SglangTree) -> str:
     return next((rel for rel in GATE_FILES if tree.exists(rel)), GATE_FILES[-1])
 
 
+def _gate_source(tree: SglangTree, shipped: bool) -> bytes | None:
+    """The gate module's bytes as sglang ships them (``shipped``: the backup where the module
+    was patched) or as they are now; None where it cannot be read."""
+    rel = gate_rel(tree)
+    state = StateDir(tree.package_dir)
+    manifest = state.load() if shipped else None
+    path = state.root / manifest.files[rel].backup if manifest and rel in manifest.files else tree.path(rel)
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
 def sglang_sites(tree: SglangTree, shipped: bool = True) -> list[Any] | None:
     """The token limit's sites (``fusion_token_limit.Site``) as sglang ships them in this tree
     (``shipped``: read from the backup where the gate's module was patched, else from the file)
@@ -116,26 +129,74 @@ def sglang_sites(tree: SglangTree, shipped: bool = True) -> list[Any] | None:
 
     from sm120patch.patches.fusion_token_limit import limit_sites
 
-    rel = gate_rel(tree)
-    state = StateDir(tree.package_dir)
-    manifest = state.load() if shipped else None
-    path = state.root / manifest.files[rel].backup if manifest and rel in manifest.files else tree.path(rel)
+    source = _gate_source(tree, shipped)
     try:
-        found = limit_sites(cst.parse_module(path.read_bytes()))
-    except (OSError, cst.ParserSyntaxError):
+        found = limit_sites(cst.parse_module(source)) if source is not None else None
+    except cst.ParserSyntaxError:
         return None
-    if isinstance(found, str) or not found[0]:
+    if found is None or isinstance(found, str) or not found[0]:
         return None
     return list(found[0])
+
+
+#: The gate that also compares the batch with a literal of its own (0.5.4 - 0.5.7's method,
+#: the patch's ``LITERAL_GATES``) and the batch it compares, for the reader below; a test holds
+#: them equal to the patch's.
+LITERAL_GATE = ("CommunicateWithAllReduceAndLayerNormFn", "_gather_hidden_states_and_residual")
+BATCH = frozenset({"batch_size", "hidden_states.shape[0]"})
+
+
+def limit_in(source: bytes) -> int | None:
+    """The largest batch the gate module ``source`` lets through, read with the standard
+    library's ``ast`` (the patch's sites by libcst: the same values, a test says so), so doctor
+    and ``verify --json`` on a trusted tree load no libcst; None where there is no limit, it is
+    not one integer, or the source does not parse."""
+    import ast
+
+    try:
+        module = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+    def at_import(body: list[ast.stmt]) -> list[ast.stmt]:  # as cst_helpers.module_statements
+        found = []
+        for stmt in body:
+            found.append(stmt)
+            if isinstance(stmt, ast.If):
+                found += at_import(stmt.body) + at_import(stmt.orelse)
+            elif isinstance(stmt, ast.Try):
+                handlers = [s for h in stmt.handlers for s in h.body]
+                found += at_import(stmt.body + handlers + stmt.orelse + stmt.finalbody)
+        return found
+
+    def value(node: ast.expr | None) -> int | None:
+        return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
+
+    def assigns(stmt: ast.Assign | ast.AnnAssign) -> bool:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        return any(isinstance(t, ast.Name) and t.id == LIMIT_SITE for t in targets)
+
+    assignments = [s for s in at_import(module.body) if isinstance(s, (ast.Assign, ast.AnnAssign))]
+    values = [value(stmt.value) for stmt in assignments if assigns(stmt)]
+    if len(values) > 1 or None in values:
+        return None
+    for cls in (s for s in module.body if isinstance(s, ast.ClassDef) and s.name == LITERAL_GATE[0]):
+        for gate in (s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == LITERAL_GATE[1]):
+            for node in (n for n in ast.walk(gate) if isinstance(n, ast.Compare)):
+                left = node.left
+                for op, right in zip(node.ops, node.comparators, strict=True):
+                    if isinstance(op, ast.LtE) and value(right) is not None and ast.unparse(left) in BATCH:
+                        values.append(value(right))
+                    left = right
+    found = [v for v in values if v is not None]
+    return min(found) if found else None
 
 
 def sglang_limit(tree: SglangTree, shipped: bool = True) -> int | None:
     """The limit as sglang ships it in this tree, or (``shipped`` False) the one in force in
     its files now (None: the release has none)."""
-    from sm120patch.patches.fusion_token_limit import limit_in_force
-
-    sites = sglang_sites(tree, shipped)
-    return limit_in_force(sites) if sites else None
+    source = _gate_source(tree, shipped)
+    return limit_in(source) if source is not None else None
 
 
 def mismatch(tree: SglangTree, facts: dict, tp: int | None, gpus: list[str] | None = None) -> str | None:

@@ -34,6 +34,7 @@ def test_json_verify_before_and_after_apply(release) -> None:
         "fusion-backend-resolver": "not-needed",
         "server-args-auto-enable": "pending",
         "workspace-preflight": "not-needed",
+        "fusion-token-limit": "not-needed",  # opt-in: apply --fuse-up-to
     }
     assert before["files"] and all(f["pristine"] for f in before["files"])
 

@@ -51,6 +51,7 @@ def test_full_cycle_of_the_hand_fix_era(release, version: str) -> None:
         "server-args-auto-enable": State.APPLIED,
         "fusion-backend-resolver": State.NOT_NEEDED,  # arrives in 0.5.14
         "workspace-preflight": State.APPLIED if preflight else State.NOT_NEEDED,
+        "fusion-token-limit": State.NOT_NEEDED,  # opt-in: apply --fuse-up-to
     }
     for rel in touched:
         compile((package / rel).read_bytes(), rel, "exec")

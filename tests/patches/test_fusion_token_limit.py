@@ -14,11 +14,12 @@ from sm120patch.commands.apply import apply as apply_tree
 from sm120patch.commands.revert import revert as revert_tree
 from sm120patch.commands.verify import verify as verify_tree
 from sm120patch.locate.tree import from_directory
-from sm120patch.patches.fusion_token_limit import LIMIT_NAME
+from sm120patch.patches.fusion_token_limit import BATCH, LIMIT_NAME, LITERAL_GATES, limit_in_force, limit_sites
 from sm120patch.patchkit.layout import ADD_NORM, COMMUNICATOR
 from sm120patch.patchkit.model import Example, State
 from sm120patch.plan.registry import by_id
-from sm120patch.plan.token_limit import LIMIT_SITE, LimitAsk
+from sm120patch.plan import token_limit
+from sm120patch.plan.token_limit import LIMIT_SITE, LimitAsk, limit_in, sglang_limit
 from tests.support.patch_checks import (
     check_anchor_files,
     check_description,
@@ -35,6 +36,23 @@ PATCH = by_id()["fusion-token-limit"]
 @pytest.mark.parametrize("example", example_params(PATCH))
 def test_example_gives_its_state_and_code(example: Example) -> None:
     check_example(PATCH, example)
+
+
+@pytest.mark.parametrize("example", example_params(PATCH))
+def test_the_readers_without_libcst_find_the_limit_the_patch_finds(example: Example) -> None:
+    """doctor and verify --json read the limit with ``ast`` (no libcst on a trusted tree): the
+    same value as the patch's own sites, before and after, in every example."""
+    import libcst as cst
+
+    for code in {example.before, example.after or example.before}:
+        found = limit_sites(cst.parse_module(code))
+        by_cst = limit_in_force(found[0]) if not isinstance(found, str) and found[0] else None
+        assert limit_in(code.encode()) == by_cst
+
+
+def test_the_reader_without_libcst_looks_where_the_patch_looks() -> None:
+    assert token_limit.BATCH == BATCH
+    assert {(a.cls, a.name) for a in LITERAL_GATES} == {token_limit.LITERAL_GATE}
 
 
 def test_describes_itself_and_anchors_in_known_files() -> None:
@@ -113,9 +131,11 @@ def test_a_real_release_lowered_verified_replanned_and_reverted_byte_for_byte(ve
     rel = PATCH.target(tree.exists)
     original = (package / rel).read_bytes()
     assert min(limits_in(original)) == 2048  # sglang's own, in every era
+    assert sglang_limit(tree) == sglang_limit(tree, shipped=False) == 2048
     before = {p: sha256(p) for p in package.rglob("*.py")}
     first = apply_tree(tree, token_limit=LimitAsk(512))
     assert first.exit_code == 0, first.headline
+    assert (sglang_limit(tree), sglang_limit(tree, shipped=False)) == (2048, 512)  # doctor's and --json's reader
     assert set(limits_in((package / rel).read_bytes())) == {512}
     assert intended_changes(original, (package / rel).read_bytes()).count("limit") == len(limits_in(original))
     checked = verify_tree(tree)
