@@ -31,6 +31,7 @@ from sm120patch.plan.types import Plan
 from sm120patch.probes import DEFAULT_TIMEOUT_S
 from sm120patch.report.outcome import Command, Outcome
 from sm120patch.transaction import links
+from sm120patch.transaction.fsutil import remove_stale_temps
 from sm120patch.transaction.journal import Change, Op, check_writable, commit, recover, remove_temps, stage, unchanged
 from sm120patch.transaction.state import Manifest, StateDir
 
@@ -184,6 +185,7 @@ def _remember_sweep(state: StateDir, tree: SglangTree, swept: list[Sweep]) -> No
     if not swept or swept[0].recalled or state.load() is None:
         return  # a tree without saved state keeps none (patched by hand, say)
     with contextlib.suppress(OSError), state.lock():
+        remove_stale_temps([state.root])  # of a run killed while it wrote the record
         manifest = state.load()
         if manifest is None or trusted_plan(tree, state, manifest) is None:
             return
