@@ -42,8 +42,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sm120patch import __version__  # noqa: E402
-from sm120patch.locate.tree import from_directory  # noqa: E402
-from sm120patch.plan.registry import all_patches  # noqa: E402
+from sm120patch.patcher.plan.registry import all_patches  # noqa: E402
+from sm120patch.sglang.tree import from_directory  # noqa: E402
 from tests.support.realtrees import copy_release  # noqa: E402
 
 # As installed: pip compiles bytecode at install time, so the processes may use and write it

@@ -27,10 +27,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sm120patch.locate import flashinfer as flashinfer_kernel  # noqa: E402
-from sm120patch.patchkit.layout import COMM_FUSION  # noqa: E402
-from sm120patch.plan import releases, startup_risk  # noqa: E402
-from sm120patch.plan.registry import all_patches  # noqa: E402
+from sm120patch.patcher.plan.registry import all_patches  # noqa: E402
+from sm120patch.sglang import flashinfer as flashinfer_kernel  # noqa: E402
+from sm120patch.sglang import releases, startup_risk  # noqa: E402
+from sm120patch.sglang.layout import COMM_FUSION  # noqa: E402
 from tests.support.realtrees import copy_release, run_cycle  # noqa: E402
 
 SHORT = {

@@ -13,7 +13,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sm120patch.report.docs import patch_table_markdown  # noqa: E402
+from sm120patch.patcher.render.docs import patch_table_markdown  # noqa: E402
 
 BEGIN, END = "<!-- patch-table:begin -->", "<!-- patch-table:end -->"
 

@@ -30,7 +30,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sm120patch.probes import bench_rank  # noqa: E402
+from sm120patch.bench.remote import bench_rank  # noqa: E402
 
 
 def _last(exc: BaseException) -> str:

@@ -3,7 +3,7 @@
 
     pip install -e '.[mutation]'                              # mutmut, pinned
     python3 scripts/mutation_report.py                        # every module of the package
-    python3 scripts/mutation_report.py sm120patch.plan.trust  # some modules (dotted names)
+    python3 scripts/mutation_report.py sm120patch.patcher.plan.trust  # some modules (dotted names)
     python3 scripts/mutation_report.py --open                 # only what is not killed yet
     python3 scripts/mutation_report.py --render               # only rewrite the report
 

@@ -135,7 +135,7 @@ pip-installed from the package index; {data["date"]}, {data["seconds"]} s; the f
 
 ## How a write can fail, and what happens
 
-The write path (`sm120patch/transaction/journal.py`): plan everything in memory and compile it;
+The write path (`sm120patch/patcher/transaction/journal.py`): plan everything in memory and compile it;
 write and fsync the backups and the new contents into the state directory; write the journal
 atomically; replace each target atomically (temp file in the same directory, fsync,
 `os.replace`, directory fsync); write the manifest; delete the journal. A run killed anywhere

@@ -21,8 +21,8 @@ from sm120patch.errors import ExitCode, ToolError
 if TYPE_CHECKING:  # the modules behind the commands load when a command runs, not for --help
     from click.shell_completion import CompletionItem
 
-    from sm120patch.locate.tree import SglangTree
-    from sm120patch.report.outcome import Outcome
+    from sm120patch.patcher.outcome import Outcome
+    from sm120patch.sglang.tree import SglangTree
 
 PYTHON_HELP = "Interpreter (or venv / conda env root) of the environment that serves sglang."
 PATH_HELP = "The sglang package directory itself (site-packages/sglang, or a checkout's python/sglang)."
@@ -32,7 +32,7 @@ def _complete_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -
     """Patch ids for ``--only`` / ``--skip``, completing the last of a comma-separated list."""
     from click.shell_completion import CompletionItem
 
-    from sm120patch.plan.registry import all_patches
+    from sm120patch.patcher.plan.registry import all_patches
 
     done, _, last = incomplete.rpartition(",")
     prefix = f"{done}," if done else ""
@@ -52,7 +52,7 @@ def _ids(ctx: click.Context, param: click.Parameter, value: str | None) -> list[
         raise click.BadParameter(f"{value!r} names no patch; give comma-separated ids (`sm120patch list` shows them)")
     other = "skip" if param.name == "only" else "only"
     if other in ctx.params and (ids or ctx.params[other]):  # the second of the two: check them together
-        from sm120patch.plan.registry import SelectionError, select
+        from sm120patch.patcher.plan.registry import SelectionError, select
 
         only, skip = (ids, ctx.params[other]) if param.name == "only" else (ctx.params[other], ids)
         try:
@@ -102,7 +102,7 @@ RUNTIME_IMPORT_S = 120.0
 
 
 def _timeout_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    from sm120patch.probes import DEFAULT_TIMEOUT_S
+    from sm120patch.runner import DEFAULT_TIMEOUT_S
 
     return click.option(
         "--timeout", type=click.FloatRange(min=1), default=DEFAULT_TIMEOUT_S, show_default=True, help=TIMEOUT_HELP
@@ -132,12 +132,11 @@ def _locators(python: str | None, sglang_path: Path | None) -> tuple[str | None,
 
 
 def _fail(message: str, code: int, as_json: bool) -> None:
-    from sm120patch.report import as_json as machine
-    from sm120patch.report import as_text
+    from sm120patch.output import console as out
 
     if as_json:
-        machine.print_json(machine.error_json(message, code))
-    as_text.error(message)
+        out.print_json(out.error_json(message, code))
+    out.error(message)
 
 
 def _guarded(as_json: bool, run: Callable[[], int], interrupted: Callable[[], str] | None = None) -> None:
@@ -185,9 +184,10 @@ def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
         located: list[SglangTree] = []  # for what an interrupt says
 
         def run() -> int:
-            from sm120patch.locate.tree import locate
-            from sm120patch.report import as_json as machine
-            from sm120patch.report import as_text
+            from sm120patch.output import console as out
+            from sm120patch.patcher.render import as_json as machine
+            from sm120patch.patcher.render import as_text
+            from sm120patch.runner.locate import locate
 
             tree = locate(python=python, sglang_path=sglang_path, timeout=timeout)
             located.append(tree)
@@ -195,7 +195,7 @@ def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
                 kwargs["timeout"] = timeout
             outcome = func(tree=tree, **kwargs)
             if as_json:
-                machine.print_json(machine.to_json(outcome))
+                out.print_json(machine.to_json(outcome))
             else:
                 as_text.render(outcome, show_docs=kwargs.get("docs", False), dry_run=kwargs.get("dry_run", False))
                 if kwargs.get("dry_run"):
@@ -203,7 +203,7 @@ def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
             return outcome.exit_code
 
         def interrupted() -> str:
-            from sm120patch.commands.common import interrupted_note
+            from sm120patch.patcher.commands.common import interrupted_note
 
             return interrupted_note(located[0] if located else None)
 
@@ -231,7 +231,7 @@ class _Cli(click.Group):
         **extra: Any,
     ) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
-        from sm120patch.probes import allow_probes
+        from sm120patch.runner import allow_probes
 
         # A Ctrl-C ends the probes of its own command only (main may run again in one process).
         allow_probes()
@@ -239,30 +239,30 @@ class _Cli(click.Group):
             code = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
         except click.ClickException as exc:
             if "--json" in argv:
-                from sm120patch.report import as_json as machine
+                from sm120patch.output import console as out
 
-                machine.print_json(machine.error_json(exc.format_message(), ExitCode.ENVIRONMENT))
+                out.print_json(out.error_json(exc.format_message(), ExitCode.ENVIRONMENT))
             _show_usage_error(exc)
             sys.exit(ExitCode.ENVIRONMENT)
         except click.Abort:  # Ctrl-C outside a command's body (click turns it into Abort)
             if "--json" in argv:
-                from sm120patch.report import as_json as machine
+                from sm120patch.output import console as out
 
-                machine.print_json(machine.error_json(INTERRUPTED, ExitCode.INTERRUPTED))
+                out.print_json(out.error_json(INTERRUPTED, ExitCode.INTERRUPTED))
             click.echo(f"error: {INTERRUPTED}", err=True)
             sys.exit(ExitCode.INTERRUPTED)
         sys.exit(code if isinstance(code, int) else 0)
 
 
 def _show_usage_error(exc: click.ClickException) -> None:
-    """click's own text for ``exc``, printed as the report prints its lines (report/lines.py)."""
+    """click's own text for ``exc``, printed as the report prints its lines (output/lines.py)."""
     import io
 
-    from sm120patch.report import as_text
+    from sm120patch.output import console as out
 
     shown = io.StringIO()
     exc.show(file=shown)
-    as_text.usage_error(shown.getvalue())
+    out.usage_error(shown.getvalue())
 
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
@@ -334,9 +334,9 @@ def apply(
 ) -> Outcome:
     """Back up and patch the located sglang (a second run is a no-op).  Refuses while the
     FlashInfer beside it lacks the SM12x kernel (--allow-missing-kernel)."""
-    from sm120patch.commands.apply import apply as apply_tree
-    from sm120patch.commands.fuse_limit import asked_limit
-    from sm120patch.plan.registry import select
+    from sm120patch.bench.fuse_limit import asked_limit
+    from sm120patch.patcher.commands.apply import apply as apply_tree
+    from sm120patch.patcher.plan.registry import select
 
     patches, notes = select(only or [], skip or []) if only or skip else (None, [])
     token_limit = asked_limit(tree, fuse_up_to, tp)
@@ -353,7 +353,7 @@ def apply(
 
 
 def _fuse_up_to(value: str | None) -> int | str | None:
-    from sm120patch.commands.fuse_limit import parse
+    from sm120patch.bench.fuse_limit import parse
 
     try:
         return None if value is None else parse(value)
@@ -376,7 +376,7 @@ def _fuse_up_to(value: str | None) -> int | str | None:
 )
 def verify(tree: SglangTree, runtime: bool, strict: bool, timeout: float) -> Outcome:
     """Report each patch as applied / pending / drift, with file:line evidence."""
-    from sm120patch.commands.verify import verify as verify_tree
+    from sm120patch.patcher.commands.verify import verify as verify_tree
 
     source = click.get_current_context().get_parameter_source("timeout")
     given = source is not click.core.ParameterSource.DEFAULT
@@ -392,7 +392,7 @@ def verify(tree: SglangTree, runtime: bool, strict: bool, timeout: float) -> Out
 @click.option("--dry-run", is_flag=True, help="Write nothing; print the diff that revert would apply.")
 def revert(tree: SglangTree, force: bool, dry_run: bool) -> Outcome:
     """Restore every patched file from its backup, then remove the saved state."""
-    from sm120patch.commands.revert import revert as revert_tree
+    from sm120patch.patcher.commands.revert import revert as revert_tree
 
     return revert_tree(tree, force=force, dry_run=dry_run)
 
@@ -402,7 +402,7 @@ def revert(tree: SglangTree, force: bool, dry_run: bool) -> Outcome:
 @click.option("--docs", is_flag=True, help="Also print each patch's description and where it looks.")
 def list_(tree: SglangTree, docs: bool) -> Outcome:
     """The patches, what each does, and its state in the located sglang."""
-    from sm120patch.commands.listing import list_patches
+    from sm120patch.patcher.commands.listing import list_patches
 
     return list_patches(tree)
 
@@ -416,13 +416,12 @@ def doctor(python: str | None, sglang_path: Path | None, as_json: bool, timeout:
     patches, FlashInfer's SM12x kernel, P2P, multicast, GPUDirect RDMA, launch flags).
     Exit 1 when any finding is an error, 2 when no sglang is found (the host checks still run)."""
     python, sglang_path = _locators(python, sglang_path)
+    from sm120patch.doctor import render
     from sm120patch.doctor.diagnose import diagnose
     from sm120patch.doctor.host import read_host
-    from sm120patch.doctor.launch import default_python
-    from sm120patch.doctor.patch_states import tree_states
-    from sm120patch.locate.tree import locate
-    from sm120patch.report import as_json as machine
-    from sm120patch.report import as_text
+    from sm120patch.output import console as out
+    from sm120patch.patcher.states import tree_states
+    from sm120patch.runner.locate import default_python, locate
 
     def run() -> int:
         tree, problem = None, None
@@ -435,19 +434,19 @@ def doctor(python: str | None, sglang_path: Path | None, as_json: bool, timeout:
         result = diagnose(tree, problem, states, host, tp, sm_checks)
         code = ExitCode.ENVIRONMENT if problem else result.exit_code
         if as_json:
-            data = machine.doctor_json(tree, result)
+            data = render.doctor_json(tree, result)
             if problem:  # the error object's keys, beside the findings
                 data.update(ok=False, exit_code=int(code), error=problem)
-            machine.print_json(data)
+            out.print_json(data)
         else:
-            as_text.render_doctor(result)
+            render.render_doctor(result)
         return int(code)
 
     _guarded(as_json, run)
 
 
 def _tokens(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
-    from sm120patch.bench.mirror import REFERENCE_CALL
+    from sm120patch.sglang.fusion_call import REFERENCE_CALL
 
     limit = REFERENCE_CALL["max_token_num"]
     try:
@@ -607,8 +606,8 @@ def bench(
     FlashInfer kernel or P2P).  With --server: sglang's own bench_one_batch, fusion off
     and on, each run proven by counting the fused calls (exit 1 when a run did not do
     what it says)."""
-    from sm120patch.commands import bench as command
-    from sm120patch.commands import bench_server
+    from sm120patch.bench.kernel import command
+    from sm120patch.bench.server import command as bench_server
 
     python, sglang_path = _locators(python, sglang_path)
     ctx = click.get_current_context()
@@ -678,6 +677,6 @@ def bench(
 def demo(version: str | None, wheel: Path | None, keep: bool) -> None:
     """No sglang here? Download a real release (no dependencies) into a temp dir and run
     apply -> verify -> apply again -> revert on it, with the full report."""
-    from sm120patch.commands.demo import run_demo
+    from sm120patch.patcher.commands.demo import run_demo
 
     _guarded(False, lambda: run_demo(version, wheel, keep))

@@ -21,8 +21,8 @@ from pathlib import Path
 import libcst
 import pytest
 
-from sm120patch.commands.demo import cache_root
-from sm120patch.patchkit.layout import ADD_NORM, COMM_FUSION, COMMUNICATOR, OVERRIDES, SERVER_ARGS
+from sm120patch.patcher.commands.demo import cache_root
+from sm120patch.sglang.layout import ADD_NORM, COMM_FUSION, COMMUNICATOR, OVERRIDES, SERVER_ARGS
 from tests.support import workers_python
 from tests.support.mini_sglang import write_mini_sglang
 from tests.support.realtrees import TREES, copy_release, record_hashes, run_cycle, sha256
@@ -167,8 +167,8 @@ def short_stop_grace(monkeypatch: pytest.MonkeyPatch) -> None:
     """The waits between SIGTERM and SIGKILL, shortened: the tests' hung processes ignore
     SIGTERM on purpose, and what is tested is that SIGKILL follows and nothing is left, not
     how long a real rank is given to exit."""
-    from sm120patch import probes
-    from sm120patch.bench import launch
+    from sm120patch import runner as probes
+    from sm120patch.runner import ranks as launch
 
     monkeypatch.setattr(probes, "GRACE_S", 0.2)
     monkeypatch.setattr(launch, "KILL_GRACE_S", 0.3)

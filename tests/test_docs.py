@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.plan.registry import all_patches
+from sm120patch.patcher.plan.registry import all_patches
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -41,7 +41,7 @@ def test_readme_patch_table_is_generated_from_the_anchor_tables() -> None:
 def test_user_facing_text_cites_only_public_sources() -> None:
     texts = {f"{p.id} docstring": p.doc for p in all_patches()}
     shipped = [*REPO.glob("sm120patch/**/*.py"), *REPO.glob("docs/**/*.md"), REPO / "README.md", REPO / "CHANGELOG.md"]
-    assert REPO / "sm120patch" / "patches" / "workspace_preflight.py" in shipped  # the subpackages too
+    assert REPO / "sm120patch" / "patcher" / "patches" / "workspace_preflight.py" in shipped  # the subpackages too
     for path in shipped:
         texts[str(path.relative_to(REPO))] = path.read_text()
     cited = {name: PRIVATE.findall(text) for name, text in texts.items()}

@@ -19,9 +19,9 @@ import pytest
 from packaging.version import Version
 
 import sm120patch
-from sm120patch.commands.demo import fetch, fetch_wheel
-from sm120patch.locate.flashinfer import FIRST_SM12X
-from sm120patch.plan.releases import pin_for
+from sm120patch.patcher.commands.demo import fetch, fetch_wheel
+from sm120patch.sglang.flashinfer import FIRST_SM12X
+from sm120patch.sglang.releases import pin_for
 from tests.fleet import podman as containers
 from tests.fleet.dockerignore import context_files
 from tests.fleet.simple_index import simple_index
@@ -121,7 +121,7 @@ def test_the_build_context_holds_the_project_and_nothing_local(tmp_path: Path) -
     assert built.returncode == 0, built.stderr
     (wheel,) = (tmp_path / "out").glob("sm120patch-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "sm120patch/cli.py" in names and "sm120patch/probes/find_sglang.py" in names
+    assert "sm120patch/cli.py" in names and "sm120patch/runner/remote/find_sglang.py" in names
 
 
 @pytest.fixture(scope="module")

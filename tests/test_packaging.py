@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sm120patch import __version__
-from sm120patch.plan.registry import all_patches
+from sm120patch.patcher.plan.registry import all_patches
 from tests.support.realtrees import serving_env
 
 pytestmark = pytest.mark.slow  # builds, installs from the package index, real releases
@@ -108,7 +108,7 @@ def test_editable_install_from_a_checkout(tmp_path: Path, release) -> None:
     proc = run(tmp_path / "venv" / "bin" / "sm120patch", "list", "--sglang-path", package, "--json")
     assert proc.returncode == 0, proc.stderr
     assert sorted(p["id"] for p in json.loads(proc.stdout)["patches"]) == EXPECTED
-    where = run(python, "-c", "import sm120patch.patches as p; print(p.__file__)").stdout.strip()
+    where = run(python, "-c", "import sm120patch.patcher.patches as p; print(p.__file__)").stdout.strip()
     assert where == str(REPO / "sm120patch" / "patches" / "__init__.py")
 
 

@@ -15,10 +15,10 @@ from packaging.version import InvalidVersion, Version
 
 from sm120patch.doctor.findings import HostFinding, Severity
 from sm120patch.doctor.host import Host
-from sm120patch.locate.tree import SglangTree
+from sm120patch.sglang.options import PCIE_IPC_FLAG, pcie_ipc_option
+from sm120patch.sglang.tree import SglangTree
 
 V2_FROM = Version("0.5.13")
-PCIE_IPC_FLAG = "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE"
 SOURCE = "sglang's GroupCoordinator.all_reduce and custom allreduce (srt/distributed), read per release"
 
 
@@ -53,7 +53,7 @@ def allreduce(tree: SglangTree | None, host: Host, tp: int | None) -> list[HostF
         return []
     version = _version(tree)
     release = f"sglang {tree.version}" if tree is not None and tree.version else "sglang"
-    has_pcie_ipc = tree is not None and tree.pcie_ipc_option
+    has_pcie_ipc = tree is not None and pcie_ipc_option(tree)
     nvlink = _full_nvlink(host, world)
     sm12x = any(g.sm12x for g in host.facts.gpus[:world])
     where = f"TP {world}"

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from sm120patch.doctor.findings import HostFinding, Severity
-from sm120patch.doctor.gpus import Gpu
-from sm120patch.doctor.host import Host
-from sm120patch.doctor.visibility import VARIABLE, assignment, gpu_names, select, torch_view
-from sm120patch.locate.tree import SglangTree
-from sm120patch.patchkit.model import State
-from sm120patch.plan import releases
-from sm120patch.probes import host_facts
+from sm120patch.doctor.host import Host, torch_view
+from sm120patch.doctor.remote import host_facts
+from sm120patch.patcher.states import State
+from sm120patch.runner.gpus import Gpu
+from sm120patch.runner.visibility import VARIABLE, assignment, gpu_names, select
+from sm120patch.sglang import releases
+from sm120patch.sglang.tree import SglangTree
 
 #: Patch states that leave nothing to do.
 DONE = (State.APPLIED, State.NOT_NEEDED)

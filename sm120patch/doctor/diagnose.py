@@ -18,9 +18,10 @@ from sm120patch.doctor import allreduce, checks, launch
 from sm120patch.doctor.findings import DoctorReport, Severity
 from sm120patch.doctor.host import Host
 from sm120patch.doctor.token_limit import token_limit
-from sm120patch.locate.tree import SglangTree
-from sm120patch.patchkit.model import State
-from sm120patch.plan import releases
+from sm120patch.patcher.states import State
+from sm120patch.sglang import releases
+from sm120patch.sglang.options import release_options
+from sm120patch.sglang.tree import SglangTree
 
 
 def refusal(tree: SglangTree | None, states: Mapping[str, State]) -> str | None:
@@ -69,7 +70,7 @@ def diagnose(
     report.findings += checks.alloc_conf(host, blocking)
     report.findings += checks.tp_gpus(host, tp, blocking)
     if tree is not None and refused is None:  # no launch or bench advice for a release apply refuses
-        options = launch.release_options(tree)
+        options = release_options(tree)
         report.findings += launch.launch(tree, options)
         report.findings += launch.tp(tp, options)
     return report

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from sm120patch.doctor.gpus import Gpu
+from sm120patch.runner.gpus import Gpu
 
 
 class Severity(str, Enum):

@@ -19,17 +19,18 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from sm120patch.doctor.gpus import Gpu, GpuReport, from_nvidia_smi
-from sm120patch.probes import (
+from sm120patch.doctor.remote import host_facts
+from sm120patch.runner import (
     DEFAULT_TIMEOUT_S,
     Answer,
     ProbeError,
     allow_probes,
     end_all,
-    host_facts,
     leave_ctrl_c_to_the_main_thread,
     run_script,
 )
+from sm120patch.runner.gpus import Gpu, GpuReport, from_nvidia_smi, same_uuid
+from sm120patch.runner.visibility import VARIABLE, select
 
 STEP = "read the host facts (torch, the CUDA driver)"
 
@@ -96,13 +97,6 @@ class HostFacts:
     def driver_answered(self) -> bool:
         """Whether the device attributes (multicast, GPUDirect RDMA) can be judged."""
         return self.torch_answered and self.driver.ok
-
-
-def same_uuid(a: str | None, b: str | None) -> bool:
-    """nvidia-smi writes ``GPU-1d2c...``, torch ``1d2c...``."""
-    if not a or not b:
-        return False
-    return a.lower().removeprefix("gpu-") == b.lower().removeprefix("gpu-")
 
 
 @dataclass(frozen=True)
@@ -336,3 +330,51 @@ def _flag(value: object, where: str) -> bool:
 
 def _text(value: object) -> str | None:
     return None if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class TorchView:
+    """How many of nvidia-smi's GPUs torch sees in the serving interpreter, which it does
+    not, and why."""
+
+    listed: int  # nvidia-smi's GPUs
+    seen: int  # torch's
+    hidden: tuple[Gpu, ...] | None  # None: which ones cannot be told
+    why: str
+    explained: bool | None  # whether the variable accounts for every hidden GPU; None: cannot tell
+
+
+def torch_view(host: Host) -> TorchView | None:
+    """None where there is nothing to compare: nvidia-smi or torch did not answer, or torch
+    sees every GPU nvidia-smi lists."""
+    listed = host.gpus.gpus
+    if not host.gpus.answered or not listed or not host.facts.torch_answered:
+        return None
+    seen = host.facts.gpus
+    if len(seen) >= len(listed):
+        return None
+    env = host.serving_env
+    value = env.get(VARIABLE)
+    selection = select(value, listed, env.get("CUDA_DEVICE_ORDER"))
+    hidden: tuple[Gpu, ...] | None = None
+    if seen and all(t.uuid for t in seen) and all(g.uuid for g in listed):
+        hidden = tuple(g for g in listed if not any(same_uuid(g.uuid, t.uuid) for t in seen))
+    elif selection.gpus is not None and len(selection.gpus) == len(seen):
+        hidden = tuple(g for g in listed if g not in selection.gpus)
+    elif not seen:
+        hidden = tuple(listed)
+    explained = None if selection.gpus is None else len(selection.gpus) == len(seen)
+    if value is None:
+        error = host.facts.torch.error
+        why = (
+            f"{VARIABLE} is not set in {host.python}: its CUDA runtime lists fewer GPUs than the driver "
+            f"(a GPU in a bad state, a container limiting devices, or a driver/runtime mismatch)"
+            + (f"; torch said: {error}" if error else "")
+        )
+    elif explained:
+        why = selection.why
+    elif explained is None:
+        why = f"{selection.why}; torch sees {len(seen)}"
+    else:
+        why = f"{selection.why}; yet torch sees {len(seen)}: something else hides GPUs too"
+    return TorchView(len(listed), len(seen), hidden, why, explained)

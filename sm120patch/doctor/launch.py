@@ -1,59 +1,11 @@
-"""How sglang is launched: by which interpreter, with which fusion options, and what doctor
-says about the launch (the fusion flag, the escape hatch, the TP size).
-
-``bench`` uses the first two as well: ``default_python`` to run in, ``release_options`` to
-say how to keep fusion off.
-"""
+"""What doctor says about how sglang is launched: the fusion flag, the escape hatch, the TP
+size (the options themselves and which a release accepts: ``sglang/options.py``)."""
 
 from __future__ import annotations
 
-import ast
-import sys
-
 from sm120patch.doctor.findings import HostFinding, Severity
-from sm120patch.locate.tree import SglangTree, interpreter
-
-BACKEND = "--flashinfer-allreduce-fusion-backend"  # 0.5.14+
-ENABLE = "--enable-flashinfer-allreduce-fusion"
-HATCH = "--enforce-disable-flashinfer-allreduce-fusion"  # 0.5.14+: fusion off, auto-enable included
-FUSION_OPTIONS = (BACKEND, ENABLE, HATCH)
-
-
-def default_python(tree: SglangTree | None, python: str | None) -> str:
-    """The interpreter that serves sglang: --python (an env root stands for its python), the
-    one the tree was found in, or ours."""
-    if python:
-        return str(interpreter(python))
-    if tree is not None and tree.python:
-        return tree.python
-    return sys.executable
-
-
-def release_options(tree: SglangTree) -> set[str]:
-    """The fusion options this release's server accepts, read from its argument code: an
-    ``add_argument("--x")`` literal, or a ServerArgs field ``x: ...`` (0.5.14+ derive the
-    option from the field, unless it is marked ``no_cli=True``)."""
-    fields = {option[2:].replace("-", "_"): option for option in FUSION_OPTIONS}
-    options: set[str] = set()
-    arg_groups = tree.path("srt/arg_groups")
-    files = [tree.path("srt/server_args.py"), *sorted(arg_groups.rglob("*.py"))]
-    for path in files:
-        try:
-            source = path.read_bytes()
-            parsed = ast.parse(source)
-        except (OSError, SyntaxError, ValueError):  # ValueError: null bytes in the source
-            continue
-        for node in ast.walk(parsed):
-            if isinstance(node, ast.Constant) and node.value in FUSION_OPTIONS:
-                options.add(node.value)
-            elif (
-                isinstance(node, ast.AnnAssign)
-                and isinstance(node.target, ast.Name)
-                and node.target.id in fields
-                and "no_cli=True" not in ast.unparse(node.annotation).replace(" ", "")
-            ):
-                options.add(fields[node.target.id])
-    return options
+from sm120patch.sglang.options import BACKEND, ENABLE, HATCH
+from sm120patch.sglang.tree import SglangTree
 
 
 def fusion_flag(options: set[str]) -> tuple[str, str] | None:

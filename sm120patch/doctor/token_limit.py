@@ -6,11 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sm120patch.doctor.findings import HostFinding, Severity
-from sm120patch.doctor.gpus import Gpu
-from sm120patch.locate.tree import SglangTree
-from sm120patch.patchkit.model import State
-from sm120patch.plan.token_limit import MEASURED, PATCH_ID, mismatch, recorded, sglang_limit
-from sm120patch.transaction.state import StateDir
+from sm120patch.patcher.states import MEASURED, PATCH_ID, State, StateDir, mismatch, recorded, sglang_limit
+from sm120patch.runner.gpus import Gpu
+from sm120patch.sglang.tree import SglangTree
 
 BENCH_THEN_APPLY = "`sm120patch bench`, then `sm120patch apply --fuse-up-to measured`"
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.bench.measure import Settings, run
-from sm120patch.bench.mirror import read_call
-from sm120patch.bench.verdict import Kind
+from sm120patch.bench.kernel.measure import Settings, run
+from sm120patch.bench.kernel.verdict import Kind
+from sm120patch.sglang.fusion_call import read_call
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -87,9 +87,9 @@ def test_the_torch_baseline_is_flagged(cpu_torch_python: Path) -> None:
 def test_a_pass_for_the_unfused_path_alone_times_no_fused_call(cpu_torch_python: Path) -> None:
     """The PCIe-IPC pass (``only_unfused``): two real ranks time sglang's unfused path and the
     allreduce, and never call the fused kernel."""
-    from sm120patch.bench import launch
-    from sm120patch.bench.measure import combine_unfused, free_port, rank_env
-    from sm120patch.probes import bench_rank
+    from sm120patch.bench.kernel.measure import combine_unfused, free_port, rank_env
+    from sm120patch.bench.remote import bench_rank
+    from sm120patch.runner import ranks as launch
 
     config = {
         "device": "cpu-standin",

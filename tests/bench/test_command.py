@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from sm120patch.bench import launch
-from sm120patch.bench.estimate import Model
-from sm120patch.bench.mirror import read_call
-from sm120patch.bench.verdict import KEEP_OFF_DEFAULT
-from sm120patch.commands import bench as command
+from sm120patch.bench.kernel import command
+from sm120patch.bench.kernel.estimate import Model
+from sm120patch.bench.kernel.verdict import KEEP_OFF_DEFAULT
 from sm120patch.errors import EnvironmentProblem
+from sm120patch.runner import ranks as launch
+from sm120patch.sglang.fusion_call import read_call
 from tests.bench.fakes import StatusRecorder, Terminal
 from tests.bench.test_render import result
 from tests.support.cli import run
@@ -214,7 +214,7 @@ def test_without_sglang_the_newest_call_is_mirrored(measured: dict[str, Any], mo
     def nothing(python: Any = None, sglang_path: Any = None) -> Any:
         raise EnvironmentProblem("no sglang found in this interpreter")
 
-    monkeypatch.setattr("sm120patch.locate.tree.locate", nothing)
+    monkeypatch.setattr("sm120patch.runner.locate.locate", nothing)
     code, stdout, _ = run("bench", "--json", "--tp", "2")
     assert code == 0, stdout
     settings, call, hatch, version, _ = measured["args"]
@@ -245,7 +245,7 @@ def test_a_plot_that_cannot_be_written_is_said_after_the_report(
     measured: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """render.plot is replaced by a stand-in that fails as a full disk does."""
-    from sm120patch.bench import render
+    from sm120patch.bench.kernel import render
 
     def full(done: Any, path: Path) -> None:
         raise OSError(28, "No space left on device")
@@ -265,7 +265,7 @@ def test_a_plot_that_cannot_be_written_is_said_after_the_report(
 
 def test_a_plot_is_drawn(measured: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """render.plot is replaced by a stand-in that writes the result's row count."""
-    from sm120patch.bench import render
+    from sm120patch.bench.kernel import render
 
     monkeypatch.setattr(render, "plot", lambda done, path: path.write_text(str(len(done.rows))))
     target = tmp_path / "bench.svg"

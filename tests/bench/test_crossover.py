@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.bench.saved import SGLANGS, STAND_INS, crossover_json, crossover_of
-from sm120patch.bench.verdict import Point, Reach, crossover
+from sm120patch.bench.kernel.saved import SGLANGS, STAND_INS, crossover_json, crossover_of
+from sm120patch.bench.kernel.verdict import Point, Reach, crossover
 from sm120patch.errors import EnvironmentProblem
 
 RECORDED = sorted((Path(__file__).parents[2] / "docs" / "bench").glob("tp2-h200*.json"))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.bench import estimate
-from sm120patch.bench.estimate import Model, read_config, steps, summary
+from sm120patch.bench.kernel import estimate
+from sm120patch.bench.kernel.estimate import Model, read_config, steps, summary
 from sm120patch.errors import EnvironmentProblem
 
 DENSE = Model(32, 4096, False, "test")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.bench import launch
-from sm120patch.bench.launch import RankFailure
+from sm120patch.runner import ranks as launch
+from sm120patch.runner.ranks import RankFailure
 from tests.bench.fakes import rank_script
 
 

@@ -11,15 +11,17 @@ from typing import Any
 
 import pytest
 
-from sm120patch.bench import launch, measure
-from sm120patch.bench.estimate import Model
-from sm120patch.bench.launch import RankFailure, RankLog
-from sm120patch.bench.measure import Baseline, BenchResult, Row, Settings, Timing, refusal
-from sm120patch.bench.mirror import read_call
-from sm120patch.bench.verdict import Kind, judge
+from sm120patch.bench.kernel import measure
+from sm120patch.bench.kernel.estimate import Model
+from sm120patch.bench.kernel.measure import Baseline, BenchResult, Row, Settings, Timing, refusal
+from sm120patch.bench.kernel.verdict import Kind, judge
+from sm120patch.bench.remote import bench_rank
 from sm120patch.errors import EnvironmentProblem, ExitCode, NotAsAsked
-from sm120patch.locate import flashinfer as flashinfer_kernel
-from sm120patch.probes import Answer, ProbeError, bench_rank
+from sm120patch.runner import Answer, ProbeError
+from sm120patch.runner import ranks as launch
+from sm120patch.runner.ranks import RankFailure, RankLog
+from sm120patch.sglang import flashinfer as flashinfer_kernel
+from sm120patch.sglang.fusion_call import read_call
 from tests.bench.fakes import fake_serving_site
 
 PY = "/env/bin/python"

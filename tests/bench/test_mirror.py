@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.bench.mirror import FUSION_FILE, REFERENCE_CALL, SglangCall, read_call
+from sm120patch.sglang.fusion_call import FUSION_FILE, REFERENCE_CALL, SglangCall, read_call
 
 # The two shapes the releases have, written here in miniature (not sglang's code).
 LEGACY_SHAPE = """

@@ -9,9 +9,9 @@ from dataclasses import replace
 import pytest
 from rich.console import Console
 
-from sm120patch.bench import measure, render
-from sm120patch.bench.launch import RankLog
-from sm120patch.bench.measure import PCIE_IPC_FLAG, Timing, combine_unfused, pcie_ipc_pass, with_pcie_ipc
+from sm120patch.bench.kernel import measure, render
+from sm120patch.bench.kernel.measure import PCIE_IPC_FLAG, Timing, combine_unfused, pcie_ipc_pass, with_pcie_ipc
+from sm120patch.runner.ranks import RankLog
 from tests.bench.test_render import SGLANG, result
 
 

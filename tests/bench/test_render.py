@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from sm120patch.bench import measure, render
-from sm120patch.bench.estimate import Model
-from sm120patch.bench.measure import Baseline, BenchResult, Row, Settings, Timing
-from sm120patch.bench.mirror import read_call
-from sm120patch.bench.verdict import judge
+from sm120patch.bench.kernel import measure, render
+from sm120patch.bench.kernel.estimate import Model
+from sm120patch.bench.kernel.measure import Baseline, BenchResult, Row, Settings, Timing
+from sm120patch.bench.kernel.verdict import judge
+from sm120patch.sglang.fusion_call import read_call
 
 CA = "sglang custom allreduce (CustomAllreduce)"
 NCCL = "NCCL (PyNccl under CUDA graphs, torch.distributed eager)"
@@ -191,7 +191,7 @@ def test_the_plot_is_a_png(tmp_path: Path) -> None:
 
 
 def test_combine_takes_the_slowest_rank_and_the_largest_error() -> None:
-    from sm120patch.bench.launch import RankLog
+    from sm120patch.runner.ranks import RankLog
 
     def row(fused: float, error: float, ok: bool) -> dict:
         timing = {"median_us": fused, "p90_us": fused + 1}
@@ -227,8 +227,8 @@ def test_a_baseline_that_is_not_sglangs_kernel_is_said_with_the_allreduce_alone(
 
 def small_result() -> BenchResult:
     """Two rows, the second wrong, on the first two of four GPUs, with a model for the estimate."""
-    from sm120patch.bench.mirror import SglangCall
-    from sm120patch.bench.verdict import Kind, Verdict
+    from sm120patch.bench.kernel.verdict import Kind, Verdict
+    from sm120patch.sglang.fusion_call import SglangCall
 
     rows = [
         Row(1, Timing(5.0, 6.0), Timing(15.03, 22.0), Timing(4.0, 4.5), {"norm": 0.01}, {"atol": 0.03}, True, "custom"),

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from sm120patch.probes import bench_sglang as sg
+from sm120patch.bench.remote import bench_sglang as sg
 
 
 class FakeTensor:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sm120patch.bench.verdict import NOISE_PCT, Compare, Kind, Point, Verdict, judge
+from sm120patch.bench.kernel.verdict import NOISE_PCT, Compare, Kind, Point, Verdict, judge
 
 
 def rows(*pairs: tuple[int, float], unfused: float = 100.0) -> list[Point]:

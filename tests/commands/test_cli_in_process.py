@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from sm120patch import __version__, cli
 from sm120patch.errors import NotAsAsked
-from sm120patch.plan.registry import all_patches
+from sm120patch.patcher.plan.registry import all_patches
 from tests.support.cli import jrun, one_json_object, run
 from tests.support.mini_sglang import COMM
 
@@ -234,7 +234,7 @@ def through(monkeypatch: pytest.MonkeyPatch, module: str, name: str) -> Recorder
 
 
 def test_apply_hands_over_its_options(mini: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    apply = through(monkeypatch, "sm120patch.commands.apply", "apply")
+    apply = through(monkeypatch, "sm120patch.patcher.commands.apply", "apply")
     code, data = jrun("apply", "--sglang-path", str(mini), "--dry-run")
     assert code == 0 and data["command"] == "apply"
     (args, kwargs) = apply.calls[-1]
@@ -280,7 +280,7 @@ def test_apply_hands_over_its_options(mini: Path, monkeypatch: pytest.MonkeyPatc
 def test_only_and_skip_select_together_in_either_order(
     mini: Path, monkeypatch: pytest.MonkeyPatch, selection: list[str]
 ) -> None:
-    apply = through(monkeypatch, "sm120patch.commands.apply", "apply")
+    apply = through(monkeypatch, "sm120patch.patcher.commands.apply", "apply")
     code, data = jrun("apply", "--sglang-path", str(mini), "--dry-run", *selection)
     assert code == 0, data
     chosen = {p.id for p in apply.calls[-1][0][1]}
@@ -305,7 +305,7 @@ def test_a_skip_the_only_needs_is_a_usage_error_in_either_order(tmp_path: Path, 
 
 
 def test_revert_hands_over_force_and_dry_run(mini: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    revert = through(monkeypatch, "sm120patch.commands.revert", "revert")
+    revert = through(monkeypatch, "sm120patch.patcher.commands.revert", "revert")
     assert jrun("revert", "--sglang-path", str(mini))[0] == 0
     assert jrun("revert", "--sglang-path", str(mini), "--force", "--dry-run")[0] == 0
     assert [kwargs for _, kwargs in revert.calls] == [
@@ -336,7 +336,7 @@ def test_list_docs_prints_the_descriptions_on_stdout(mini: Path) -> None:
 
 
 def test_demo_hands_over_its_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sm120patch.commands import demo
+    from sm120patch.patcher.commands import demo
 
     run_demo = Recorder(1)  # fake demo: records, and says its cycle failed
     monkeypatch.setattr(demo, "run_demo", run_demo)
@@ -368,7 +368,7 @@ def test_doctor_without_sglang_still_runs_the_host_checks_then_exits_2(tmp_path:
 
 
 def kernel_bench(monkeypatch: pytest.MonkeyPatch) -> Recorder:
-    from sm120patch.commands import bench
+    from sm120patch.bench.kernel import command as bench
 
     recorder = Recorder(0)  # fake kernel bench: records, measures nothing
     monkeypatch.setattr(bench, "bench", recorder)
@@ -376,7 +376,7 @@ def kernel_bench(monkeypatch: pytest.MonkeyPatch) -> Recorder:
 
 
 def server_bench(monkeypatch: pytest.MonkeyPatch) -> Recorder:
-    from sm120patch.commands import bench_server
+    from sm120patch.bench.server import command as bench_server
 
     recorder = Recorder(0)  # fake bench --server: records, runs no sglang
     monkeypatch.setattr(bench_server, "bench_server", recorder)
@@ -621,7 +621,7 @@ def raising(exc: BaseException) -> Callable[..., Any]:
 def test_an_error_in_a_command_is_its_exit_code_one_line_and_one_json_object(
     mini: Path, monkeypatch: pytest.MonkeyPatch, exc: BaseException, code: int, said: str
 ) -> None:
-    from sm120patch.commands import verify
+    from sm120patch.patcher.commands import verify
 
     monkeypatch.setattr(verify, "verify", raising(exc))
     got, out, err = run("verify", "--sglang-path", str(mini), "--json")
@@ -634,9 +634,9 @@ def test_an_error_in_a_command_is_its_exit_code_one_line_and_one_json_object(
 
 
 def test_ctrl_c_before_sglang_is_found(mini: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sm120patch.locate import tree
+    from sm120patch.runner import locate
 
-    monkeypatch.setattr(tree, "locate", raising(KeyboardInterrupt()))
+    monkeypatch.setattr(locate, "locate", raising(KeyboardInterrupt()))
     code, data = jrun("apply", "--sglang-path", str(mini))
     assert (code, data["error"]) == (130, "interrupted before sglang was found; nothing was written")
 

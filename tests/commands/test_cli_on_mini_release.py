@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sm120patch import __version__
-from sm120patch.plan import planner as plan
+from sm120patch.patcher.plan import planner as plan
 from tests.support.cli import jrun, run, tree_hashes
 from tests.support.fakes import fake_flashinfer
 from tests.support.mini_sglang import COMM, FUSION, SERVER_ARGS

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.patchkit.layout import COMMUNICATOR as COMM
-from sm120patch.patchkit.layout import SERVER_ARGS
+from sm120patch.sglang.layout import COMMUNICATOR as COMM
+from sm120patch.sglang.layout import SERVER_ARGS
 from tests.support.cli import modules_loaded_by, process_env, run, run_process, tree_hashes
 from tests.support.realtrees import record_hashes, sha256
 

@@ -13,8 +13,8 @@ import click
 from click.testing import CliRunner
 
 from sm120patch import cli
-from sm120patch.probes import DEFAULT_TIMEOUT_S
-from sm120patch.report.outcome import Command, Outcome
+from sm120patch.patcher.outcome import Command, Outcome
+from sm120patch.runner import DEFAULT_TIMEOUT_S
 
 
 def options_command() -> tuple[click.Command, list[dict[str, Any]]]:

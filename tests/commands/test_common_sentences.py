@@ -1,4 +1,4 @@
-"""What every command shares (sm120patch/commands/common.py), called in this process on the
+"""What every command shares (sm120patch/patcher/commands/common.py), called in this process on the
 miniature release: each file's status, the saved state's summary, the sentences users read
 about FlashInfer's missing SM12x kernel, this host's GPUs, drift and a Ctrl-C.
 
@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 
 from sm120patch import __version__
-from sm120patch.commands import common
 from sm120patch.errors import EnvironmentProblem
-from sm120patch.locate.tree import SglangTree, from_directory
-from sm120patch.patchkit.model import State
-from sm120patch.plan.registry import all_patches
-from sm120patch.plan.types import FilePlan, PatchReport, Plan
-from sm120patch.report.outcome import CheckedBy, FileStatus, Recorded, StateSummary
-from sm120patch.transaction.state import FileRecord, Manifest, StateDir
+from sm120patch.patcher.commands import common
+from sm120patch.patcher.kit.model import State
+from sm120patch.patcher.outcome import CheckedBy, FileStatus, Recorded, StateSummary
+from sm120patch.patcher.plan.registry import all_patches
+from sm120patch.patcher.plan.types import FilePlan, PatchReport, Plan
+from sm120patch.patcher.transaction.state import FileRecord, Manifest, StateDir
+from sm120patch.sglang.tree import SglangTree, from_directory
 from tests.support.cli import apply_all
 from tests.support.fakes import RTX_PRO_6000, fake_flashinfer, fake_nvidia_smi
 from tests.support.mini_sglang import COMM, FUSION, SERVER_ARGS, write_mini_sglang

@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from sm120patch.cli import main
-from sm120patch.plan.registry import all_patches
+from sm120patch.patcher.plan.registry import all_patches
 
 IDS = [p.id for p in all_patches()]
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.bench import launch as rank_launch
 from sm120patch.bench.server import launch as server_launch
 from sm120patch.doctor import host
-from sm120patch.doctor.gpus import GpuReport
-from sm120patch.probes import leave_ctrl_c_to_the_main_thread
+from sm120patch.runner import leave_ctrl_c_to_the_main_thread
+from sm120patch.runner import ranks as rank_launch
+from sm120patch.runner.gpus import GpuReport
 from tests.doctor.hostfakes import serving_python
 
 

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from sm120patch import probes
-from sm120patch.bench import launch as rank_launch
+from sm120patch import runner as probes
 from sm120patch.bench.server import launch as server_launch
+from sm120patch.runner import ranks as rank_launch
 from tests.support.fakes import running
 
 DEAF = "import os, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"

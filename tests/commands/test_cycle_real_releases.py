@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from packaging.version import Version
 
-from sm120patch.commands.apply import apply as apply_tree
-from sm120patch.commands.revert import revert as revert_tree
-from sm120patch.commands.verify import verify as verify_tree
-from sm120patch.locate.tree import from_directory
-from sm120patch.patchkit.layout import COMM_FUSION, SERVER_ARGS
-from sm120patch.patchkit.layout import COMMUNICATOR as COMM
-from sm120patch.patchkit.model import State
-from sm120patch.plan.registry import all_patches
+from sm120patch.patcher.commands.apply import apply as apply_tree
+from sm120patch.patcher.commands.revert import revert as revert_tree
+from sm120patch.patcher.commands.verify import verify as verify_tree
+from sm120patch.patcher.kit.model import State
+from sm120patch.patcher.plan.registry import all_patches
+from sm120patch.sglang.layout import COMM_FUSION, SERVER_ARGS
+from sm120patch.sglang.layout import COMMUNICATOR as COMM
+from sm120patch.sglang.tree import from_directory
 from tests.support.cli import apply_all
 from tests.support.hand_fix import SEED_LINES, grep_sm_lines
 from tests.support.realtrees import assert_matches_record, intended_changes, record_hashes, sha256

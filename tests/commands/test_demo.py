@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.commands.demo import DEMO_VERSION, fetch_wheel
+from sm120patch.patcher.commands.demo import DEMO_VERSION, fetch_wheel
 from tests.support.cli import run
 
 pytestmark = pytest.mark.slow  # real sglang releases from the package index

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.commands import demo
 from sm120patch.errors import EnvironmentProblem
+from sm120patch.patcher.commands import demo
 from tests.support.cli import run
 from tests.support.mini_sglang import COMM, SERVER_ARGS, write_mini_sglang
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.patchkit.layout import COMMUNICATOR
+from sm120patch.sglang.layout import COMMUNICATOR
 from tests.support.cli import one_json_object, run, run_process
 from tests.support.fakes import RTX_PRO_6000, fake_flashinfer, fake_nvidia_smi, interrupting_executable
 from tests.support.faultsuite import REPO

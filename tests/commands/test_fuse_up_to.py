@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.bench import saved
-from sm120patch.locate.tree import from_directory
-from sm120patch.plan.token_limit import mismatch
+from sm120patch.bench.kernel import saved
+from sm120patch.patcher.plan.token_limit import mismatch
+from sm120patch.sglang.tree import from_directory
 from tests.support.cli import jrun, run
 from tests.support.mini_sglang import COMM, FILES, write_mini_sglang
 from tests.support.realtrees import sha256
@@ -218,7 +218,7 @@ def test_measured_without_tp_refuses_unless_the_gpus_cuda_shows_are_the_results_
 ) -> None:
     """A TP-2 result is not applied silently for a server whose TP was never said: without
     --tp it is taken only where CUDA shows this host's 2 GPUs."""
-    from sm120patch.commands import fuse_limit
+    from sm120patch.bench import fuse_limit
 
     save_recorded(package)
     before = hashes(package)
@@ -259,7 +259,7 @@ def test_bench_json_then_apply_measured_writes_the_crossover_and_revert_undoes_i
 ) -> None:
     """bench's measurement is the two-H200 result of tests/bench/test_render.py against sglang's
     own unfused path (``measure.run`` replaced): fusion wins at 1 and 128 tokens, not at 2048."""
-    from sm120patch.commands import bench as command
+    from sm120patch.bench.kernel import command
     from tests.bench.test_render import SGLANG, crossing
 
     monkeypatch.setattr(
@@ -315,9 +315,9 @@ def test_a_manifest_with_a_limit_says_so_to_an_older_sm120patch(package: Path) -
 def test_the_gpus_compared_are_those_cuda_shows(monkeypatch: pytest.MonkeyPatch) -> None:
     """nvidia-smi lists four GPUs; ``CUDA_VISIBLE_DEVICES=0,1`` shows two: the TP a result is
     taken for without --tp is that count; nvidia-smi silent: not known (None)."""
-    from sm120patch.commands import fuse_limit
-    from sm120patch.doctor import gpus
-    from sm120patch.doctor.gpus import Gpu, GpuReport
+    from sm120patch.bench import fuse_limit
+    from sm120patch.runner import gpus
+    from sm120patch.runner.gpus import Gpu, GpuReport
 
     four = GpuReport(tuple(Gpu(i, f"NVIDIA H200 #{i}", (9, 0)) for i in range(4)), "nvidia-smi")
     monkeypatch.setattr(gpus, "from_nvidia_smi", lambda timeout: four)

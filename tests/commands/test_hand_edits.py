@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from sm120patch.patchkit.layout import COMMUNICATOR as COMM
-from sm120patch.patchkit.model import State
+from sm120patch.patcher.kit.model import State
+from sm120patch.sglang.layout import COMMUNICATOR as COMM
 from tests.support.cli import apply_all, tree_hashes, verify_tree
 from tests.support.hand_fix import SED_FLAG, SED_IMPORT, SEED_LINES
 from tests.support.hand_fix import grep_sm_lines as grep

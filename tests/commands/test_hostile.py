@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.patchkit.layout import COMMUNICATOR as COMM
-from sm120patch.patchkit.layout import SERVER_ARGS
+from sm120patch.sglang.layout import COMMUNICATOR as COMM
+from sm120patch.sglang.layout import SERVER_ARGS
 from tests.support.cli import apply_all as apply
 from tests.support.cli import revert_tree, run, run_process
 from tests.support.realtrees import intended_changes, record_hashes, sha256

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sm120patch.plan.registry import all_patches
+from sm120patch.patcher.plan.registry import all_patches
 from tests.support.cli import jrun, run, tree_hashes
 from tests.support.mini_sglang import FILES, write_mini_sglang
 

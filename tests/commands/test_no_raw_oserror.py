@@ -27,8 +27,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sm120patch.bench.estimate import Model
-from sm120patch.patchkit.layout import COMMUNICATOR, SERVER_ARGS
+from sm120patch.bench.kernel.estimate import Model
+from sm120patch.sglang.layout import COMMUNICATOR, SERVER_ARGS
 from tests.bench.test_render import result as bench_result
 from tests.support import oserrors
 from tests.support.cli import apply_all, one_json_object, run
@@ -131,7 +131,7 @@ def invoke(command: str, package: Path) -> tuple[int, str, str]:
     if command != "bench":
         return run(command, "--sglang-path", str(package), "--json")
     root = package.parent.parent
-    with mock.patch("sm120patch.commands.bench.run", _measured):
+    with mock.patch("sm120patch.bench.kernel.command.run", _measured):
         args = ("--tp", "2", "--model-config", str(root / "config.json"), "--plot", str(root / "plot.png"))
         return run("bench", "--sglang-path", str(package), *args, "--json")
 
@@ -361,7 +361,7 @@ def test_a_plot_that_cannot_be_written_is_said_in_the_one_json_object(name: str)
 
 def test_a_plot_folder_that_is_not_there_is_refused_before_measuring(tmp_path: Path) -> None:
     package = _fresh(tmp_path)
-    with mock.patch("sm120patch.commands.bench.run", side_effect=AssertionError("measured")):
+    with mock.patch("sm120patch.bench.kernel.command.run", side_effect=AssertionError("measured")):
         code, _, err = run("bench", "--sglang-path", str(package), "--tp", "2", "--plot", str(tmp_path / "no/p.png"))
     said = f"Invalid value for '--plot': {tmp_path}/no/p.png: the folder {tmp_path}/no does not exist"
     assert code == 2 and said in " ".join(err.split()), err

@@ -48,7 +48,7 @@ def test_a_probe_started_after_ctrl_c_ends_at_once() -> None:
     machine): that probe must not run out its whole --timeout."""
     import time
 
-    from sm120patch import probes
+    from sm120patch import runner as probes
 
     probes.end_all()
     try:
@@ -69,7 +69,7 @@ def test_ctrl_c_with_two_deaf_probes_costs_one_grace(monkeypatch: pytest.MonkeyP
     import subprocess
     import time
 
-    from sm120patch import probes
+    from sm120patch import runner as probes
 
     monkeypatch.setattr(probes, "GRACE_S", 0.6)
     deaf = ["sh", "-c", "trap '' TERM; exec sleep 30"]  # one process: nothing left to reap after SIGKILL

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch import probes
-from sm120patch.probes import ProbeError, run_isolated, run_script
+from sm120patch import runner as probes
+from sm120patch.runner import ProbeError, run_isolated, run_script
 
 
 def script(tmp_path: Path, body: str) -> str:

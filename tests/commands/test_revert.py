@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from sm120patch import __version__
-from sm120patch.commands.revert import revert
 from sm120patch.errors import EnvironmentProblem, ExitCode, NotAsAsked
-from sm120patch.locate.tree import from_directory
-from sm120patch.plan.registry import all_patches
-from sm120patch.report.outcome import Command, FileStatus, Recorded, StateSummary
-from sm120patch.transaction import fsutil
-from sm120patch.transaction.fsutil import sha256
+from sm120patch.patcher.commands.revert import revert
+from sm120patch.patcher.outcome import Command, FileStatus, Recorded, StateSummary
+from sm120patch.patcher.plan.registry import all_patches
+from sm120patch.patcher.transaction import fsutil
+from sm120patch.patcher.transaction.fsutil import sha256
+from sm120patch.sglang.tree import from_directory
 from tests.support.cli import apply_all, tree_hashes
 from tests.support.mini_sglang import COMM, FILES, FUSION, SERVER_ARGS, write_mini_sglang
 
@@ -421,7 +421,7 @@ def test_without_a_usable_record_the_unknown_files_say_why(mini: Path) -> None:
 
 
 def test_a_state_of_another_release_that_cannot_be_removed_says_where(mini: Path, monkeypatch) -> None:
-    from sm120patch.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state import StateDir
 
     applied(mini)
     upgrade(mini, "0.5.12")
@@ -470,7 +470,7 @@ def test_a_state_saved_before_the_version_appeared_is_restored_byte_for_byte(min
 def test_a_kept_aside_state_whose_files_are_in_place_is_restored_and_named(mini: Path) -> None:
     """A state set aside (by an earlier sm120patch that took a version change for an upgrade)
     while the files it wrote stayed in place: revert restores from it and says from where."""
-    from sm120patch.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state import StateDir
 
     without_install_metadata(mini)
     applied(mini)
@@ -535,7 +535,7 @@ def test_a_kept_aside_state_with_a_file_changed_since_is_refused_then_forced_nam
     """A state set aside while two of its files still hold what apply wrote and one was edited
     since: refused as for the saved state, naming the folder, nothing moved; --force restores
     from it, keeping the edited file aside, and drops it."""
-    from sm120patch.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state import StateDir
 
     without_install_metadata(mini)
     applied(mini)
@@ -566,7 +566,7 @@ def test_a_kept_aside_state_none_of_whose_files_holds_its_writing_is_named_not_r
     """Every patched file edited since: no file says the kept state is this tree's, so nothing
     is restored from it, and the refusal says where its backups are rather than that none is
     left."""
-    from sm120patch.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state import StateDir
 
     without_install_metadata(mini)
     applied(mini)
@@ -612,7 +612,7 @@ def test_a_saved_state_of_another_version_over_edited_patched_files_is_refused_a
 def test_only_a_kept_aside_state_in_place_is_restored_the_others_stay_kept(mini: Path) -> None:
     """Two states kept aside, the newer one of files no longer there (its after-hashes match
     nothing): the one whose written files are in place is restored, the other stays kept."""
-    from sm120patch.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state import StateDir
 
     without_install_metadata(mini)
     applied(mini)
@@ -650,7 +650,7 @@ def test_a_kept_aside_state_of_another_release_whose_backups_record_disowns_is_r
 ) -> None:
     """A state kept aside under 0.5.10 whose files are in place on a 0.5.11 wheel: a backup
     that is not the file RECORD lists is another release's original, so nothing is restored."""
-    from sm120patch.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state import StateDir
 
     applied(mini)
     aside = StateDir(mini).set_aside("0.5.10")
@@ -668,7 +668,7 @@ def test_a_kept_aside_state_of_another_release_whose_backups_record_disowns_is_r
 
 
 def test_a_kept_aside_state_of_another_release_whose_backups_record_lists_is_restored(mini: Path) -> None:
-    from sm120patch.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state import StateDir
 
     applied(mini)
     aside = StateDir(mini).set_aside("0.5.10")
@@ -684,7 +684,7 @@ def test_a_kept_aside_state_of_another_release_whose_backups_record_lists_is_res
 def test_without_record_a_kept_aside_state_of_another_known_release_is_refused(mini: Path) -> None:
     """No RECORD to check the backups against: a kept state is taken only where it knew no
     version or the tree's own."""
-    from sm120patch.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state import StateDir
 
     without_install_metadata(mini)
     applied(mini)
@@ -733,7 +733,7 @@ def test_an_interrupted_restore_from_a_kept_aside_state_is_finished_and_drops_th
     """Killed as it replaces its second file, a restore from ``stale-*/`` leaves a journal that
     names that folder: the next revert finishes the files and removes the folder, as the
     restore would have, and nothing of sm120patch is left."""
-    from sm120patch.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state import StateDir
 
     without_install_metadata(mini)
     applied(mini)
@@ -762,7 +762,7 @@ def test_a_kept_aside_state_not_named_by_the_interrupted_restore_stays(
     mini: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Only the folder the journal restored from is dropped: another kept state stays."""
-    from sm120patch.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state import StateDir
 
     without_install_metadata(mini)
     applied(mini)

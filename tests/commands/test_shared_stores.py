@@ -12,15 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.commands.apply import apply
-from sm120patch.commands.revert import revert
 from sm120patch.errors import EnvironmentProblem, ExitCode
-from sm120patch.locate.tree import _from_probe, from_directory
-from sm120patch.plan.registry import all_patches
-from sm120patch.probes import find_sglang
-from sm120patch.transaction import fsutil, journal
-from sm120patch.transaction import state as state_module
-from sm120patch.transaction.state import StateDir
+from sm120patch.patcher.commands.apply import apply
+from sm120patch.patcher.commands.revert import revert
+from sm120patch.patcher.plan.registry import all_patches
+from sm120patch.patcher.transaction import fsutil, journal
+from sm120patch.patcher.transaction import state as state_module
+from sm120patch.patcher.transaction.state import StateDir
+from sm120patch.runner.locate import _from_probe
+from sm120patch.runner.remote import find_sglang
+from sm120patch.sglang.tree import from_directory
 from tests.support.cli import apply_all, revert_tree, verify_tree
 from tests.support.mini_sglang import COMM, FILES, FUSION, SERVER_ARGS, write_mini_sglang
 from tests.support.shared_store import linked_site, links_of, store_digest

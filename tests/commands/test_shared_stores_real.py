@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.commands.demo import fetch_wheel, wheel_cache
-from sm120patch.patchkit.layout import COMMUNICATOR, SERVER_ARGS
+from sm120patch.patcher.commands.demo import fetch_wheel, wheel_cache
+from sm120patch.sglang.layout import COMMUNICATOR, SERVER_ARGS
 from tests.support.cli import run
 from tests.support.realtrees import bare_venv, pip_install_into
 from tests.support.shared_store import store_digest

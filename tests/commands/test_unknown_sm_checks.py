@@ -14,14 +14,14 @@ import pytest
 
 from sm120patch.doctor.checks import sm_checks
 from sm120patch.doctor.diagnose import diagnose
-from sm120patch.doctor.patch_states import tree_states
-from sm120patch.locate.tree import from_directory
-from sm120patch.patchkit.model import State
-from sm120patch.plan import gate_sweep
-from sm120patch.plan.current import judge
-from sm120patch.plan.fusion_path import KNOWN_GATES, ON_PATH
-from sm120patch.plan.gate_sweep import sweep_tree
-from sm120patch.transaction.state import StateDir
+from sm120patch.patcher.kit.model import State
+from sm120patch.patcher.plan import gate_sweep
+from sm120patch.patcher.plan.current import judge
+from sm120patch.patcher.plan.gate_sweep import sweep_tree
+from sm120patch.patcher.states import tree_states
+from sm120patch.patcher.transaction.state import StateDir
+from sm120patch.sglang.fusion_path import KNOWN_GATES, ON_PATH
+from sm120patch.sglang.tree import from_directory
 from tests.doctor.facts import host_with
 from tests.support.cli import jrun, run, tree_hashes
 from tests.support.fakes import fake_flashinfer

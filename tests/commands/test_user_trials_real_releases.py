@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.commands.demo import fetch_wheel
+from sm120patch.patcher.commands.demo import fetch_wheel
 from tests.support.cli import jrun_process, run_process
 from tests.support.realtrees import pip_install_into, record_hashes, serving_env, sha256
 

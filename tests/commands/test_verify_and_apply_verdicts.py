@@ -20,15 +20,15 @@ from pathlib import Path
 import pytest
 
 from sm120patch import __version__
-from sm120patch.commands import apply as apply_module
-from sm120patch.commands import verify as verify_module
-from sm120patch.commands.verify import verify
-from sm120patch.doctor import runtime
-from sm120patch.doctor.runtime import RuntimeCheck
 from sm120patch.errors import ExitCode
-from sm120patch.locate.tree import from_directory
-from sm120patch.transaction import fsutil
-from sm120patch.transaction.fsutil import sha256
+from sm120patch.patcher import runtime
+from sm120patch.patcher.commands import apply as apply_module
+from sm120patch.patcher.commands import verify as verify_module
+from sm120patch.patcher.commands.verify import verify
+from sm120patch.patcher.runtime import RuntimeCheck
+from sm120patch.patcher.transaction import fsutil
+from sm120patch.patcher.transaction.fsutil import sha256
+from sm120patch.sglang.tree import from_directory
 from tests.support.cli import jrun, run, tree_hashes
 from tests.support.fakes import RTX_PRO_6000, fake_flashinfer, fake_nvidia_smi, fake_torch_package
 from tests.support.mini_sglang import COMM, FILES, FUSION, SERVER_ARGS, write_mini_sglang
@@ -499,7 +499,7 @@ def test_verify_judges_a_moved_version_by_its_files_once(mini: Path, monkeypatch
     and hashed twice for it."""
     from collections import Counter
 
-    from sm120patch.locate import identity
+    from sm120patch.patcher.transaction import identity
 
     edit_manifest(applied(mini), sglang_version=None)
     hashed: Counter[str] = Counter()
@@ -584,8 +584,8 @@ def test_the_saved_state_records_where_sglang_is(mini: Path) -> None:
     """The manifest names the package it belongs to (an upgrade or a copied tree is told by it)."""
     import json
 
-    from sm120patch.commands.apply import apply as apply_tree
-    from sm120patch.locate.tree import from_directory as locate_here
+    from sm120patch.patcher.commands.apply import apply as apply_tree
+    from sm120patch.sglang.tree import from_directory as locate_here
 
     assert apply_tree(locate_here(mini)).exit_code == 0
     manifest = json.loads((mini / ".sm120patch" / "manifest.json").read_text())
@@ -595,8 +595,8 @@ def test_the_saved_state_records_where_sglang_is(mini: Path) -> None:
 def test_apply_refuses_a_flashinfer_without_the_sm12x_kernel_unless_told(mini: Path) -> None:
     """FakeFlashInfer 0.6.3 beside sglang (``fake_flashinfer``): its allreduce is built for
     SM 9 and 10 only; apply changes nothing unless ``allow_missing_kernel``."""
-    from sm120patch.commands.apply import apply as apply_tree
-    from sm120patch.locate.tree import from_directory as locate_here
+    from sm120patch.patcher.commands.apply import apply as apply_tree
+    from sm120patch.sglang.tree import from_directory as locate_here
     from tests.support.fakes import fake_flashinfer
 
     fake_flashinfer(mini.parent, "0.6.3", [9, 10])

@@ -82,7 +82,7 @@ def test_runtime_imports_get_120_s_unless_timeout_is_given(
     from click.testing import CliRunner
 
     from sm120patch import cli as cli_module
-    from sm120patch.commands import verify as verify_module
+    from sm120patch.patcher.commands import verify as verify_module
 
     seen: list[float | None] = []
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sm120patch.doctor.gpus import Gpu, GpuReport
 from sm120patch.doctor.host import DeviceFacts, DriverFacts, Host, HostFacts, PeerAccess, TorchFacts
+from sm120patch.runner.gpus import Gpu, GpuReport
 from tests.doctor.hostfakes import RTX_PRO_6000
 
 TWO_SM120 = (Gpu(0, RTX_PRO_6000, (12, 0)), Gpu(1, RTX_PRO_6000, (12, 0)))

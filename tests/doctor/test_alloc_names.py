@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sm120patch.doctor.host import run_host_facts
-from sm120patch.probes import host_facts
+from sm120patch.doctor.remote import host_facts
 
 
 def library(torch_dir: Path, name: str, blob: bytes) -> Path:

@@ -13,9 +13,10 @@ import pytest
 
 from sm120patch.doctor.allreduce import SOURCE, allreduce
 from sm120patch.doctor.findings import HostFinding, Severity
-from sm120patch.doctor.gpus import Gpu
 from sm120patch.doctor.host import Host, PeerAccess, TorchFacts
-from sm120patch.locate.tree import PCIE_IPC_MODULE, InstallKind, SglangTree
+from sm120patch.runner.gpus import Gpu
+from sm120patch.sglang.options import PCIE_IPC_MODULE
+from sm120patch.sglang.tree import InstallKind, SglangTree
 from tests.doctor.facts import host_with
 from tests.doctor.hostfakes import RTX_PRO_6000
 

@@ -10,10 +10,10 @@ import pytest
 
 from sm120patch.doctor import checks
 from sm120patch.doctor.findings import HostFinding, Severity
-from sm120patch.doctor.gpus import Gpu, GpuReport
 from sm120patch.doctor.host import DriverFacts, Host, TorchFacts
-from sm120patch.locate.tree import InstallKind, SglangTree
-from sm120patch.patchkit.model import State
+from sm120patch.patcher.kit.model import State
+from sm120patch.runner.gpus import Gpu, GpuReport
+from sm120patch.sglang.tree import InstallKind, SglangTree
 from tests.doctor.facts import PYTHON, TORCH, TWO_SM120, host_with
 from tests.doctor.hostfakes import H200, RTX_PRO_6000
 
@@ -448,7 +448,7 @@ def test_a_refused_release_is_one_finding_with_the_upgrade(version: str | None, 
 )
 def test_skipped_when_the_driver_lists_no_gpu(host: Host, severity: Severity, detail: str) -> None:
     summary = "skipped: multicast, GPUDirect RDMA with VMM"
-    expected = HostFinding("host-checks", severity, summary, detail, f"{PYTHON} (sm120patch.probes.host_facts)")
+    expected = HostFinding("host-checks", severity, summary, detail, f"{PYTHON} (sm120patch.doctor.remote.host_facts)")
     assert checks.skipped(host) == [expected]
 
 
@@ -923,7 +923,7 @@ def test_skipped_says_nothing_when_everything_answered() -> None:
 )
 def test_skipped_names_what_could_not_be_judged(host: Host, names: str, reason: str) -> None:
     detail = f"torch / cuda.bindings did not import or answer in {PYTHON}: {reason}"
-    source = f"{PYTHON} (sm120patch.probes.host_facts)"
+    source = f"{PYTHON} (sm120patch.doctor.remote.host_facts)"
     assert checks.skipped(host) == [HostFinding("host-checks", Severity.WARNING, f"skipped: {names}", detail, source)]
 
 

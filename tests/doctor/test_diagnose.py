@@ -16,11 +16,11 @@ import pytest
 
 from sm120patch.doctor.diagnose import diagnose, refusal
 from sm120patch.doctor.findings import DoctorReport, HostFinding, Severity
-from sm120patch.doctor.gpus import Gpu, GpuReport
 from sm120patch.doctor.host import DriverFacts, Host, parse_host_facts
-from sm120patch.doctor.patch_states import patch_states
-from sm120patch.locate.tree import from_directory
-from sm120patch.patchkit.model import State
+from sm120patch.patcher.kit.model import State
+from sm120patch.patcher.states import patch_states
+from sm120patch.runner.gpus import Gpu, GpuReport
+from sm120patch.sglang.tree import from_directory
 from tests.doctor.facts import host_with
 from tests.support.cli import jrun_process, process_env
 from tests.support.fakes import RTX_PRO_6000, fake_flashinfer, fake_nvidia_smi
@@ -200,7 +200,7 @@ def test_the_gpus_come_from_torch_when_nvidia_smi_is_missing() -> None:
 
 @pytest.mark.parametrize(("tp", "severity"), [(2, Severity.INFO), (4, Severity.WARNING), (8, Severity.WARNING)])
 def test_the_tp_finding_points_to_bench(mini: Path, tp: int, severity: Severity) -> None:
-    from sm120patch.locate.tree import from_directory
+    from sm120patch.sglang.tree import from_directory
 
     tree = from_directory(mini)
     finding = {f.id: f for f in diagnose(tree, None, APPLIED, host(), tp).findings}["tp"]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from hypothesis import strategies as st
 
-from sm120patch.doctor import gpus
-from sm120patch.doctor.gpus import (
+from sm120patch.runner import gpus
+from sm120patch.runner.gpus import (
     Gpu,
     GpuReport,
     Reply,

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.doctor.gpus import GpuReport
 from sm120patch.doctor.host import (
     STEP,
     DeviceFacts,
@@ -20,6 +19,7 @@ from sm120patch.doctor.host import (
     read_host,
     run_host_facts,
 )
+from sm120patch.runner.gpus import GpuReport
 from tests.doctor.facts import TWO_SM120
 from tests.support.fakes import RTX_PRO_6000
 

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import strategies as st
 
 from sm120patch.doctor.diagnose import diagnose
-from sm120patch.doctor.gpus import GpuReport
 from sm120patch.doctor.host import STEP, Host, HostFacts, from_answer, parse_host_facts, read_host, run_host_facts
-from sm120patch.probes import Answer
+from sm120patch.runner import Answer
+from sm120patch.runner.gpus import GpuReport
 from tests.doctor.hostfakes import fake_nvidia_smi, serving_python, two_rtx
 from tests.support.properties import fast_and_slow
 

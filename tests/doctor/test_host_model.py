@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch import probes
+from sm120patch import runner as probes
 from sm120patch.doctor import host as host_module
-from sm120patch.doctor.gpus import Gpu, GpuReport
 from sm120patch.doctor.host import (
     STEP,
     DriverFacts,
@@ -26,10 +25,10 @@ from sm120patch.doctor.host import (
     from_answer,
     parse_host_facts,
     read_host,
-    same_uuid,
     shown,
 )
-from sm120patch.probes import Answer
+from sm120patch.runner import Answer
+from sm120patch.runner.gpus import Gpu, GpuReport, same_uuid
 from tests.doctor.facts import PYTHON, TORCH, TWO_SM120, host_with
 from tests.doctor.hostfakes import RTX_PRO_6000, serving_python
 

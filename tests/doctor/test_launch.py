@@ -9,11 +9,14 @@ from pathlib import Path
 import pytest
 
 from sm120patch.doctor import launch
+from sm120patch.runner.locate import default_python
+from sm120patch.sglang import options
+from sm120patch.sglang.options import release_options
 from sm120patch.doctor.findings import HostFinding, Severity
-from sm120patch.locate.tree import InstallKind, SglangTree
+from sm120patch.sglang.tree import InstallKind, SglangTree
 
-BACKEND = {launch.BACKEND, launch.ENABLE, launch.HATCH}
-OLD = {launch.ENABLE}
+BACKEND = {options.BACKEND, options.ENABLE, options.HATCH}
+OLD = {options.ENABLE}
 
 
 def tree_with(
@@ -31,7 +34,7 @@ def tree_with(
 
 def test_release_options_from_add_argument_literals(tmp_path: Path) -> None:
     tree = tree_with(tmp_path, 'parser.add_argument("--enable-flashinfer-allreduce-fusion", action="store_true")\n')
-    assert launch.release_options(tree) == OLD
+    assert release_options(tree) == OLD
 
 
 def test_release_options_from_fields_unless_no_cli(tmp_path: Path) -> None:
@@ -41,12 +44,12 @@ def test_release_options_from_fields_unless_no_cli(tmp_path: Path) -> None:
         "    enforce_disable_flashinfer_allreduce_fusion: Annotated[bool, Opt(no_cli = True)] = False\n"
     )
     tree = tree_with(tmp_path, "x = 1\n", {"fusion.py": fields, "broken.py": "def (:\n"})
-    assert launch.release_options(tree) == {launch.BACKEND}
+    assert release_options(tree) == {options.BACKEND}
 
 
 def test_release_options_without_argument_code(tmp_path: Path) -> None:
     tree = SglangTree(tmp_path / "sglang", None, InstallKind.PATH, None, "test")
-    assert launch.release_options(tree) == set()
+    assert release_options(tree) == set()
 
 
 def test_launch_names_the_flag_and_the_hatch(tmp_path: Path) -> None:
@@ -54,7 +57,7 @@ def test_launch_names_the_flag_and_the_hatch(tmp_path: Path) -> None:
     [new] = launch.launch(tree, BACKEND)
     assert new.severity is Severity.INFO
     assert new.summary == "turn fusion on with --flashinfer-allreduce-fusion-backend trtllm"
-    assert new.detail.startswith("auto resolves to trtllm") and launch.HATCH in new.detail
+    assert new.detail.startswith("auto resolves to trtllm") and options.HATCH in new.detail
     assert new.source == f"{tree.path('srt/server_args.py')} (and arg_groups/)"
     [old] = launch.launch(tree, OLD)
     assert old.summary == "turn fusion on with --enable-flashinfer-allreduce-fusion"
@@ -92,13 +95,13 @@ def test_default_python(tmp_path: Path) -> None:
     env = tmp_path / "venv"
     (env / "bin").mkdir(parents=True)
     (env / "bin/python").touch()
-    assert launch.default_python(None, str(env)) == str(env / "bin/python")
-    assert launch.default_python(None, "/opt/bin/python3") == "/opt/bin/python3"
-    assert launch.default_python(None, str(tmp_path)) == str(tmp_path)  # a directory without a python
+    assert default_python(None, str(env)) == str(env / "bin/python")
+    assert default_python(None, "/opt/bin/python3") == "/opt/bin/python3"
+    assert default_python(None, str(tmp_path)) == str(tmp_path)  # a directory without a python
     tree = tree_with(tmp_path / "t", "", python="/serving/bin/python")
-    assert launch.default_python(tree, None) == "/serving/bin/python"
-    assert launch.default_python(tree, "/other/python") == "/other/python"
-    assert launch.default_python(None, None) == sys.executable
+    assert default_python(tree, None) == "/serving/bin/python"
+    assert default_python(tree, "/other/python") == "/other/python"
+    assert default_python(None, None) == sys.executable
 
 
 # --- exact findings and boundaries ------------------------------------------------------------
@@ -111,7 +114,7 @@ NO_HATCH = (
 
 
 def test_the_fusion_options_are_spelled_as_sglang_spells_them() -> None:
-    assert launch.FUSION_OPTIONS == (
+    assert options.FUSION_OPTIONS == (
         "--flashinfer-allreduce-fusion-backend",
         "--enable-flashinfer-allreduce-fusion",
         "--enforce-disable-flashinfer-allreduce-fusion",
@@ -129,7 +132,7 @@ def test_release_options_read_every_argument_file_below_arg_groups(tmp_path: Pat
         },
     )
     (tree.path("srt/arg_groups") / "dir.py").mkdir()  # a directory with a .py name: passed over
-    assert launch.release_options(tree) == BACKEND
+    assert release_options(tree) == BACKEND
 
 
 def test_only_an_annotated_field_of_that_name_is_an_option(tmp_path: Path) -> None:
@@ -140,16 +143,16 @@ def test_only_an_annotated_field_of_that_name_is_an_option(tmp_path: Path) -> No
         "flashinfer_allreduce_fusion: bool = False\n"
         "add_argument('--enable-flashinfer-allreduce-fusion-x')\n",
     )
-    assert launch.release_options(tree) == set()
+    assert release_options(tree) == set()
 
 
 @pytest.mark.parametrize(
     ("options", "flag"),
     [
         (BACKEND, ("--flashinfer-allreduce-fusion-backend trtllm", ON_NOTE)),
-        ({launch.BACKEND}, ("--flashinfer-allreduce-fusion-backend trtllm", ON_NOTE)),
-        ({launch.ENABLE, launch.HATCH}, ("--enable-flashinfer-allreduce-fusion", "")),
-        ({launch.HATCH}, None),
+        ({options.BACKEND}, ("--flashinfer-allreduce-fusion-backend trtllm", ON_NOTE)),
+        ({options.ENABLE, options.HATCH}, ("--enable-flashinfer-allreduce-fusion", "")),
+        ({options.HATCH}, None),
         (set(), None),
     ],
 )
@@ -158,7 +161,7 @@ def test_fusion_flag(options: set[str], flag: tuple[str, str] | None) -> None:
 
 
 def test_escape() -> None:
-    assert launch.escape({launch.HATCH}) == HATCH_NOTE
+    assert launch.escape({options.HATCH}) == HATCH_NOTE
     assert launch.escape(OLD) == NO_HATCH
 
 
@@ -174,12 +177,12 @@ def test_launch_findings_in_full(tmp_path: Path) -> None:
             source,
         )
     ]
-    assert launch.launch(tree, {launch.ENABLE, launch.HATCH}) == [
+    assert launch.launch(tree, {options.ENABLE, options.HATCH}) == [
         HostFinding(
             "launch", Severity.INFO, "turn fusion on with --enable-flashinfer-allreduce-fusion", HATCH_NOTE, source
         )
     ]
-    assert launch.launch(tree, {launch.BACKEND}) == [
+    assert launch.launch(tree, {options.BACKEND}) == [
         HostFinding(
             "launch",
             Severity.INFO,
@@ -188,7 +191,7 @@ def test_launch_findings_in_full(tmp_path: Path) -> None:
             source,
         )
     ]
-    assert launch.launch(tree, {launch.HATCH}) == [
+    assert launch.launch(tree, {options.HATCH}) == [
         HostFinding("launch", Severity.WARNING, "no fusion option found in this release's arguments", "", source)
     ]
 
@@ -214,12 +217,12 @@ def test_tp_findings_in_full() -> None:
             "sglang#32330 (closing comment)",
         )
     ]
-    assert launch.tp(2, {launch.HATCH}) == []  # no flag to turn fusion on: no advice
+    assert launch.tp(2, {options.HATCH}) == []  # no flag to turn fusion on: no advice
 
 
 def test_default_python_takes_an_empty_python_as_none(tmp_path: Path) -> None:
     tree = tree_with(tmp_path, "", python="/serving/bin/python")
-    assert launch.default_python(tree, "") == "/serving/bin/python"
+    assert default_python(tree, "") == "/serving/bin/python"
     bare = tree_with(tmp_path / "bare", "")
-    assert launch.default_python(bare, None) == sys.executable
-    assert launch.default_python(tree_with(tmp_path / "empty", "", python=""), None) == sys.executable
+    assert default_python(bare, None) == sys.executable
+    assert default_python(tree_with(tmp_path / "empty", "", python=""), None) == sys.executable

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.doctor.runtime import (
+from sm120patch.errors import EnvironmentProblem, ExitCode
+from sm120patch.patcher.runtime import (
     ModuleImport,
     RuntimeCheck,
     SglangImport,
@@ -20,8 +21,7 @@ from sm120patch.doctor.runtime import (
     parse,
     spelling,
 )
-from sm120patch.errors import EnvironmentProblem, ExitCode
-from sm120patch.locate.tree import from_directory
+from sm120patch.sglang.tree import from_directory
 from tests.support.fakes import fake_torch_package
 
 PASSED: dict = {
@@ -348,7 +348,7 @@ def test_an_answer_with_bytes_that_are_not_utf8_is_read_with_them_replaced(mini:
 
 
 def test_a_check_that_stopped_before_torch_says_null_for_every_step_it_did_not_reach() -> None:
-    from sm120patch.doctor.runtime import RuntimeCheck
+    from sm120patch.patcher.runtime import RuntimeCheck
 
     stopped = RuntimeCheck("/env/bin/python", None, None, None, (), 3)
     assert stopped.to_json() == {

@@ -16,7 +16,7 @@ import pytest
 from sm120patch.doctor.diagnose import diagnose
 from sm120patch.doctor.findings import DoctorReport, HostFinding, Severity
 from sm120patch.doctor.host import read_host
-from sm120patch.patchkit.model import State
+from sm120patch.patcher.kit.model import State
 from tests.doctor.hostfakes import H200, FakeGpu, fake_nvidia_smi, serving_python, stub_torch, two_rtx
 
 PENDING = {"communicator-fusion-gate": State.PENDING, "workspace-preflight": State.APPLIED}

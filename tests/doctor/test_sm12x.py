@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sm120patch.doctor.gpus import Gpu, GpuReport
+from sm120patch.runner.gpus import Gpu, GpuReport
 
 
 @pytest.mark.parametrize(

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from sm120patch.doctor.findings import Severity
-from sm120patch.doctor.gpus import Gpu
-from sm120patch.doctor.patch_states import patch_states
 from sm120patch.doctor.token_limit import token_limit
-from sm120patch.locate.tree import from_directory
-from sm120patch.transaction.state import StateDir
+from sm120patch.patcher.states import patch_states
+from sm120patch.patcher.transaction.state import StateDir
+from sm120patch.runner.gpus import Gpu
+from sm120patch.sglang.tree import from_directory
 from tests.commands.test_fuse_up_to import LIMITED, save_recorded
 from tests.support.cli import jrun
 from tests.support.mini_sglang import COMM, FILES, write_mini_sglang

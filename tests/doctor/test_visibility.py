@@ -6,16 +6,18 @@ from dataclasses import replace
 
 import pytest
 
-from sm120patch.doctor.gpus import Gpu, GpuReport
-from sm120patch.doctor.host import TorchFacts
-from sm120patch.doctor.visibility import (
-    Selection,
+from sm120patch.doctor.host import (
+    TorchFacts,
     TorchView,
+    torch_view,
+)
+from sm120patch.runner.gpus import Gpu, GpuReport
+from sm120patch.runner.visibility import (
+    Selection,
     _leading_number,
     assignment,
     gpu_names,
     select,
-    torch_view,
 )
 from tests.doctor.facts import host_with
 

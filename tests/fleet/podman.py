@@ -33,7 +33,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from sm120patch.commands.demo import cache_root
+from sm120patch.patcher.commands.demo import cache_root
 
 ROOTFS = cache_root() / "rootfs"  # SM120PATCH_CACHE, else ~/.cache/sm120patch
 MIRROR = os.environ.get("SM120PATCH_DEBIAN_MIRROR") or "http://deb.debian.org/debian"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.locate import flashinfer
+from sm120patch.sglang import flashinfer
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from sm120patch.errors import EnvironmentProblem
-from sm120patch.locate.tree import InstallKind, from_directory, locate
+from sm120patch.runner.locate import locate
+from sm120patch.sglang.tree import InstallKind, from_directory
 from tests.support.cli import jrun_process
 from tests.support.realtrees import bare_venv, installed_release
 
@@ -81,8 +82,8 @@ def test_flashinfer_beside_sglang_is_read_for_the_warning(release) -> None:
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 0.6.17\n")
     assert from_directory(package).flashinfer == "0.6.17"
-    from sm120patch.locate import flashinfer as flashinfer_kernel
-    from sm120patch.plan import releases
+    from sm120patch.sglang import flashinfer as flashinfer_kernel
+    from sm120patch.sglang import releases
 
     assert releases.flashinfer_warning(flashinfer_kernel.inspect("0.6.17", None), "0.5.18") is None
     assert "0.6.12" in releases.flashinfer_warning(flashinfer_kernel.inspect("0.6.12", None), "0.5.18")

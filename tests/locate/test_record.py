@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.locate.tree import InstallKind, Record, install_kind
+from sm120patch.sglang.tree import InstallKind, Record, install_kind
 
 
 def digest(data: bytes) -> tuple[str, str]:

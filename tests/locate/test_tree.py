@@ -14,15 +14,17 @@ from typing import Any
 import pytest
 
 from sm120patch.errors import EnvironmentProblem
-from sm120patch.locate import tree as tree_module
-from sm120patch.locate.tree import (
+from sm120patch.runner.locate import (
+    locate,
+    run_probe,
+)
+from sm120patch.sglang import tree as tree_module
+from sm120patch.sglang.tree import (
     InstallKind,
     SglangTree,
     checkout_version,
     from_directory,
-    locate,
     release_of,
-    run_probe,
 )
 from tests.support.mini_sglang import write_mini_sglang
 

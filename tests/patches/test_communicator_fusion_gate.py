@@ -1,7 +1,7 @@
 """communicator-fusion-gate: its named examples, its self-description, its rows of the release
 matrix, and generated variants of the gate code.
 
-The examples and the anchor rows are the patch's own (sm120patch/patches/communicator_fusion_gate.py);
+The examples and the anchor rows are the patch's own (sm120patch/patcher/patches/communicator_fusion_gate.py);
 the rows are checked on one real release per era (slow tier), through the full
 apply/verify/revert cycle.  The variants (operand order, comments inside the condition, line
 breaks and extra parentheses, extra conditions including an ``or`` that mixes an SM probe with
@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sm120patch.patchkit.model import Example, State
-from sm120patch.plan.registry import by_id
+from sm120patch.patcher.kit.model import Example, State
+from sm120patch.patcher.plan.registry import by_id
 from tests.support.patch_checks import (
     ERAS,
     bare_context,

@@ -1,6 +1,6 @@
 """communicator-import: its named examples, its self-description, its rows of the release matrix.
 
-The examples and the anchor rows are the patch's own (sm120patch/patches/communicator_import.py); the rows
+The examples and the anchor rows are the patch's own (sm120patch/patcher/patches/communicator_import.py); the rows
 are checked on one real release per era (slow tier), through the full apply/verify/revert cycle.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from sm120patch.patchkit.model import Example, State
-from sm120patch.plan.evidence import generate
-from sm120patch.plan.registry import by_id
+from sm120patch.patcher.kit.model import Example, State
+from sm120patch.patcher.plan.evidence import generate
+from sm120patch.patcher.plan.registry import by_id
 from tests.support.patch_checks import (
     ERAS,
     check_anchor_files,

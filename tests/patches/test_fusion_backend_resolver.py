@@ -1,6 +1,6 @@
 """fusion-backend-resolver: its named examples, its self-description, its rows of the release matrix.
 
-The examples and the anchor rows are the patch's own (sm120patch/patches/fusion_backend_resolver.py); the rows
+The examples and the anchor rows are the patch's own (sm120patch/patcher/patches/fusion_backend_resolver.py); the rows
 are checked on one real release per era (slow tier), through the full apply/verify/revert cycle.
 """
 
@@ -10,8 +10,8 @@ import libcst as cst
 import pytest
 from packaging.version import Version
 
-from sm120patch.patchkit.model import Example, PatchContext, State
-from sm120patch.plan.registry import by_id
+from sm120patch.patcher.kit.model import Example, PatchContext, State
+from sm120patch.patcher.plan.registry import by_id
 from tests.support.patch_checks import (
     ERAS,
     check_anchor_files,

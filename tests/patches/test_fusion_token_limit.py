@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
-from sm120patch.commands.apply import apply as apply_tree
-from sm120patch.commands.revert import revert as revert_tree
-from sm120patch.commands.verify import verify as verify_tree
-from sm120patch.locate.tree import from_directory
-from sm120patch.patches.fusion_token_limit import BATCH, LIMIT_NAME, LITERAL_GATES, limit_in_force, limit_sites
-from sm120patch.patchkit.layout import ADD_NORM, COMMUNICATOR
-from sm120patch.patchkit.model import Example, State
-from sm120patch.plan.registry import by_id
-from sm120patch.plan import token_limit
-from sm120patch.plan.token_limit import LIMIT_SITE, LimitAsk, limit_in, sglang_limit
+from sm120patch.patcher.commands.apply import apply as apply_tree
+from sm120patch.patcher.commands.revert import revert as revert_tree
+from sm120patch.patcher.commands.verify import verify as verify_tree
+from sm120patch.sglang.tree import from_directory
+from sm120patch.patcher.patches.fusion_token_limit import BATCH, LIMIT_NAME, LITERAL_GATES, limit_in_force, limit_sites
+from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR
+from sm120patch.patcher.kit.model import Example, State
+from sm120patch.patcher.plan.registry import by_id
+from sm120patch.patcher.plan import token_limit
+from sm120patch.patcher.plan.token_limit import LIMIT_SITE, LimitAsk, limit_in, sglang_limit
 from tests.support.patch_checks import (
     check_anchor_files,
     check_description,

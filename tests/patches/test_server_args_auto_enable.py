@@ -1,7 +1,7 @@
 """server-args-auto-enable: its named examples, its self-description, its rows of the release
 matrix, and generated variants of the auto-enable block.
 
-The examples and the anchor rows are the patch's own (sm120patch/patches/server_args_auto_enable.py);
+The examples and the anchor rows are the patch's own (sm120patch/patcher/patches/server_args_auto_enable.py);
 the rows are checked on one real release per era (slow tier), through the full
 apply/verify/revert cycle.  The variants (operand order, layout, other conditions in any
 place, a nested enable, a body that also does something else) are widened exactly, or left
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sm120patch.patchkit.model import Example, State
-from sm120patch.plan.registry import by_id
+from sm120patch.patcher.kit.model import Example, State
+from sm120patch.patcher.plan.registry import by_id
 from tests.support.patch_checks import (
     ERAS,
     bare_context,

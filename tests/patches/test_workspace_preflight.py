@@ -1,7 +1,7 @@
 """workspace-preflight: its named examples, its self-description, its rows of the release
 matrix, and sglang's own size helper run before and after it on every release that has it.
 
-The examples and the anchor rows are the patch's own (sm120patch/patches/workspace_preflight.py);
+The examples and the anchor rows are the patch's own (sm120patch/patcher/patches/workspace_preflight.py);
 the rows are checked on one real release per era (slow tier), through the full
 apply/verify/revert cycle.
 
@@ -21,11 +21,11 @@ import libcst as cst
 import pytest
 from packaging.version import Version
 
-from sm120patch.patchkit.layout import COMM_FUSION
-from sm120patch.patchkit.model import Example, Finding, State
-from sm120patch.plan.evidence import generate
-from sm120patch.plan.registry import by_id
-from sm120patch.plan.releases import ALL_RELEASES
+from sm120patch.sglang.layout import COMM_FUSION
+from sm120patch.patcher.kit.model import Example, Finding, State
+from sm120patch.patcher.plan.evidence import generate
+from sm120patch.patcher.plan.registry import by_id
+from sm120patch.sglang.releases import ALL_RELEASES
 from tests.support.patch_checks import (
     ERAS,
     check_anchor_files,

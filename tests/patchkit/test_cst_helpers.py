@@ -7,8 +7,8 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from sm120patch.patchkit.cst_helpers import walk
-from sm120patch.plan.registry import all_patches
+from sm120patch.patcher.kit.cst_helpers import walk
+from sm120patch.patcher.plan.registry import all_patches
 from tests.support.mini_sglang import FILES
 
 LAYOUT = (

@@ -7,7 +7,7 @@ import itertools
 
 import libcst as cst
 
-from sm120patch.patchkit.cst_helpers import (
+from sm120patch.patcher.kit.cst_helpers import (
     ancestry,
     binds,
     binds_at_import,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from sm120patch.patchkit.cst_helpers import code, find_functions
-from sm120patch.patchkit.decide import decide, find_anchored, helper_import, label, searched, unbound, unbound_sm120
-from sm120patch.patchkit.imports import ImportSite, insert_after
-from sm120patch.patchkit.model import Anchor, Finding, Kind, PatchContext, Releases, State
-from sm120patch.patchkit.sm_terms import clause_terms, clauses_in
+from sm120patch.patcher.kit.cst_helpers import code, find_functions
+from sm120patch.patcher.kit.decide import decide, find_anchored, helper_import, label, searched, unbound, unbound_sm120
+from sm120patch.patcher.kit.imports import ImportSite, insert_after
+from sm120patch.patcher.kit.model import Anchor, Finding, Kind, PatchContext, Releases, State
+from sm120patch.patcher.kit.sm_terms import clause_terms, clauses_in
 
 
 def context(provided: frozenset[str] = frozenset(), undefined: tuple[str, ...] = ()) -> PatchContext:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from sm120patch.patchkit.cst_helpers import without_comment
-from sm120patch.patchkit.imports import find_import_site, insert_after
+from sm120patch.patcher.kit.cst_helpers import without_comment
+from sm120patch.patcher.kit.imports import find_import_site, insert_after
 
 UTILS = ("sglang.srt.utils", "sglang.srt.utils.common")
 NEW = "is_sm120_supported"

@@ -8,7 +8,7 @@ import libcst as cst
 import pytest
 from packaging.version import Version
 
-from sm120patch.patchkit.model import (
+from sm120patch.patcher.kit.model import (
     Anchor,
     Edit,
     Example,
@@ -204,7 +204,7 @@ def test_a_patch_s_doc_is_its_docstring_stripped() -> None:
 def test_an_example_keeps_its_first_line_as_written_after_the_blank_lines() -> None:
     """Only the newlines before the code go: the first line's own text and indentation stay
     (an example may start with a name in capitals, or deeper than the lines after it)."""
-    from sm120patch.patchkit.model import Example, State
+    from sm120patch.patcher.kit.model import Example, State
 
     example = Example("caps", "\n\n    XX_FLAG = 1\n    y = 2\n", state=State.NOT_NEEDED)
     assert example.before == "XX_FLAG = 1\ny = 2\n"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from sm120patch.patchkit.cst_helpers import code
-from sm120patch.patchkit.sm_terms import (
+from sm120patch.patcher.kit.cst_helpers import code
+from sm120patch.patcher.kit.sm_terms import (
     FLAG,
     HELPER,
     PLATFORM,

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from sm120patch.errors import EnvironmentProblem, NotAsAsked
-from sm120patch.patchkit import static_names
-from sm120patch.patchkit.static_names import _exports, _parse, _resolve_relative, _text, defines, module_file
+from sm120patch.sglang import static_names
+from sm120patch.sglang.static_names import _exports, _parse, _resolve_relative, _text, defines, module_file
 
 BROKEN = "\ndef (:\n"  # appended: the file no longer parses
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.locate.tree import InstallKind, SglangTree
-from sm120patch.patchkit.model import State
-from sm120patch.plan.current import mark_skipped
-from sm120patch.plan.types import FilePlan, PatchReport, Plan
-from sm120patch.transaction.state import Manifest
+from sm120patch.patcher.kit.model import State
+from sm120patch.patcher.plan.current import mark_skipped
+from sm120patch.patcher.plan.types import FilePlan, PatchReport, Plan
+from sm120patch.patcher.transaction.state import Manifest
+from sm120patch.sglang.tree import InstallKind, SglangTree
 
 TREE = SglangTree(Path("/site/sglang"), "0.5.11", InstallKind.WHEEL, None, "a test")
 

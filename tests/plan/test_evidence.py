@@ -15,12 +15,12 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from sm120patch.commands.apply import apply as apply_tree
-from sm120patch.locate.tree import from_directory
-from sm120patch.patchkit import static_names
-from sm120patch.patchkit.model import PatchContext, State
-from sm120patch.plan.evidence import _lines_by_statement, _NotUnique, _splice, emit, generate
-from sm120patch.plan.registry import all_patches, provided_for
+from sm120patch.patcher.commands.apply import apply as apply_tree
+from sm120patch.patcher.kit.model import PatchContext, State
+from sm120patch.patcher.plan.evidence import _lines_by_statement, _NotUnique, _splice, emit, generate
+from sm120patch.patcher.plan.registry import all_patches, provided_for
+from sm120patch.sglang import static_names
+from sm120patch.sglang.tree import from_directory
 from tests.support.patch_checks import every_example
 
 
@@ -89,8 +89,8 @@ def test_lines_match_position_provider_on_real_releases(release, version: str) -
 @pytest.mark.slow  # real sglang releases from the package index
 @pytest.mark.parametrize("version", ["0.5.9", "0.5.14", "0.5.23"])
 def test_apply_splices_exactly_what_printing_gives_on_real_releases(release, version: str, monkeypatch) -> None:
-    from sm120patch.plan import evidence
-    from sm120patch.plan.planner import make_plan
+    from sm120patch.patcher.plan import evidence
+    from sm120patch.patcher.plan.planner import make_plan
 
     printed: list[bytes] = []
 
@@ -106,7 +106,7 @@ def test_apply_splices_exactly_what_printing_gives_on_real_releases(release, ver
         return data, lines
 
     monkeypatch.setattr(evidence, "generate", whole_module)
-    monkeypatch.setattr("sm120patch.plan.planner.emit", checked_emit)
+    monkeypatch.setattr("sm120patch.patcher.plan.planner.emit", checked_emit)
     plan = make_plan(from_directory(release(version)), list(all_patches()), change=True)
     assert [f.updated for f in plan.changes] == [p for p in printed if p in {f.updated for f in plan.changes}]
     assert plan.changes

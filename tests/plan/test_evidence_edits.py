@@ -11,8 +11,8 @@ from collections.abc import Callable
 import libcst as cst
 import pytest
 
-from sm120patch.plan import evidence
-from sm120patch.plan.evidence import _changed, emit, generate
+from sm120patch.patcher.plan import evidence
+from sm120patch.patcher.plan.evidence import _changed, emit, generate
 
 SOURCE = """import os
 

@@ -8,10 +8,10 @@ import textwrap
 import libcst as cst
 import pytest
 
-from sm120patch.patchkit import sm_terms
-from sm120patch.plan import gate_sweep
-from sm120patch.plan.fusion_path import KNOWN_GATES
-from sm120patch.plan.gate_sweep import checks_in, on_path, prefiltered
+from sm120patch.patcher.kit import sm_terms
+from sm120patch.patcher.plan import gate_sweep
+from sm120patch.patcher.plan.gate_sweep import checks_in, on_path, prefiltered
+from sm120patch.sglang.fusion_path import KNOWN_GATES
 
 COMM = "srt/layers/flashinfer_comm_fusion.py"
 

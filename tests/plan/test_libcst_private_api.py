@@ -21,7 +21,7 @@ LIBCST = importlib.metadata.version("libcst")
 
 def broken(what: str) -> str:
     return (
-        f"libcst {LIBCST} changed its private code generation API: {what}. sm120patch/plan/evidence.py "
+        f"libcst {LIBCST} changed its private code generation API: {what}. sm120patch/patcher/plan/evidence.py "
         f"relies on it; keep libcst below {LIBCST} in pyproject.toml, or port evidence.py"
     )
 
@@ -106,7 +106,7 @@ def test_record_syntactic_position_keeps_its_signature() -> None:
 
 def test_evidence_lines_agree_with_libcsts_public_position_provider() -> None:
     """The override in evidence.py must see every node where libcst itself says it starts."""
-    from sm120patch.plan.evidence import generate
+    from sm120patch.patcher.plan.evidence import generate
 
     module = cst.parse_module(SOURCE)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)

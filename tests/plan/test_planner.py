@@ -9,10 +9,10 @@ import libcst as cst
 import pytest
 
 from sm120patch.errors import InternalError
-from sm120patch.locate.tree import from_directory
-from sm120patch.patchkit.model import Anchor, Finding, Patch, PatchContext, Releases, State
-from sm120patch.plan.planner import make_plan
-from sm120patch.plan.registry import all_patches, by_id
+from sm120patch.patcher.kit.model import Anchor, Finding, Patch, PatchContext, Releases, State
+from sm120patch.patcher.plan.planner import make_plan
+from sm120patch.patcher.plan.registry import all_patches, by_id
+from sm120patch.sglang.tree import from_directory
 from tests.support.mini_sglang import COMM, FILES, FUSION, write_mini_sglang
 
 PREFLIGHT = "workspace-preflight"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch import patches as patch_package
-from sm120patch.plan.registry import SelectionError, all_patches, select
+from sm120patch.patcher import patches as patch_package
+from sm120patch.patcher.plan.registry import SelectionError, all_patches, select
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -44,7 +44,7 @@ def test_every_patch_has_its_test_file() -> None:
 
 
 FAKE_PATCH = """
-from sm120patch.patchkit.model import Finding, Patch, State
+from sm120patch.patcher.kit.model import Finding, Patch, State
 
 
 class Fake(Patch):
@@ -167,7 +167,7 @@ def test_an_abstract_patch_class_is_not_registered(registry_of: Callable[..., No
     """A shared base class that leaves ``check`` abstract is a helper, not a patch."""
     registry_of(a_real=("real", ()))
     (tmp_path / "b_base.py").write_text(
-        "from sm120patch.patchkit.model import Patch\n\n\nclass Base(Patch):\n    id = 'base'\n"
+        "from sm120patch.patcher.kit.model import Patch\n\n\nclass Base(Patch):\n    id = 'base'\n"
     )
     try:
         assert [p.id for p in all_patches()] == ["real"]
@@ -181,7 +181,7 @@ def test_the_order_is_by_id_where_nothing_requires_another(registry_of: Callable
 
 
 def test_provided_names_are_those_of_every_requirement_transitively() -> None:
-    from sm120patch.plan.registry import by_id, provided_for
+    from sm120patch.patcher.plan.registry import by_id, provided_for
 
     patches = by_id()
     assert provided_for(patches[IMPORT]) == frozenset()

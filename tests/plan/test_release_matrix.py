@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from sm120patch.patchkit.model import Edit, State
-from sm120patch.plan.registry import all_patches
+from sm120patch.patcher.kit.model import Edit, State
+from sm120patch.patcher.plan.registry import all_patches
 from tests.support.patch_checks import ERAS
 from tests.support.realtrees import run_cycle
 

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from sm120patch.locate import flashinfer
-from sm120patch.locate.tree import from_directory
-from sm120patch.plan import releases
+from sm120patch.sglang import flashinfer, releases
+from sm120patch.sglang.tree import from_directory
 from tests.support.mini_sglang import FILES, FUSION, write_mini_sglang
 
 EFFECT = "sglang 0.5.9 creates FlashInfer's workspace inside CUDA-graph capture with no fallback"
@@ -113,8 +112,8 @@ def test_the_release_code_is_read_only_for_a_warning(
 ) -> None:
     """verify and apply read the fusion module with ``ast`` (startup_risk) only to say what a
     warning would mean: a FlashInfer with the kernel costs no parse."""
-    from sm120patch.commands.common import fused_path_warnings
-    from sm120patch.plan import startup_risk
+    from sm120patch.patcher.commands.common import fused_path_warnings
+    from sm120patch.sglang import startup_risk
 
     read: list[bytes] = []
     monkeypatch.setattr(startup_risk, "missing_kernel_effect", read.append)

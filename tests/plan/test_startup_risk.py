@@ -19,7 +19,7 @@ error end the server or catches it and runs unfused:
   fused call, ``flashinfer_allreduce_residual_rmsnorm``, as the RMSNorm layer does (the layer
   has no ``try`` either: a (None, None) answer makes it run the unfused norm).
 
-The fast tier checks ``sm120patch.plan.startup_risk.missing_kernel_effect`` on hand-written shapes;
+The fast tier checks ``sm120patch.sglang.startup_risk.missing_kernel_effect`` on hand-written shapes;
 the slow tier checks that its reading of each release agrees with what the execution shows.
 """
 
@@ -37,8 +37,8 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from sm120patch.plan.releases import ALL_RELEASES
-from sm120patch.plan.startup_risk import Effect, effect_sentence, missing_kernel_effect
+from sm120patch.sglang.releases import ALL_RELEASES
+from sm120patch.sglang.startup_risk import Effect, effect_sentence, missing_kernel_effect
 from tests.support.cli import apply_all
 from tests.support.realtrees import installed_release
 from tests.support.sglang_exec import FakeCudaDriver, FakeTorch, installed_modules, release_platform, release_utils

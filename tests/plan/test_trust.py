@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from sm120patch.locate.tree import SglangTree, from_directory
-from sm120patch.patchkit.model import State
-from sm120patch.plan import trust
-from sm120patch.plan.types import Plan
-from sm120patch.transaction.state import StateDir
+from sm120patch.patcher.kit.model import State
+from sm120patch.patcher.plan import trust
+from sm120patch.patcher.plan.types import Plan
+from sm120patch.patcher.transaction.state import StateDir
+from sm120patch.sglang.tree import SglangTree, from_directory
 from tests.support.cli import jrun, modules_loaded_by, run
 from tests.support.mini_sglang import COMM, FILES, FUSION, SERVER_ARGS
 from tests.support.realtrees import sha256

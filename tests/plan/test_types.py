@@ -3,8 +3,8 @@ verify shows for a file it trusts by hash, so every field must come back."""
 
 from __future__ import annotations
 
-from sm120patch.patchkit.model import State
-from sm120patch.plan.types import Evidence, PatchReport
+from sm120patch.patcher.kit.model import State
+from sm120patch.patcher.plan.types import Evidence, PatchReport
 
 
 def test_a_report_comes_back_from_its_json_as_the_file_stands_after_the_change() -> None:

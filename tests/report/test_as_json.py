@@ -10,15 +10,18 @@ import pytest
 
 from sm120patch import __version__
 from sm120patch.doctor.findings import DoctorReport, HostFinding, Severity
-from sm120patch.doctor.gpus import Gpu
-from sm120patch.doctor.runtime import RuntimeCheck, TorchImport
+from sm120patch.doctor.render import doctor_json
 from sm120patch.errors import ExitCode
-from sm120patch.locate.tree import InstallKind, SglangTree
-from sm120patch.patchkit.model import State
-from sm120patch.plan.registry import all_patches
-from sm120patch.plan.types import Evidence, FilePlan, PatchReport, Plan
-from sm120patch.report.as_json import doctor_json, error_json, print_json, to_json, tree_json
-from sm120patch.report.outcome import CheckedBy, Command, FileStatus, Outcome, Recorded, StateSummary
+from sm120patch.output.console import error_json, print_json
+from sm120patch.patcher.kit.model import State
+from sm120patch.patcher.outcome import CheckedBy, Command, FileStatus, Outcome, Recorded, StateSummary
+from sm120patch.patcher.plan.registry import all_patches
+from sm120patch.patcher.plan.types import Evidence, FilePlan, PatchReport, Plan
+from sm120patch.patcher.render.as_json import to_json
+from sm120patch.patcher.runtime import RuntimeCheck, TorchImport
+from sm120patch.runner.gpus import Gpu
+from sm120patch.sglang.releases import tree_json
+from sm120patch.sglang.tree import InstallKind, SglangTree
 from tests.support.fakes import fake_flashinfer
 
 PACKAGE = Path("/site/sglang")

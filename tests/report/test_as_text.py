@@ -17,14 +17,17 @@ from typing import Any
 import pytest
 
 from sm120patch.doctor.findings import DoctorReport, HostFinding, Severity
-from sm120patch.doctor.runtime import ModuleImport, RuntimeCheck, SglangImport, Sm120Probe, TorchImport
+from sm120patch.doctor.render import render_doctor
 from sm120patch.errors import ExitCode
-from sm120patch.locate.tree import InstallKind, SglangTree, from_directory
-from sm120patch.patchkit.model import State
-from sm120patch.plan.types import Evidence, FilePlan, PatchReport, Plan
-from sm120patch.report import as_text
-from sm120patch.report.as_text import StatusLine, print_diff, render, render_doctor
-from sm120patch.report.outcome import Command, FileStatus, Outcome, Recorded
+from sm120patch.output.console import StatusLine
+from sm120patch.patcher.kit.model import State
+from sm120patch.patcher.outcome import Command, FileStatus, Outcome, Recorded
+from sm120patch.patcher.plan.types import Evidence, FilePlan, PatchReport, Plan
+from sm120patch.output import console
+from sm120patch.patcher.render import as_text
+from sm120patch.patcher.render.as_text import print_diff, render
+from sm120patch.patcher.runtime import ModuleImport, RuntimeCheck, SglangImport, Sm120Probe, TorchImport
+from sm120patch.sglang.tree import InstallKind, SglangTree, from_directory
 
 PACKAGE = Path("/site/sglang")
 HEADER = "sglang 0.5.11  /site/sglang  [wheel]"
@@ -658,13 +661,13 @@ def test_doctor_in_colour(capsys: pytest.CaptureFixture[str], colour: None) -> N
 
 
 def test_an_error_is_one_line_however_long_and_spelled_out(capsys: pytest.CaptureFixture[str]) -> None:
-    as_text.error(f"cannot write {LONG} \x1b[31m")
+    console.error(f"cannot write {LONG} \x1b[31m")
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == f"error: cannot write {LONG} \\x1b[31m\n"
 
 
 def test_an_error_in_colour(capsys: pytest.CaptureFixture[str], colour: None) -> None:
-    as_text.error("no")
+    console.error("no")
     assert capsys.readouterr().err == "\x1b[1;31merror: \x1b[0mno\n"
 
 
@@ -719,7 +722,7 @@ class StandInStatus:
 
 
 class StandInConsole:
-    """A stand-in for ``as_text.console()`` whose ``status`` is a ``StandInStatus``."""
+    """A stand-in for ``console.console()`` whose ``status`` is a ``StandInStatus``."""
 
     def __init__(self, calls: list[tuple[str, object]]) -> None:
         self.calls = calls
@@ -730,7 +733,7 @@ class StandInConsole:
 
 def test_a_status_line_shows_the_first_text_then_each_update(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, object]] = []
-    monkeypatch.setattr(as_text, "console", lambda: StandInConsole(calls))
+    monkeypatch.setattr(console, "console", lambda: StandInConsole(calls))
     with StatusLine(True, "asking for GPUs") as status:
         status.update("measuring tokens=1 (1/3)")
     assert calls == [
@@ -743,13 +746,13 @@ def test_a_status_line_shows_the_first_text_then_each_update(monkeypatch: pytest
 
 def test_no_status_line_off_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, object]] = []
-    monkeypatch.setattr(as_text, "console", lambda: StandInConsole(calls))
+    monkeypatch.setattr(console, "console", lambda: StandInConsole(calls))
     with StatusLine(False, "asking for GPUs") as status:
         status.update("measuring")
     assert calls == []
 
 
 def test_the_console_writes_to_stderr_unhighlighted() -> None:
-    out = as_text.console()
+    out = console.console()
     assert out.file is sys.stderr
     assert out.render_str("0.5.11 at /tmp 'x'").spans == []  # no repr highlighting of numbers or paths

@@ -7,7 +7,7 @@ import re
 import pytest
 from hypothesis import strategies as st
 
-from sm120patch.report.diff import unified_diff
+from sm120patch.patcher.render.diff import unified_diff
 from tests.support.properties import fast_and_slow
 
 HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from sm120patch.patchkit.model import Anchor, Edit, Kind, Releases, State
-from sm120patch.plan import registry
-from sm120patch.report.docs import patch_table_markdown, plain, render_docs
+from sm120patch.patcher.kit.model import Anchor, Edit, Kind, Releases, State
+from sm120patch.patcher.plan import registry
+from sm120patch.patcher.render.docs import patch_table_markdown, plain, render_docs
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

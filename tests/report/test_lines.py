@@ -9,7 +9,7 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
-from sm120patch.report.lines import MIN_ROOM, put, wrap
+from sm120patch.output.lines import MIN_ROOM, put, wrap
 from tests.support.properties import fast_and_slow
 
 PATH = "/opt/conda/envs/serve/lib/python3.11/site-packages/sglang/srt/layers/communicator.py"

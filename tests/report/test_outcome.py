@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from sm120patch.errors import ExitCode
-from sm120patch.locate.tree import InstallKind, SglangTree
-from sm120patch.report.outcome import CheckedBy, Command, FileStatus, Outcome, Recorded, StateSummary
+from sm120patch.patcher.outcome import CheckedBy, Command, FileStatus, Outcome, Recorded, StateSummary
+from sm120patch.sglang.tree import InstallKind, SglangTree
 
 TREE = SglangTree(Path("/site/sglang"), "0.5.11", InstallKind.WHEEL, None, "a test")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.report.as_text import printable
+from sm120patch.output.console import printable
 from tests.support.cli import run
 
 RED = "\x1b[31mboom\x1b[0m\x07"

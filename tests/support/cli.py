@@ -22,12 +22,12 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from sm120patch.cli import main
-from sm120patch.commands.apply import apply as apply_command
-from sm120patch.commands.revert import revert as revert_command
-from sm120patch.commands.verify import verify as verify_command
-from sm120patch.locate.tree import from_directory
-from sm120patch.plan.registry import all_patches
-from sm120patch.report.outcome import Outcome
+from sm120patch.patcher.commands.apply import apply as apply_command
+from sm120patch.patcher.commands.revert import revert as revert_command
+from sm120patch.patcher.commands.verify import verify as verify_command
+from sm120patch.patcher.outcome import Outcome
+from sm120patch.patcher.plan.registry import all_patches
+from sm120patch.sglang.tree import from_directory
 from tests.support.realtrees import sha256
 
 

@@ -17,7 +17,7 @@ import sys
 from collections import Counter
 
 from sm120patch.cli import main
-from sm120patch.transaction import fsutil
+from sm120patch.patcher.transaction import fsutil
 
 
 def install(spec: str) -> None:

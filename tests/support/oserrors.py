@@ -33,7 +33,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sm120patch.transaction import fsutil
+from sm120patch.patcher.transaction import fsutil
 
 #: The audit events that touch a path (the path is their first argument).
 PATH_EVENTS = frozenset(

@@ -16,15 +16,15 @@ import libcst as cst
 import pytest
 from hypothesis import strategies as st
 
-from sm120patch.patchkit.layout import ADD_NORM, COMM_FUSION, COMMUNICATOR, OVERRIDES, SERVER_ARGS
-from sm120patch.patchkit.model import Edit, Example, Patch, PatchContext, State
-from sm120patch.plan.evidence import generate
-from sm120patch.plan.registry import all_patches, by_id, provided_for
+from sm120patch.patcher.kit.model import Edit, Example, Patch, PatchContext, State
+from sm120patch.patcher.plan.evidence import generate
+from sm120patch.patcher.plan.registry import all_patches, by_id, provided_for
+from sm120patch.sglang.layout import ADD_NORM, COMM_FUSION, COMMUNICATOR, OVERRIDES, SERVER_ARGS
 
 #: One release of each era E8 - E17 of the research on sglang's releases.
 ERAS = ["0.5.4", "0.5.5", "0.5.6.post2", "0.5.7", "0.5.12.post1", "0.5.14", "0.5.18", "0.5.20", "0.5.21", "0.5.23"]
 
-#: Every file a patch may look in (sm120patch.patchkit.layout).
+#: Every file a patch may look in (sm120patch.sglang.layout).
 LAYOUT_FILES = {COMMUNICATOR, ADD_NORM, SERVER_ARGS, OVERRIDES, COMM_FUSION}
 
 

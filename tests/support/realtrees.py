@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from sm120patch.commands.demo import fetch, fetch_wheel, wheel_cache
+from sm120patch.patcher.commands.demo import fetch, fetch_wheel, wheel_cache
 
 TREES = Path(os.environ.get("SM120PATCH_TREE_CACHE") or wheel_cache().parent / "trees")
 
@@ -219,11 +219,11 @@ def run_cycle(package: Path, after_apply: Callable[[dict[str, bytes]], None] | N
     tree is patched, for behavioural checks.  Returns what happened (per-patch states,
     files written, the verdict); raises AssertionError on anything that is not as it must be.
     """
-    from sm120patch.commands.apply import apply as apply_tree
-    from sm120patch.commands.revert import revert as revert_tree
-    from sm120patch.commands.verify import verify as verify_tree
-    from sm120patch.locate.tree import from_directory
-    from sm120patch.plan.registry import all_patches
+    from sm120patch.patcher.commands.apply import apply as apply_tree
+    from sm120patch.patcher.commands.revert import revert as revert_tree
+    from sm120patch.patcher.commands.verify import verify as verify_tree
+    from sm120patch.patcher.plan.registry import all_patches
+    from sm120patch.sglang.tree import from_directory
 
     tree = from_directory(package)
     originals = _py_files(package)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.commands.demo import fetch_wheel
-from sm120patch.locate.tree import locate
-from sm120patch.patchkit.layout import COMMUNICATOR as COMM
-from sm120patch.plan.planner import make_plan
-from sm120patch.plan.registry import all_patches
+from sm120patch.patcher.commands.demo import fetch_wheel
+from sm120patch.patcher.plan.planner import make_plan
+from sm120patch.patcher.plan.registry import all_patches
+from sm120patch.runner.locate import locate
+from sm120patch.sglang.layout import COMMUNICATOR as COMM
 from tests.support.cli import jrun_process, run_process
 from tests.support.realtrees import pip_install_into, record_hashes, serving_env, sha256
 
@@ -85,7 +85,7 @@ def test_apply_waits_for_a_live_holder_then_finds_the_tree_patched(release) -> N
     time.sleep(1.5)
     assert waiting.poll() is None  # blocked on the lock, not failed
     # Meanwhile "another rank" patches the tree under the lock we hold.
-    from sm120patch.locate.tree import from_directory
+    from sm120patch.sglang.tree import from_directory
 
     tree = from_directory(package)
     plan = make_plan(tree, list(all_patches()), change=True)

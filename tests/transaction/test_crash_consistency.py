@@ -32,12 +32,12 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.commands.apply import apply
-from sm120patch.commands.revert import revert
 from sm120patch.errors import ToolError
-from sm120patch.locate.tree import from_directory
-from sm120patch.plan.registry import all_patches
-from sm120patch.transaction import fsutil
+from sm120patch.patcher.commands.apply import apply
+from sm120patch.patcher.commands.revert import revert
+from sm120patch.patcher.plan.registry import all_patches
+from sm120patch.patcher.transaction import fsutil
+from sm120patch.sglang.tree import from_directory
 from tests.support.mini_sglang import write_mini_sglang
 from tests.support.shared_store import linked_site, store_digest
 

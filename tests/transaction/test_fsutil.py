@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.transaction import fsutil
-from sm120patch.transaction.fsutil import (
+from sm120patch.patcher.transaction import fsutil
+from sm120patch.patcher.transaction.fsutil import (
     TEMP_SUFFIX,
     Op,
     atomic_write,

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from sm120patch.errors import EnvironmentProblem, NotAsAsked
-from sm120patch.transaction import fsutil, journal
-from sm120patch.transaction.fsutil import TEMP_SUFFIX, sha256
-from sm120patch.transaction.journal import (
+from sm120patch.patcher.transaction import fsutil, journal
+from sm120patch.patcher.transaction.fsutil import TEMP_SUFFIX, sha256
+from sm120patch.patcher.transaction.journal import (
     Change,
     Entry,
     Journal,
@@ -32,7 +32,7 @@ from sm120patch.transaction.journal import (
     stage,
     unchanged,
 )
-from sm120patch.transaction.state import FileRecord, Manifest, StateDir
+from sm120patch.patcher.transaction.state import FileRecord, Manifest, StateDir
 
 A, B = "srt/layers/communicator.py", "srt/server_args.py"
 ORIGINAL = {A: b"communicator = 1\n", B: b"server_args = 1\n"}

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from sm120patch.errors import EnvironmentProblem, NotAsAsked
-from sm120patch.transaction import links
-from sm120patch.transaction.fsutil import sha256
-from sm120patch.transaction.journal import Entry, Journal, Op, _finish
-from sm120patch.transaction.state import StateDir
+from sm120patch.patcher.transaction import links
+from sm120patch.patcher.transaction.fsutil import sha256
+from sm120patch.patcher.transaction.journal import Entry, Journal, Op, _finish
+from sm120patch.patcher.transaction.state import StateDir
 
 
 @pytest.fixture

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from sm120patch.errors import EnvironmentProblem
-from sm120patch.patchkit.model import State
-from sm120patch.plan.trust import CheckedFile
-from sm120patch.plan.types import Evidence, PatchReport
-from sm120patch.transaction.fsutil import sha256
-from sm120patch.transaction.journal import Change, Entry, Journal, Op, stage, unchanged
-from sm120patch.transaction.state import FileRecord, Manifest, StateDir
+from sm120patch.patcher.kit.model import State
+from sm120patch.patcher.plan.trust import CheckedFile
+from sm120patch.patcher.plan.types import Evidence, PatchReport
+from sm120patch.patcher.transaction.fsutil import sha256
+from sm120patch.patcher.transaction.journal import Change, Entry, Journal, Op, stage, unchanged
+from sm120patch.patcher.transaction.state import FileRecord, Manifest, StateDir
 
 COMM = "srt/layers/communicator.py"
 

@@ -17,10 +17,10 @@ import pytest
 
 from sm120patch import __version__
 from sm120patch.errors import EnvironmentProblem
-from sm120patch.transaction import fsutil
-from sm120patch.transaction import state as state_module
-from sm120patch.transaction.fsutil import Op
-from sm120patch.transaction.state import FileRecord, Manifest, StateDir
+from sm120patch.patcher.transaction import fsutil
+from sm120patch.patcher.transaction import state as state_module
+from sm120patch.patcher.transaction.fsutil import Op
+from sm120patch.patcher.transaction.state import FileRecord, Manifest, StateDir
 
 NOW = time.gmtime(1793527200)  # 2026-11-01 10:00:00 UTC
 STAMP = "20261101T100000"  # NOW as a stale folder names it

@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from sm120patch.bench.remote import bench_rank, server_hook, server_probe
 from sm120patch.bench.server import config, counter, launch, parse
 from sm120patch.bench.server.flags import Flags, choose
 from sm120patch.bench.server.verdict import Row, Verdict, judge, no_verdict
 from sm120patch.errors import EnvironmentProblem, ExitCode
-from sm120patch.probes import ProbeError, bench_rank, run_script, server_hook, server_probe
+from sm120patch.runner import ProbeError, run_script
 
 MODULES = (("benchmark/one_batch.py", "sglang.benchmark.one_batch"), ("bench_one_batch.py", "sglang.bench_one_batch"))
 DTYPE_ARG = {"bf16": "bfloat16", "fp16": "float16"}

@@ -16,10 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-BACKEND = "--flashinfer-allreduce-fusion-backend"  # 0.5.14+
-ENABLE = "--enable-flashinfer-allreduce-fusion"  # up to 0.5.13 (deprecated alias of auto after)
-HATCH = "--enforce-disable-flashinfer-allreduce-fusion"  # 0.5.13+
-BACKEND_VALUE = "trtllm"
+from sm120patch.sglang.options import BACKEND, BACKEND_VALUE, ENABLE, HATCH
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from sm120patch.bench import launch as rank_launch
 from sm120patch.bench.server import parse
-from sm120patch.probes import leave_ctrl_c_to_the_main_thread, start_recorded
+from sm120patch.runner import leave_ctrl_c_to_the_main_thread, start_recorded
+from sm120patch.runner import ranks as rank_launch
 
 STARTING = "starting (importing sglang)"
 #: Phases that may take a multiple of --timeout: JIT builds of FlashInfer / sgl-kernel modules.

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from sm120patch.bench.kernel.verdict import Compare, compare
 from sm120patch.bench.server.flags import Flags
-from sm120patch.bench.verdict import Compare, compare
 
 NOISE_FLOOR_PCT = 1.0
 SINGLE_RUN_PCT = 3.0

@@ -10,8 +10,9 @@ from typing import Any
 
 from sm120patch.bench.server import config, driver, parse
 from sm120patch.bench.server.counter import Calls, Counts
-from sm120patch.bench.server.flags import BACKEND, HATCH, Flags
+from sm120patch.bench.server.flags import Flags
 from sm120patch.bench.server.verdict import Row, Verdict, judge, no_verdict
+from sm120patch.sglang.options import BACKEND, HATCH
 
 PYTHON = "/opt/venv/bin/python"
 PACKAGE = Path("/site/sglang")

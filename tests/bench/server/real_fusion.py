@@ -28,7 +28,7 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-from sm120patch.probes import server_hook
+from sm120patch.bench.remote import server_hook
 
 FAKE_DRIVER = '''\
 """FakeCudaDriver: cuda.bindings.driver on one GPU, for sm120patch's tests."""

@@ -15,19 +15,20 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from sm120patch.bench import measure
-from sm120patch.bench.launch import RankFailure
-from sm120patch.bench.mirror import read_call
+from sm120patch.bench.kernel import measure
+from sm120patch.bench.server import command as bench_server
 from sm120patch.bench.server import driver, render
-from sm120patch.bench.server.flags import BACKEND, ENABLE, HATCH
-from sm120patch.commands import bench_server
 from sm120patch.errors import EnvironmentProblem
-from sm120patch.locate.tree import from_directory
+from sm120patch.runner.ranks import RankFailure
+from sm120patch.sglang.fusion_call import read_call
+from sm120patch.sglang.options import BACKEND, ENABLE, HATCH
+from sm120patch.sglang.tree import from_directory
 from tests.bench.fakes import StatusRecorder, Terminal
 from tests.bench.server.fakes import fake_server_site
 from tests.bench.server.hand import result
 from tests.bench.test_render import result as kernel_result
 from tests.support.cli import run
+from sm120patch.sglang.options import pcie_ipc_option
 
 
 @pytest.mark.parametrize("name", bench_server.KERNEL_ONLY)
@@ -315,7 +316,7 @@ def test_the_kernel_bench_beside_measures_the_decode_sizes(tmp_path: Path, monke
         "fp16",
         33.0,
     )
-    assert settings.pcie_ipc is tree.pcie_ipc_option
+    assert settings.pcie_ipc is pcie_ipc_option(tree)
     assert kwargs == {"sglang_version": "0.5.14"}
     assert hatch == f"`{HATCH}` / `sm120patch apply --skip server-args-auto-enable`"
     assert call == read_call(tree.package_dir, "0.5.14")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from sm120patch.bench.server import driver
-from sm120patch.bench.server.flags import BACKEND, ENABLE, HATCH
+from sm120patch.sglang.options import BACKEND, ENABLE, HATCH
 from tests.bench.server.fakes import fake_server_site
 from tests.support.cli import run
 

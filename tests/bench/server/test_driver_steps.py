@@ -13,12 +13,14 @@ from typing import Any, TextIO
 
 import pytest
 
+from sm120patch.bench.remote import bench_rank, server_hook
 from sm120patch.bench.server import driver, launch
 from sm120patch.bench.server.counter import Calls, Counts
-from sm120patch.bench.server.flags import BACKEND, ENABLE, HATCH, Flags
+from sm120patch.bench.server.flags import Flags
 from sm120patch.bench.server.verdict import Kind, Row
 from sm120patch.errors import EnvironmentProblem, ExitCode
-from sm120patch.probes import ProbeError, bench_rank, server_hook
+from sm120patch.runner import ProbeError
+from sm120patch.sglang.options import BACKEND, ENABLE, HATCH
 from tests.bench.server.hand import FLAGS, MODEL, PACKAGE, PYTHON, fused, measurement, result, run, settings
 
 NO_HATCH = Flags((ENABLE,), ())

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sm120patch.bench.server.flags import BACKEND, BACKEND_VALUE, ENABLE, HATCH, Flags, choose
+from sm120patch.bench.server.flags import Flags, choose
+from sm120patch.sglang.options import BACKEND, BACKEND_VALUE, ENABLE, HATCH
 
 
 def test_the_option_names_are_sglangs() -> None:

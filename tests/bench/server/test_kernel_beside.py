@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sm120patch.commands.bench_server import _kernel_json, kernel_beside
+from sm120patch.bench.server.command import _kernel_json, kernel_beside
 from tests.bench.server.fakes import fake_server_site
 from tests.bench.server.test_driver import FAST
 from tests.bench.test_render import SGLANG, result
@@ -56,18 +56,21 @@ def test_the_kernel_bench_gets_the_servers_settings_and_the_releases_options(
 ) -> None:
     """FakeKernelBench (``measure.run``): the ranks on the GPUs, recorded instead of started;
     the release's code is read by stand-ins for ``read_call`` and ``release_options``."""
-    from sm120patch.bench import measure, mirror
-    from sm120patch.commands.bench import keep_off
-    from sm120patch.doctor import launch as doctor
+    from sm120patch.bench.kernel import measure
+    from sm120patch.bench.kernel.command import keep_off
+    from sm120patch.sglang import options
+    from sm120patch.sglang import fusion_call as mirror
 
     asked: list[tuple] = []
     monkeypatch.setattr(measure, "run", lambda *args, **kwargs: asked.append((args, kwargs)) or "figures")
     monkeypatch.setattr(mirror, "read_call", lambda package_dir, version: ("call of", package_dir, version))
     # a release without the escape hatch (before 0.5.13): not the default advice
-    monkeypatch.setattr(doctor, "release_options", lambda tree: {"--enable-flashinfer-allreduce-fusion"})
+    monkeypatch.setattr(options, "release_options", lambda tree: {"--enable-flashinfer-allreduce-fusion"})
     settings = SimpleNamespace(tp=2, batch_sizes=(1, 64, 4096), python="/srv/env/bin/python", dtype="fp16", timeout=7.0)
     server = SimpleNamespace(settings=settings, model=SimpleNamespace(hidden=5120))
-    tree = SimpleNamespace(pcie_ipc_option=True, package_dir=tmp_path, version="0.5.23")
+    (tmp_path / options.PCIE_IPC_MODULE).parent.mkdir(parents=True)
+    (tmp_path / options.PCIE_IPC_MODULE).write_text("# 0.5.23's PCIe-IPC allreduce\n")
+    tree = SimpleNamespace(package_dir=tmp_path, version="0.5.23")
     said: list[str] = []
     assert kernel_beside(server, tree, said.append) == "figures"
     [(args, kwargs)] = asked

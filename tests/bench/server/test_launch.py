@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from sm120patch.bench.remote import server_hook
 from sm120patch.bench.server import launch
 from sm120patch.bench.server.driver import probe_env, run_env
-from sm120patch.probes import server_hook
 from tests.bench.server.fakes import fake_server_site
 
 

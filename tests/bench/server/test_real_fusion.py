@@ -11,7 +11,8 @@ import pytest
 
 from sm120patch.bench.server import counter, parse
 from sm120patch.bench.server.driver import Run, _check
-from sm120patch.bench.server.flags import ENABLE, HATCH, choose
+from sm120patch.bench.server.flags import choose
+from sm120patch.sglang.options import ENABLE, HATCH
 from tests.bench.server.real_fusion import check_source_names, run_real_fusion
 
 pytestmark = pytest.mark.slow

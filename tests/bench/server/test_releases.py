@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from sm120patch.bench.server import driver, parse
-from sm120patch.bench.server.flags import BACKEND, ENABLE, HATCH, choose
-from sm120patch.doctor.launch import release_options
-from sm120patch.locate.tree import from_directory
+from sm120patch.bench.server.flags import choose
+from sm120patch.sglang.options import BACKEND, ENABLE, HATCH, release_options
+from sm120patch.sglang.tree import from_directory
 
 pytestmark = pytest.mark.slow
 RELEASES = ["0.5.9", "0.5.13", "0.5.14", "0.5.15", "0.5.23"]

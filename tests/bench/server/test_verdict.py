@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sm120patch.bench.server.flags import BACKEND, ENABLE, HATCH, choose
+from sm120patch.bench.server.flags import choose
 from sm120patch.bench.server.verdict import (
     NOISE_FLOOR_PCT,
     SINGLE_RUN_PCT,
@@ -15,6 +15,7 @@ from sm120patch.bench.server.verdict import (
     judge,
     no_verdict,
 )
+from sm120patch.sglang.options import BACKEND, ENABLE, HATCH
 
 FLAGS = choose({BACKEND, ENABLE, HATCH})
 assert FLAGS is not None

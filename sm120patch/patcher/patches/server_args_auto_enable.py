@@ -1,0 +1,456 @@
+"""server-args-auto-enable: let the model auto-enable of fusion consider SM12x."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+import libcst as cst
+
+from sm120patch.patcher.kit.cst_helpers import iter_children, walk
+from sm120patch.patcher.kit.decide import decide, find_anchored, label, searched
+from sm120patch.sglang.layout import OVERRIDES, SERVER_ARGS
+from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, State
+from sm120patch.patcher.kit.sm_terms import Clause, admits_sm12x, clauses_in_test, describe
+
+FUSION_FIELDS = ("enable_flashinfer_allreduce_fusion", "flashinfer_allreduce_fusion_backend")
+SERVER_ARGS_CLASS = "ServerArgs"
+ADJUSTMENTS = "_handle_model_specific_adjustments"
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+def _dict_keys(node: cst.Dict) -> list[str | None]:
+    keys: list[str | None] = []
+    for element in node.elements:
+        if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString):
+            keys.append(ast.literal_eval(element.key.value))
+        else:
+            keys.append(None)
+    return keys
+
+
+def _turns_fusion_on(node: cst.CSTNode) -> bool:
+    """``self.enable_flashinfer_allreduce_fusion = True``, ``...backend = "auto"`` or
+    ``return {"flashinfer_allreduce_fusion_backend": backend}``."""
+    if isinstance(node, cst.Assign):
+        for target in node.targets:
+            attr = target.target
+            if isinstance(attr, cst.Attribute) and attr.attr.value in FUSION_FIELDS:
+                if attr.attr.value == FUSION_FIELDS[0]:
+                    return isinstance(node.value, cst.Name) and node.value.value == "True"
+                return not _is_none(node.value)
+    if isinstance(node, cst.Return) and isinstance(node.value, cst.Dict):
+        return any(
+            key == FUSION_FIELDS[1] and not _is_none(element.value)
+            for key, element in zip(_dict_keys(node.value), node.value.elements, strict=False)
+        )
+    return False
+
+
+def _enables(node: cst.CSTNode, chain: tuple[cst.If, ...] = ()) -> Iterator[tuple[cst.If, ...]]:
+    """For each statement that turns fusion on, the ``if`` statements it sits in."""
+    if _turns_fusion_on(node):
+        yield chain
+        return
+    if isinstance(node, cst.If):
+        yield from _enables(node.body, (*chain, node))
+        if node.orelse is not None:  # an elif/else body does not run under this test
+            yield from _enables(node.orelse, chain)
+        return
+    for child in iter_children(node):
+        yield from _enables(child, chain)
+
+
+def _only_fusion(body: cst.CSTNode) -> bool:
+    """Whether a block decides nothing but fusion (no other ``self.x =`` or returned key)."""
+    for node in walk(body):
+        if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, cst.Attribute) and target.attr.value not in FUSION_FIELDS:
+                    return False
+        if (
+            isinstance(node, cst.Return)
+            and isinstance(node.value, cst.Dict)
+            and any(key not in FUSION_FIELDS for key in _dict_keys(node.value))
+        ):
+            return False
+    return True
+
+
+class ServerArgsAutoEnable(Patch):
+    """Widen the SM clause of the ``if`` that auto-enables fusion for supported models.
+
+    Why: for DeepSeek-V3, GLM-4.x MoE, Qwen3 MoE, GPT-OSS, Kimi K2.5 and others sglang
+    turns fusion on by itself when ``(is_sm90_supported() or is_sm100_supported())``.  On
+    SM12x it never does, so users had to know the flag.  Only the SM clause of an ``if``
+    whose body does nothing but turn fusion on is widened; other clauses in the same test
+    (``(self.nnodes == 1 or is_sm100_supported())``, the multi-node MNNVL choice) and every
+    other SM100 check in the file stay as they are.  Blocks that also pick SM100-only
+    kernels (the DeepSeek blocks of 0.5.3.post2 - 0.5.6) are left alone.  Where upstream
+    already admits SM12x (``is_blackwell_supported()``: GPT-OSS in 0.5.4.post2 - 0.5.6,
+    every model in 0.5.7) the patch is not needed.  ``is_sm120_supported`` is imported
+    where the file lacks it.
+
+    Upstream measured a regression at TP4 on PCIe (sglang#32330): ``apply --skip
+    server-args-auto-enable`` keeps fusion opt-in.
+    Remove when: upstream auto-enables on SM12x (no release does, through 0.5.23).
+    """
+
+    id = "server-args-auto-enable"
+    summary = "widen the model auto-enable's SM clause with is_sm120_supported()"
+    edits = Edit.OR_TERM
+    anchors = (
+        Anchor(
+            OVERRIDES,
+            "_flashinfer_allreduce_fusion_auto_enable",
+            Releases("0.5.15"),
+            note="returns {'flashinfer_allreduce_fusion_backend': 'auto'}",
+        ),
+        Anchor(SERVER_ARGS, ADJUSTMENTS, Releases("0.5.8", "0.5.14"), cls=SERVER_ARGS_CLASS),
+        Anchor(
+            SERVER_ARGS,
+            ADJUSTMENTS,
+            Releases("0.5.4.post2", "0.5.7"),
+            cls=SERVER_ARGS_CLASS,
+            expect=State.NOT_NEEDED,
+            note="is_blackwell_supported() already admits SM12x",
+        ),
+        Anchor(
+            SERVER_ARGS,
+            ADJUSTMENTS,
+            Releases("0.5.4", "0.5.4.post1"),
+            cls=SERVER_ARGS_CLASS,
+            note="GPT-OSS `if is_sm100_supported():`; the DeepSeek block is left alone",
+        ),
+    )
+    examples = (
+        Example(
+            "server_args.py, helper spelling, import added (0.5.8 - 0.5.13)",
+            """
+            from sglang.srt.utils.common import is_sm90_supported, is_sm100_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if (
+                        not self.enable_flashinfer_allreduce_fusion
+                        and (is_sm90_supported() or is_sm100_supported())
+                        and self.nnodes == 1
+                    ):
+                        self.enable_flashinfer_allreduce_fusion = True
+                    if is_sm100_supported():
+                        self.attention_backend = 'trtllm_mha'
+            """,
+            after="""
+            from sglang.srt.utils.common import is_sm90_supported, is_sm100_supported, is_sm120_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if (
+                        not self.enable_flashinfer_allreduce_fusion
+                        and (is_sm90_supported() or is_sm100_supported() or is_sm120_supported())
+                        and self.nnodes == 1
+                    ):
+                        self.enable_flashinfer_allreduce_fusion = True
+                    if is_sm100_supported():
+                        self.attention_backend = 'trtllm_mha'
+            """,
+            detail=(
+                "ServerArgs._handle_model_specific_adjustments: will widen (is_sm90_supported() or"
+                " is_sm100_supported()) with is_sm120_supported() and import is_sm120_supported from"
+                " sglang.srt.utils.common"
+            ),
+            evidence=(6,),
+        ),
+        Example(
+            "overrides.py, platform spelling; the multi-node clause stays (0.5.19+)",
+            """
+            def _flashinfer_allreduce_fusion_auto_enable(view):
+                if (
+                    view.flashinfer_allreduce_fusion_backend is None
+                    and (get_platform().is_sm90 or get_platform().is_sm100)
+                    and (view.nnodes == 1 or get_platform().is_sm100)
+                ):
+                    return {'flashinfer_allreduce_fusion_backend': 'auto'}
+                return {}
+            """,
+            after="""
+            def _flashinfer_allreduce_fusion_auto_enable(view):
+                if (
+                    view.flashinfer_allreduce_fusion_backend is None
+                    and (get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120)
+                    and (view.nnodes == 1 or get_platform().is_sm100)
+                ):
+                    return {'flashinfer_allreduce_fusion_backend': 'auto'}
+                return {}
+            """,
+        ),
+        Example(
+            "a bare helper call as the whole test (GPT-OSS, 0.5.4)",
+            """
+            from sglang.srt.utils import is_sm100_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if is_sm100_supported():
+                        if not self.enable_dp_attention:
+                            self.enable_flashinfer_allreduce_fusion = True
+            """,
+            after="""
+            from sglang.srt.utils import is_sm100_supported, is_sm120_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if is_sm100_supported() or is_sm120_supported():
+                        if not self.enable_dp_attention:
+                            self.enable_flashinfer_allreduce_fusion = True
+            """,
+        ),
+        Example(
+            "a bare helper call inside an `and` chain gets parentheses",
+            """
+            from sglang.srt.utils import is_sm100_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if self.tp_size > 1 and is_sm100_supported() and not self.enable_dp_attention:
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+            after="""
+            from sglang.srt.utils import is_sm100_supported, is_sm120_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if self.tp_size > 1 and (is_sm100_supported() or is_sm120_supported()) and not self.enable_dp_attention:
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+        ),
+        Example(
+            "two model blocks, each widened",
+            """
+            from sglang.srt.utils import is_sm90_supported, is_sm100_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if model_arch in ["Glm4MoeForCausalLM"] and (is_sm90_supported() or is_sm100_supported()):
+                        self.enable_flashinfer_allreduce_fusion = True
+                    if model_arch in ["Qwen3MoeForCausalLM"] and (is_sm90_supported() or is_sm100_supported()):
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+            after="""
+            from sglang.srt.utils import is_sm90_supported, is_sm100_supported, is_sm120_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if model_arch in ["Glm4MoeForCausalLM"] and (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()):
+                        self.enable_flashinfer_allreduce_fusion = True
+                    if model_arch in ["Qwen3MoeForCausalLM"] and (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()):
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+        ),
+        Example(
+            "the auto-enable in an `else`; the SM check that turns fusion off stays",
+            """
+            from sglang.srt.utils import is_sm90_supported, is_sm100_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if self.enable_dp_attention and is_sm100_supported():
+                        self.enable_flashinfer_allreduce_fusion = False
+                    else:
+                        if (is_sm90_supported() or is_sm100_supported()) and self.nnodes == 1:
+                            self.enable_flashinfer_allreduce_fusion = True
+            """,
+            after="""
+            from sglang.srt.utils import is_sm90_supported, is_sm100_supported, is_sm120_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if self.enable_dp_attention and is_sm100_supported():
+                        self.enable_flashinfer_allreduce_fusion = False
+                    else:
+                        if (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()) and self.nnodes == 1:
+                            self.enable_flashinfer_allreduce_fusion = True
+            """,
+        ),
+        Example(
+            "the backend set to 'auto' is widened; the one reset to None stays",
+            """
+            from sglang.srt.utils import is_sm90_supported, is_sm100_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if (is_sm90_supported() or is_sm100_supported()) and self.flashinfer_allreduce_fusion_backend is None:
+                        self.flashinfer_allreduce_fusion_backend = "auto"
+                    if is_sm100_supported() and self.nnodes > 1 and not self.enable_mnnvl:
+                        self.flashinfer_allreduce_fusion_backend = None
+            """,
+            after="""
+            from sglang.srt.utils import is_sm90_supported, is_sm100_supported, is_sm120_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()) and self.flashinfer_allreduce_fusion_backend is None:
+                        self.flashinfer_allreduce_fusion_backend = "auto"
+                    if is_sm100_supported() and self.nnodes > 1 and not self.enable_mnnvl:
+                        self.flashinfer_allreduce_fusion_backend = None
+            """,
+        ),
+        Example(
+            "overrides.py returns a backend chosen earlier (0.5.15+)",
+            """
+            def _flashinfer_allreduce_fusion_auto_enable(view):
+                backend = "trtllm" if view.nnodes == 1 else "mnnvl"
+                if get_platform().is_sm90 or get_platform().is_sm100:
+                    return {"flashinfer_allreduce_fusion_backend": backend}
+                return {}
+            """,
+            after="""
+            def _flashinfer_allreduce_fusion_auto_enable(view):
+                backend = "trtllm" if view.nnodes == 1 else "mnnvl"
+                if get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120:
+                    return {"flashinfer_allreduce_fusion_backend": backend}
+                return {}
+            """,
+        ),
+        Example(
+            "upstream already admits SM12x; the DeepSeek block is left alone (0.5.4.post2 - 0.5.6)",
+            """
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if is_cuda() and is_sm100_supported():
+                        self.attention_backend = 'trtllm_mla'
+                        if not self.enable_dp_attention:
+                            self.enable_flashinfer_allreduce_fusion = True
+                    if is_blackwell_supported():
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+            state=State.NOT_NEEDED,
+            detail="already admits SM12x",
+        ),
+        Example(
+            "overrides that also pick other backends are left alone",
+            """
+            def _flashinfer_allreduce_fusion_auto_enable(view):
+                if get_platform().is_sm100 and view.model_arch == "DeepseekV3ForCausalLM":
+                    return {"flashinfer_allreduce_fusion_backend": "auto", "attention_backend": "trtllm_mla"}
+                if get_platform().is_sm90 and view.model_arch == "Qwen3MoeForCausalLM":
+                    return {**QWEN3_MOE_OVERRIDES, "flashinfer_allreduce_fusion_backend": "auto"}
+                return {}
+            """,
+            state=State.NOT_NEEDED,
+            detail=(
+                "_flashinfer_allreduce_fusion_auto_enable: fusion is only auto-enabled inside blocks that also"
+                " choose SM100-only kernels (get_platform().is_sm100; get_platform().is_sm90); left alone,"
+                " pass the fusion flag instead"
+            ),
+        ),
+        Example(
+            "a block that also resizes the CUDA graphs is left alone",
+            """
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if model_arch in ["DeepseekV3ForCausalLM"] and is_sm100_supported():
+                        self.cuda_graph_max_bs *= 2
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+            state=State.NOT_NEEDED,
+            detail="(is_sm100_supported()); left alone",
+        ),
+        Example(
+            "sglang.srt.utils lacks is_sm120_supported",
+            """
+            from sglang.srt.utils import is_sm100_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if is_sm100_supported():
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+            state=State.DRIFT,
+            detail="does not define is_sm120_supported",
+            undefined=("is_sm120_supported",),
+        ),
+        Example(
+            "nothing turns fusion on under an SM check",
+            """
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if self.enable_flashinfer_allreduce_fusion:
+                        pass
+            """,
+            state=State.DRIFT,
+            detail=(
+                "no `if` in ServerArgs._handle_model_specific_adjustments that turns fusion on under an SM"
+                " check like (is_sm90_supported() or is_sm100_supported())"
+            ),
+        ),
+        Example(
+            "fusion is on for every GPU; the SM check only turns it off",
+            """
+            def _flashinfer_allreduce_fusion_auto_enable(view):
+                if get_platform().is_sm100 and view.enable_dp_attention:
+                    return {"flashinfer_allreduce_fusion_backend": None}
+                return {"flashinfer_allreduce_fusion_backend": "auto"}
+            """,
+            state=State.DRIFT,
+            detail=(
+                "no `if` in _flashinfer_allreduce_fusion_auto_enable that turns fusion on under an SM check"
+                " like (is_sm90_supported() or is_sm100_supported())"
+            ),
+        ),
+        Example(
+            "a hand edit that added the SM120 check as a second conjunct",
+            """
+            from sglang.srt.utils import is_sm90_supported, is_sm100_supported, is_sm120_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if (is_sm90_supported() or is_sm100_supported()) and is_sm120_supported():
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+            state=State.DRIFT,
+            detail="ServerArgs._handle_model_specific_adjustments: an auto-enable test has 2 SM clauses; expected one",
+        ),
+        Example(
+            "the adjustments method renamed",
+            """
+            class ServerArgs:
+                def _apply_model_defaults(self):
+                    if is_sm100_supported():
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+            state=State.DRIFT,
+            detail="the auto-enable moved: found none of function _flashinfer_allreduce_fusion_auto_enable",
+        ),
+    )
+
+    def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
+        found = find_anchored(module, self.anchors)
+        if not found:
+            return Finding(State.DRIFT, f"the auto-enable moved: found none of {searched(self.anchors)}")
+        functions = {id(f): (a, f) for a, f in found}
+        where = ", ".join(dict.fromkeys(label(a) for a, _ in functions.values()))
+        gates: dict[int, tuple[cst.If, Clause]] = {}
+        for _, function in functions.values():
+            for chain in _enables(function):
+                for node in reversed(chain):
+                    clauses = [c for c in clauses_in_test(node.test) if not c.negated]
+                    if not clauses:
+                        continue
+                    if len(clauses) > 1:
+                        return Finding(
+                            State.DRIFT,
+                            f"{where}: an auto-enable test has {len(clauses)} SM clauses; expected one",
+                            where,
+                        )
+                    gates[id(node)] = (node, clauses[0])
+                    break
+        if not gates:
+            return Finding(
+                State.DRIFT,
+                f"no `if` in {where} that turns fusion on under an SM check like "
+                "(is_sm90_supported() or is_sm100_supported())",
+                where,
+            )
+        # Blocks that also choose SM100-only kernels are never widened.
+        eligible = [c for node, c in gates.values() if admits_sm12x(c.terms) or _only_fusion(node.body)]
+        if not eligible:
+            mixed = "; ".join(describe(c.terms) for _, c in gates.values())
+            return Finding(
+                State.NOT_NEEDED,
+                f"{where}: fusion is only auto-enabled inside blocks that also choose SM100-only "
+                f"kernels ({mixed}); left alone, pass the fusion flag instead",
+                where,
+            )
+        scopes = [f for _, f in functions.values()]
+        return decide(module, ctx, eligible, where, [c.node for c in eligible], scopes)

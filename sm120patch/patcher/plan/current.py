@@ -1,0 +1,69 @@
+"""Each patch's state in a tree as it is now, judged against what the last apply was asked to
+do, for the commands and doctor that only read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sm120patch.patcher.kit.model import State
+from sm120patch.patcher.plan.registry import all_patches
+from sm120patch.patcher.plan.token_limit import recorded
+from sm120patch.patcher.plan.trust import trusted_plan
+from sm120patch.patcher.transaction.identity import same_tree
+from sm120patch.patcher.transaction.journal import interrupted
+from sm120patch.patcher.transaction.state import Manifest, StateDir
+from sm120patch.sglang.tree import SglangTree
+
+if TYPE_CHECKING:
+    from sm120patch.patcher.plan.types import Plan
+
+
+@dataclass
+class Judged:
+    plan: Plan
+    manifest: Manifest | None
+    by_hash: bool  # the plan is the sealed record of the last apply (no parsing)
+    own: bool = False  # ``manifest`` is this tree's saved state (``same_tree``, judged once)
+
+
+def judge(tree: SglangTree) -> Judged:
+    """The tree and its saved state read at one moment no apply or revert is writing (the
+    tree's lock, shared); a damaged journal or manifest raises what apply and revert say."""
+    state = StateDir(tree.package_dir)
+    return state.consistent(lambda: _judge(tree, state))
+
+
+def current_plan(tree: SglangTree) -> Plan:
+    return judge(tree).plan
+
+
+def _judge(tree: SglangTree, state: StateDir) -> Judged:
+    interrupted(state)
+    manifest = state.load()
+    trusted = trusted_plan(tree, state, manifest)
+    plan = trusted or _parsed(tree, manifest)
+    own = manifest is not None and same_tree(tree, manifest)
+    mark_skipped(plan, manifest, own)
+    return Judged(plan, manifest, trusted is not None, own)
+
+
+def _parsed(tree: SglangTree, manifest: Manifest | None) -> Plan:
+    """Every patch checked by structure, the token limit against the one the last apply recorded."""
+    from sm120patch.patcher.plan.planner import make_plan  # loads libcst: only when parsing
+
+    asked = recorded(manifest, tree)
+    return make_plan(tree, list(all_patches()), change=False, token_limit=asked.limit if asked else None)
+
+
+def mark_skipped(plan: Plan, manifest: Manifest | None, own: bool | None = None) -> None:
+    """A patch the last apply of this release left out (``--skip``, or not chosen by
+    ``--only``) is what was asked where it is not applied: it reads as skipped, not pending."""
+    if manifest is None or not manifest.patch_set or not (same_tree(plan.tree, manifest) if own is None else own):
+        return
+    asked = set(manifest.patch_set)
+    for report in plan.reports:
+        if report.id not in asked and report.state in (State.PENDING, State.DRIFT):
+            was = report.state.value
+            report.state = report.state_after = State.SKIPPED
+            report.detail = f"left out by the last apply (--only / --skip); the code: {was}: {report.detail}"

@@ -1,0 +1,104 @@
+"""What planning found: each patch's state in each file, and the change made in memory.
+
+Plain data (no libcst): reports, trust and the commands read it without loading a parser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sm120patch.patcher.kit.model import State
+from sm120patch.sglang.tree import SglangTree
+
+
+@dataclass(frozen=True)
+class Evidence:
+    line: int
+    text: str
+
+
+@dataclass
+class PatchReport:
+    """One patch's state in one file, as found and as it will be after the planned change."""
+
+    id: str
+    summary: str
+    requires: tuple[str, ...]
+    file: str  # relative to the sglang package dir
+    state: State  # as found
+    detail: str
+    where: str = ""
+    evidence: list[Evidence] = field(default_factory=list)
+    state_after: State | None = None  # after the planned change (== state when nothing changes)
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as the manifest keeps it (``plan.trust``): as the file stands once the
+        planned change is written, so one state; the file is the key the record sits under."""
+        return {
+            "id": self.id,
+            "summary": self.summary,
+            "requires": list(self.requires),
+            "state": (self.state_after or self.state).value,
+            "detail": self.detail,
+            "where": self.where,
+            "evidence": [[e.line, e.text] for e in self.evidence],
+        }
+
+    @classmethod
+    def from_json(cls, file: str, data: Mapping[str, Any]) -> PatchReport:
+        """A report ``to_json`` wrote for ``file``: nothing changes, so the state after is the
+        state found.  KeyError, TypeError or ValueError when ``data`` is not one."""
+        state = State(data["state"])
+        return cls(
+            id=data["id"],
+            summary=data["summary"],
+            requires=tuple(data["requires"]),
+            file=file,
+            state=state,
+            detail=data["detail"],
+            where=data["where"],
+            evidence=[Evidence(line, text) for line, text in data["evidence"]],
+            state_after=state,
+        )
+
+
+@dataclass
+class FilePlan:
+    rel: str
+    path: Path
+    original: bytes | None  # None: the file does not exist
+    updated: bytes | None = None  # None: unchanged
+    reports: list[PatchReport] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.updated is not None and self.updated != self.original
+
+    @property
+    def applies(self) -> tuple[str, ...]:
+        """The patches the planned change applies here: those pending before it."""
+        return tuple(r.id for r in self.reports if r.state is State.PENDING)
+
+
+@dataclass
+class Plan:
+    """Every selected patch checked (and, for apply, its change made in memory)."""
+
+    tree: SglangTree
+    files: list[FilePlan]
+    refusal: str | None = None
+
+    @property
+    def reports(self) -> list[PatchReport]:
+        return [r for f in self.files for r in f.reports]
+
+    @property
+    def changes(self) -> list[FilePlan]:
+        return [f for f in self.files if f.changed]
+
+    @property
+    def drift(self) -> list[PatchReport]:
+        return [r for r in self.reports if r.state is State.DRIFT]

@@ -1,0 +1,76 @@
+"""The patches' own documentation: README's patch table and ``list --docs``."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import TYPE_CHECKING
+
+from sm120patch.patcher.kit.model import Edit, State
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def patch_table_markdown() -> str:
+    """README's "What it changes" table, generated from the patches' own anchor tables."""
+    from sm120patch.patcher.plan.registry import all_patches
+
+    rows = ["| patch | where it looks (file: what, releases) | what it changes |", "|---|---|---|"]
+    for patch in all_patches():
+        places = []
+        for anchor in patch.anchors:
+            extra = [anchor.expect.value] if anchor.expect is not State.PENDING else []
+            extra += [anchor.note] if anchor.note else []
+            extra += ["adds the import"] if anchor.imports and patch.edits is not Edit.IMPORT else []
+            shown = f" ({'; '.join(extra)})" if extra else ""
+            places.append(f"`{anchor.file.removeprefix('srt/')}`: {anchor.describe()}, {anchor.seen}{shown}")
+        rows.append(f"| `{patch.id}` | {'<br>'.join(places)} | {patch.summary} |")
+    return "\n".join(rows)
+
+
+_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def plain(doc: str) -> str:
+    """A docstring as a reader wants it: RST literals (````x````) as plain ``x``, and its
+    paragraphs without the docstring's indentation."""
+    return inspect.cleandoc(_LITERAL.sub(r"\1", doc))
+
+
+def render_docs(out: Console) -> None:
+    """Each patch's description and the anchor rows it searches (``list --docs``): rendered
+    text, wrapped to the terminal, for stdout."""
+    from rich.padding import Padding
+    from rich.text import Text
+
+    from sm120patch.patcher.plan.registry import all_patches
+
+    for patch in all_patches():
+        out.print(Text(f"\n{patch.id}: {patch.summary}", style="bold"))
+        for paragraph in plain(patch.doc).split("\n\n"):
+            out.print(Padding(Text(" ".join(paragraph.split())), (0, 0, 1, 2)))
+        out.print(Text("  where it looks:", style="bold"))
+        for anchor in patch.anchors:
+            expect = "" if anchor.expect is State.PENDING else f" [{anchor.expect.value}]"
+            note = f" — {anchor.note}" if anchor.note else ""
+            out.print(
+                Padding(Text(f"sglang/{anchor.file}: {anchor.describe()}, {anchor.seen}{expect}{note}"), (0, 0, 0, 4))
+            )
+
+
+def render_known_gates(out: Console) -> None:
+    """``list --docs``: what the sweep of SM checks takes as the fused path, and the checks on
+    it it knows to be deliberate (``plan/fusion_path.py``), each with its reason."""
+    from rich.padding import Padding
+    from rich.text import Text
+
+    from sm120patch.sglang.fusion_path import KNOWN_GATES, ON_PATH
+
+    out.print(Text("\nthe sweep of SM checks: on the fused path are", style="bold"))
+    for place in ON_PATH:
+        out.print(Padding(Text(f"{place.pattern.pattern}: {place.reason}"), (0, 0, 0, 4)))
+    out.print(Text("  known and deliberate, never reported:", style="bold"))
+    for known in KNOWN_GATES:
+        where = f"sglang/{known.module}: {known.function} ({', '.join(sorted(known.archs))}), {known.seen}"
+        out.print(Padding(Text(f"{known.kind}: {where} — {known.reason}"), (0, 0, 0, 4)))

@@ -1,0 +1,64 @@
+"""What the patcher tells doctor and bench, read-only: each patch's state in the located tree
+(one function, ``tree_states``), and the fusion token limit (sglang's own, the one an apply
+recorded, whether a saved bench result is this host's) with the state folder bench keeps its
+result in.  The only patcher module the other products import (the layers contract in
+``pyproject.toml`` names these two edges)."""
+
+from __future__ import annotations
+
+from sm120patch.patcher.kit.model import State
+from sm120patch.patcher.patches.fusion_token_limit import LIMIT_NAME, limit_in_force
+from sm120patch.patcher.plan.current import current_plan, judge
+from sm120patch.patcher.plan.gate_sweep import sweep_tree
+from sm120patch.patcher.plan.registry import all_patches
+from sm120patch.patcher.plan.token_limit import (
+    GIVEN,
+    MEASURED,
+    PATCH_ID,
+    LimitAsk,
+    gate_rel,
+    mismatch,
+    recorded,
+    sglang_limit,
+    sglang_sites,
+)
+from sm120patch.patcher.plan.types import Plan
+from sm120patch.patcher.transaction.state import BENCH_RESULT, StateDir
+from sm120patch.sglang.tree import SglangTree
+
+__all__ = [
+    "BENCH_RESULT",
+    "GIVEN",
+    "LIMIT_NAME",
+    "MEASURED",
+    "PATCH_ID",
+    "LimitAsk",
+    "State",
+    "StateDir",
+    "gate_rel",
+    "limit_in_force",
+    "mismatch",
+    "patch_states",
+    "recorded",
+    "sglang_limit",
+    "sglang_sites",
+    "tree_states",
+]
+
+
+def _states(plan: Plan) -> dict[str, State]:
+    if plan.refusal:
+        return {p.id: State.REFUSED for p in all_patches()}
+    return {r.id: r.state for r in plan.reports}
+
+
+def patch_states(tree: SglangTree) -> dict[str, State]:
+    """Each patch's state in ``tree``; every patch is ``State.REFUSED`` when the release is."""
+    return _states(current_plan(tree))
+
+
+def tree_states(tree: SglangTree) -> tuple[dict[str, State], list[str]]:
+    """``patch_states``, and the SM checks on the fused path that no patch owns
+    (``plan/gate_sweep.py``, as sentences), from one reading of the tree."""
+    judged = judge(tree)
+    return _states(judged.plan), sweep_tree(tree, judged.plan, judged.manifest, judged.by_hash).warnings
