@@ -121,8 +121,7 @@ class WorkspacePreflight(Patch):
     edits = Edit.GUARD
     since = SINCE
     anchors = (
-        Anchor(COMM_FUSION, "_trtllm_allreduce_workspace_sizes", Releases("0.5.24"), note="get_platform() spelling"),
-        Anchor(COMM_FUSION, FUNCTION, Releases("0.5.19", "0.5.23"), note="get_platform() spelling"),
+        Anchor(COMM_FUSION, FUNCTION, Releases("0.5.19"), note="get_platform() spelling"),
         Anchor(
             COMM_FUSION, FUNCTION, Releases("0.5.14", "0.5.18"), note="helper spelling, imported by the resolver patch"
         ),
@@ -204,34 +203,6 @@ class WorkspacePreflight(Patch):
                     size = size + mc_gran
                 return [size]
             """,
-        ),
-        Example(
-            "the size helper renamed (0.5.24+)",
-            """
-            def _resolve_backend(backend):
-                return 'mnnvl' if get_platform().is_sm100 else 'trtllm'
-            def _trtllm_allreduce_workspace_sizes(d, n):
-                size = n
-                mc_prop = d.CUmulticastObjectProp()
-                err, mc_gran = d.cuMulticastGetGranularity(mc_prop, 0)
-                size = size + mc_gran
-                return [size]
-            """,
-            after="""
-            def _resolve_backend(backend):
-                return 'mnnvl' if get_platform().is_sm100 else 'trtllm'
-            def _trtllm_allreduce_workspace_sizes(d, n):
-                size = n
-                if not get_platform().is_sm120:
-                    mc_prop = d.CUmulticastObjectProp()
-                    err, mc_gran = d.cuMulticastGetGranularity(mc_prop, 0)
-                    size = size + mc_gran
-                return [size]
-            """,
-            detail=(
-                "will put the 3 multicast statements of _trtllm_allreduce_workspace_sizes under"
-                " `if not get_platform().is_sm120:`"
-            ),
         ),
         Example(
             "already guarded",
@@ -502,9 +473,8 @@ class WorkspacePreflight(Patch):
             """,
             state=State.DRIFT,
             detail=(
-                "the module queries multicast but has no function _trtllm_allreduce_workspace_sizes (seen in 0.5.24"
-                " - now) or function _flashinfer_trtllm_workspace_allocation_sizes (seen in 0.5.11 - 0.5.23):"
-                " the workspace preflight was renamed or moved"
+                "the module queries multicast but has no function _flashinfer_trtllm_workspace_allocation_sizes"
+                " (seen in 0.5.11 - now): the workspace preflight was renamed or moved"
             ),
         ),
         Example(
