@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from sm120patch.doctor import launch
+from sm120patch.doctor.findings import HostFinding, Severity
 from sm120patch.runner.locate import default_python
 from sm120patch.sglang import options
 from sm120patch.sglang.options import release_options
-from sm120patch.doctor.findings import HostFinding, Severity
 from sm120patch.sglang.tree import InstallKind, SglangTree
 
 BACKEND = {options.BACKEND, options.ENABLE, options.HATCH}

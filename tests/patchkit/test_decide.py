@@ -5,7 +5,18 @@ from __future__ import annotations
 import libcst as cst
 
 from sm120patch.patcher.kit.cst_helpers import code, find_functions
-from sm120patch.patcher.kit.decide import decide, find_anchored, helper_import, label, searched, unbound, unbound_sm120
+from sm120patch.patcher.kit.decide import (
+    anchored_names,
+    decide,
+    find_anchored,
+    find_assigned,
+    helper_import,
+    label,
+    searched,
+    sought,
+    unbound,
+    unbound_sm120,
+)
 from sm120patch.patcher.kit.imports import ImportSite, insert_after
 from sm120patch.patcher.kit.model import Anchor, Finding, Kind, PatchContext, Releases, State
 from sm120patch.patcher.kit.sm_terms import clause_terms, clauses_in
@@ -230,3 +241,29 @@ def test_label_and_searched_name_the_anchors() -> None:
         "function gate (seen in 0.5.4 - now); method C.gate (seen in 0.5.9 - 0.5.12); "
         "`_is_sm100_supported = ...` (seen in 0.4.9 - now)"
     )
+
+
+def test_find_assigned_returns_each_line_once_with_its_first_anchor() -> None:
+    module = cst.parse_module(
+        "_is_sm100_supported = a\nif x:\n    _is_sm100 = _is_sm100_supported = b\ndef f():\n    _is_sm100 = c\n"
+    )
+    flag = Anchor("a.py", "_is_sm100_supported", Releases("0.5.4"), kind=Kind.ASSIGNMENT)
+    renamed = Anchor("a.py", "_is_sm100", Releases("0.5.24"), kind=Kind.ASSIGNMENT)
+    function = Anchor("a.py", "_is_sm100", Releases("0.5.4"))
+    found = find_assigned(module, [flag, renamed, function])
+    assert [(anchor, code(line)) for anchor, line in found] == [
+        (flag, "_is_sm100_supported = a"),
+        (flag, "_is_sm100 = _is_sm100_supported = b"),  # once, with its first anchor; f's body is not searched
+    ]
+    assert anchored_names([flag, function, renamed, flag], Kind.ASSIGNMENT) == ["_is_sm100_supported", "_is_sm100"]
+
+
+def test_sought_names_each_target_once_over_the_releases_of_its_rows() -> None:
+    rows = [
+        Anchor("a.py", "f", Releases("0.5.19")),
+        Anchor("a.py", "f", Releases("0.5.14", "0.5.18")),
+        Anchor("a.py", "f", Releases("0.5.11", "0.5.13.post1")),
+    ]
+    assert sought(rows) == "function f (seen in 0.5.11 - now)"
+    renamed = [Anchor("a.py", "g", Releases("0.5.24")), Anchor("a.py", "f", Releases("0.5.9", "0.5.23")), *rows[1:]]
+    assert sought(renamed) == "function g (seen in 0.5.24 - now) or function f (seen in 0.5.9 - 0.5.23)"

@@ -19,12 +19,11 @@ import pytest
 from sm120patch.doctor.findings import DoctorReport, HostFinding, Severity
 from sm120patch.doctor.render import render_doctor
 from sm120patch.errors import ExitCode
+from sm120patch.output import console
 from sm120patch.output.console import StatusLine
 from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.outcome import Command, FileStatus, Outcome, Recorded
 from sm120patch.patcher.plan.types import Evidence, FilePlan, PatchReport, Plan
-from sm120patch.output import console
-from sm120patch.patcher.render import as_text
 from sm120patch.patcher.render.as_text import print_diff, render
 from sm120patch.patcher.runtime import ModuleImport, RuntimeCheck, SglangImport, Sm120Probe, TorchImport
 from sm120patch.sglang.tree import InstallKind, SglangTree, from_directory

@@ -10,7 +10,9 @@
 * every clause admits SM12x through ``blackwell``: upstream already lets it through.
 
 The other patches decide their own states (an import, a flag, workspace-preflight's guard)
-and share ``helper_import`` and ``unbound_sm120`` from here.
+and share ``helper_import`` and ``unbound_sm120`` from here.  Every patch finds its target
+through its anchor rows (``find_anchored``, ``find_assigned``, ``anchored_names``), so a
+renamed target is one more row, not a change to ``check``.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import libcst as cst
+from packaging.version import Version
 
-from sm120patch.patcher.kit.cst_helpers import binds_at_import, code, find_functions, replace_all
+from sm120patch.patcher.kit.cst_helpers import binds_at_import, code, find_functions, module_assignments, replace_all
 from sm120patch.patcher.kit.imports import ImportSite, find_import_site, insert_after
-from sm120patch.patcher.kit.model import Anchor, Finding, Kind, PatchContext, State
+from sm120patch.patcher.kit.model import Anchor, Finding, Kind, PatchContext, Releases, State
 from sm120patch.patcher.kit.sm_terms import (
     HELPER,
     Clause,
@@ -46,6 +49,38 @@ def find_anchored(module: cst.Module, anchors: Sequence[Anchor]) -> list[tuple[A
             for function in find_functions(module, [anchor.name], anchor.cls):
                 found.setdefault(id(function), (anchor, function))
     return list(found.values())
+
+
+def find_assigned(module: cst.Module, anchors: Sequence[Anchor]) -> list[tuple[Anchor, cst.SimpleStatementLine]]:
+    """The module-level lines that assign a name an assignment anchor names, each once
+    (with its first anchor in table order)."""
+    found: dict[int, tuple[Anchor, cst.SimpleStatementLine]] = {}
+    for anchor in anchors:
+        if anchor.kind is Kind.ASSIGNMENT:
+            for line in module_assignments(module, anchor.name):
+                found.setdefault(id(line), (anchor, line))
+    return list(found.values())
+
+
+def anchored_names(anchors: Sequence[Anchor], kind: Kind) -> list[str]:
+    """The distinct names the ``kind`` anchors look for, in table order."""
+    return list(dict.fromkeys(a.name for a in anchors if a.kind is kind))
+
+
+def sought(anchors: Sequence[Anchor]) -> str:
+    """Each distinct target of ``anchors`` with the releases its rows span together, as a
+    drift message names what was looked for: rows that differ only in what a release
+    expects read as one (``function f (seen in 0.5.11 - now)``)."""
+    seen: dict[str, list[Releases]] = {}
+    for anchor in anchors:
+        seen.setdefault(anchor.describe(), []).append(anchor.seen)
+    return " or ".join(f"{what} (seen in {_span(rows)})" for what, rows in seen.items())
+
+
+def _span(rows: Sequence[Releases]) -> Releases:
+    first = min((r.first for r in rows), key=Version)
+    lasts = [r.last for r in rows if r.last is not None]
+    return Releases(first, max(lasts, key=Version) if len(lasts) == len(rows) else None)
 
 
 def searched(anchors: Sequence[Anchor]) -> str:

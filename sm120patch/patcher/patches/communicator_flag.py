@@ -5,12 +5,13 @@ from __future__ import annotations
 import libcst as cst
 
 from sm120patch.patcher.kit.cst_helpers import code, module_assignments, replace_all
+from sm120patch.patcher.kit.decide import anchored_names, find_assigned
 from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR, SM120_FLAG
 from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Kind, Patch, PatchContext, Releases, State
 from sm120patch.patcher.kit.sm_terms import FLAG, first_sm_term, sm120_term, sm_terms_in
 
 NAME = SM120_FLAG
-SM100 = "_is_sm100_supported"
+SM100 = "_is_sm100_supported"  # the anchor rows' name: check() reads the rows
 
 
 class CommunicatorFlag(Patch):
@@ -145,18 +146,20 @@ class CommunicatorFlag(Patch):
     )
 
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
-        flags = [line for name in ("_is_sm90_supported", SM100, NAME) for line in module_assignments(module, name)]
+        anchored = anchored_names(self.anchors, Kind.ASSIGNMENT)
+        flags = [line for name in ("_is_sm90_supported", *anchored, NAME) for line in module_assignments(module, name)]
         existing = module_assignments(module, NAME)
         if existing:
             detail = f"{NAME} is assigned"
             if len(existing) > 1:
                 detail += f" {len(existing)} times (a hand edit run twice?); harmless, left as is"
             return Finding(State.APPLIED, detail, evidence=flags)
-        sm100 = module_assignments(module, SM100)
+        sm100 = [line for _, line in find_assigned(module, self.anchors)]
         if not sm100 and first_sm_term(module, FLAG) is None:
             return Finding(State.NOT_NEEDED, "no cached _is_smXX_supported flags here: the gate tests its terms inline")
         if len(sm100) != 1:
-            return Finding(State.DRIFT, f"expected one module-level `{SM100} = ...`, found {len(sm100)}")
+            shown = " or ".join(f"`{name} = ...`" for name in anchored)
+            return Finding(State.DRIFT, f"expected one module-level {shown}, found {len(sm100)}")
         line = sm100[0]
         assign = line.body[0] if len(line.body) == 1 else None
         if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:

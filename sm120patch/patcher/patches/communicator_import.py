@@ -11,18 +11,18 @@ from sm120patch.patcher.kit.cst_helpers import (
     imported_names,
     replace_all,
 )
-from sm120patch.patcher.kit.decide import helper_import
+from sm120patch.patcher.kit.decide import anchored_names, helper_import
 from sm120patch.patcher.kit.imports import insert_after
 from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR, SM120_HELPER
 from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Kind, Patch, PatchContext, Releases, State
 from sm120patch.patcher.kit.sm_terms import HELPER, first_sm_term
 
-_SM_NAMES = ("is_sm90_supported", "is_sm100_supported", SM120_HELPER)
 _PLATFORM_FLAGS = "the SM flags read get_platform(), which already has is_sm120"
 
 
-def _import_evidence(module: cst.Module) -> list[cst.CSTNode]:
-    return [alias for imp in import_froms(module) for alias in imported_names(imp) if bound_name(alias) in _SM_NAMES]
+def _import_evidence(module: cst.Module, anchored: list[str]) -> list[cst.CSTNode]:
+    shown = {"is_sm90_supported", *anchored, SM120_HELPER}
+    return [alias for imp in import_froms(module) for alias in imported_names(imp) if bound_name(alias) in shown]
 
 
 class CommunicatorImport(Patch):
@@ -157,19 +157,22 @@ class CommunicatorImport(Patch):
     )
 
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
+        anchored = anchored_names(self.anchors, Kind.IMPORT)
         if binds_at_import(module, SM120_HELPER):
-            return Finding(State.APPLIED, f"{SM120_HELPER} is imported", evidence=_import_evidence(module))
+            return Finding(State.APPLIED, f"{SM120_HELPER} is imported", evidence=_import_evidence(module, anchored))
         if first_sm_term(module, HELPER) is None:
             return Finding(
                 State.NOT_NEEDED,
                 "nothing here calls an is_smXX_supported() helper: " + _PLATFORM_FLAGS,
             )
-        site = helper_import(module, ctx, "is_sm100_supported")
+        # The new name goes after whichever anchored name this file imports.
+        after = next((name for name in anchored if binds_at_import(module, name)), anchored[0])
+        site = helper_import(module, ctx, after)
         if isinstance(site, str):
             return Finding(State.DRIFT, site)
         return Finding(
             State.PENDING,
-            f"will add {SM120_HELPER} after is_sm100_supported in `from {site.source} import`",
-            evidence=_import_evidence(module),
+            f"will add {SM120_HELPER} after {after} in `from {site.source} import`",
+            evidence=_import_evidence(module, anchored),
             apply=lambda tree: replace_all(tree, [(site.node, insert_after(site, SM120_HELPER))]),
         )

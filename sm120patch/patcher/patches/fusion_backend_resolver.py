@@ -5,13 +5,13 @@ from __future__ import annotations
 import libcst as cst
 from packaging.version import Version
 
-from sm120patch.patcher.kit.cst_helpers import find_functions, walk
-from sm120patch.patcher.kit.decide import decide
+from sm120patch.patcher.kit.cst_helpers import walk
+from sm120patch.patcher.kit.decide import decide, find_anchored, label, sought
 from sm120patch.sglang.layout import COMM_FUSION
 from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, State
 from sm120patch.patcher.kit.sm_terms import clauses_in_test, sm_terms_in
 
-FUNCTION = "_resolve_backend"
+FUNCTION = "_resolve_backend"  # the anchor rows' name: check() reads the rows
 SINCE = "0.5.14"
 
 
@@ -153,18 +153,21 @@ class FusionBackendResolver(Patch):
     )
 
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
-        functions = find_functions(module, [FUNCTION])
-        if not functions:
+        found = find_anchored(module, self.anchors)
+        if not found:
             if ctx.version is not None and ctx.version < Version(SINCE):
                 return Finding(State.NOT_NEEDED, f"no backend resolver before sglang {SINCE}")
             if ctx.version is None and not sm_terms_in(module):
                 return Finding(State.NOT_NEEDED, "no backend resolver and no SM check in this file")
-            return Finding(State.DRIFT, f"no function {FUNCTION} (seen in {SINCE} - now): the backend resolver moved")
-        if len(functions) > 1:
-            return Finding(State.DRIFT, f"{len(functions)} functions named {FUNCTION}", FUNCTION)
+            return Finding(State.DRIFT, f"no {sought(self.anchors)}: the backend resolver moved")
+        if len(found) > 1:
+            names = ", ".join(dict.fromkeys(label(a) for a, _ in found))
+            return Finding(State.DRIFT, f"{len(found)} functions named {names}", names)
+        anchor, function = found[0]
+        where = label(anchor)
         guards = [
             clause
-            for node in walk(functions[0].body)
+            for node in walk(function.body)
             if isinstance(node, cst.If) and _raises(node.body)
             for clause in clauses_in_test(node.test)
             if clause.negated and len(clause.terms) > 1
@@ -172,7 +175,7 @@ class FusionBackendResolver(Patch):
         if len(guards) != 1:
             return Finding(
                 State.DRIFT,
-                f"expected one guard `if not (<SM90> or <SM100>): raise ...` in {FUNCTION}, found {len(guards)}",
-                FUNCTION,
+                f"expected one guard `if not (<SM90> or <SM100>): raise ...` in {where}, found {len(guards)}",
+                where,
             )
-        return decide(module, ctx, guards, FUNCTION, [guards[0].node], functions)
+        return decide(module, ctx, guards, where, [guards[0].node], [function])

@@ -6,13 +6,14 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from sm120patch.patcher.kit.cst_helpers import code, module_assignments, replace_all, walk
-from sm120patch.patcher.kit.decide import find_anchored, label
+from sm120patch.patcher.kit.cst_helpers import code, replace_all, walk
+from sm120patch.patcher.kit.decide import anchored_names, find_anchored, find_assigned, label
 from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR
 from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Kind, Patch, PatchContext, Releases, State
 from sm120patch.patcher.patches.communicator_fusion_gate import CommunicatorFusionGate
 
-#: The module constant sglang compares the batch with (every release 0.5.4 - 0.5.23: 2048).
+#: The module constant sglang compares the batch with (every release 0.5.4 - 0.5.23: 2048); the
+#: anchor rows' name, which the patch's lookup reads from the rows.
 LIMIT_NAME = "FUSE_ALLREDUCE_MAX_BATCH_SIZE"
 OPT_IN = "opt-in: `sm120patch apply --fuse-up-to N` lowers it"
 #: The gates that compare the batch with a literal of their own: the method gate of 0.5.4 - 0.5.7
@@ -38,14 +39,15 @@ def limit_sites(module: cst.Module) -> tuple[list[Site], list[cst.FunctionDef]] 
     """Every site of the token limit in ``module`` and the gate functions searched, or why
     the limit cannot be read (a constant that is not one integer)."""
     sites: list[Site] = []
-    lines = module_assignments(module, LIMIT_NAME)
+    lines = find_assigned(module, FusionTokenLimit.anchors)
     if len(lines) > 1:
-        return f"{LIMIT_NAME} is assigned {len(lines)} times at module level; expected once"
-    for line in lines:
+        names = ", ".join(dict.fromkeys(anchor.name for anchor, _ in lines))
+        return f"{names} is assigned {len(lines)} times at module level; expected once"
+    for anchor, line in lines:
         (small,) = [s for s in line.body if isinstance(s, (cst.Assign, cst.AnnAssign))]
         if not isinstance(small.value, cst.Integer):
-            return f"{LIMIT_NAME} = {code(small.value) if small.value else '...'} is not an integer literal"
-        sites.append(Site(small.value, LIMIT_NAME, line, int(small.value.evaluated_value)))
+            return f"{anchor.name} = {code(small.value) if small.value else '...'} is not an integer literal"
+        sites.append(Site(small.value, anchor.name, line, int(small.value.evaluated_value)))
     gates = [f for _, f in find_anchored(module, CommunicatorFusionGate.anchors)]
     for anchor, gate in find_anchored(module, LITERAL_GATES):
         for node in walk(gate):
@@ -70,7 +72,8 @@ def limit_in_force(sites: list[Site]) -> int:
 
 
 def shown(sites: list[Site]) -> str:
-    return "; ".join(site.where if site.where != LIMIT_NAME else f"{LIMIT_NAME} = {site.value}" for site in sites)
+    constants = anchored_names(FusionTokenLimit.anchors, Kind.ASSIGNMENT)
+    return "; ".join(f"{site.where} = {site.value}" if site.where in constants else site.where for site in sites)
 
 
 class FusionTokenLimit(Patch):
@@ -248,6 +251,7 @@ class FusionTokenLimit(Patch):
     )
 
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
+        limit = " or ".join(anchored_names(self.anchors, Kind.ASSIGNMENT))
         found = limit_sites(module)
         if isinstance(found, str):
             return Finding(State.DRIFT, found)
@@ -255,18 +259,18 @@ class FusionTokenLimit(Patch):
         asked = ctx.token_limit
         if not sites:
             if asked is None:
-                return Finding(State.NOT_NEEDED, f"no fusion token limit in {ctx.release}'s gate ({LIMIT_NAME})")
+                return Finding(State.NOT_NEEDED, f"no fusion token limit in {ctx.release}'s gate ({limit})")
             return Finding(
                 State.DRIFT,
                 f"--fuse-up-to {asked}: {ctx.release} has no fusion token limit to lower (no module-level "
-                f"{LIMIT_NAME} and no `<= <integer>` in the fusion gate)",
+                f"{limit} and no `<= <integer>` in the fusion gate)",
             )
         evidence = [site.evidence for site in sites]
         now = f"{limit_in_force(sites)} ({shown(sites)})"
         if asked is None:
-            return Finding(State.NOT_NEEDED, f"fusion token limit in force: {now}; {OPT_IN}", LIMIT_NAME, evidence, scopes=gates)
+            return Finding(State.NOT_NEEDED, f"fusion token limit in force: {now}; {OPT_IN}", limit, evidence, scopes=gates)
         if all(site.value == asked for site in sites):
-            return Finding(State.APPLIED, f"fusion token limit {asked}: {shown(sites)}", LIMIT_NAME, evidence, scopes=gates)
+            return Finding(State.APPLIED, f"fusion token limit {asked}: {shown(sites)}", limit, evidence, scopes=gates)
 
         def apply(tree: cst.Module) -> cst.Module:
             pairs = [(site.node, cst.Integer(str(asked))) for site in sites if site.value != asked]
@@ -275,7 +279,7 @@ class FusionTokenLimit(Patch):
         return Finding(
             State.PENDING,
             f"will set the fusion token limit to {asked} (now {shown(sites)})",
-            LIMIT_NAME,
+            limit,
             evidence,
             apply,
             gates,

@@ -12,13 +12,12 @@ from sm120patch.patcher.kit.cst_helpers import (
     binds,
     binds_at_import,
     code,
-    find_functions,
     names_bound,
     names_read,
     replace_all,
     walk,
 )
-from sm120patch.patcher.kit.decide import helper_import, unbound_sm120
+from sm120patch.patcher.kit.decide import find_anchored, helper_import, label, sought, unbound_sm120
 from sm120patch.patcher.kit.imports import ImportSite, insert_after
 from sm120patch.sglang.layout import COMM_FUSION, SM120_FLAG, SM120_HELPER
 from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, State
@@ -33,7 +32,7 @@ from sm120patch.patcher.kit.sm_terms import (
     sm_terms_in,
 )
 
-FUNCTION = "_flashinfer_trtllm_workspace_allocation_sizes"
+FUNCTION = "_flashinfer_trtllm_workspace_allocation_sizes"  # the anchor rows' name: check() reads the rows
 QUERY = "cuMulticastGetGranularity"
 SINCE = "0.5.11"
 
@@ -550,47 +549,47 @@ class WorkspacePreflight(Patch):
     )
 
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
-        functions = find_functions(module, [FUNCTION])
-        if not functions:
+        found = find_anchored(module, self.anchors)
+        if not found:
             if _uses_multicast(module):
                 return Finding(
                     State.DRIFT,
-                    f"the module queries multicast but has no function {FUNCTION} (seen in "
-                    f"{SINCE} - now): the workspace preflight was renamed or moved",
+                    f"the module queries multicast but has no {sought(self.anchors)}: "
+                    "the workspace preflight was renamed or moved",
                 )
             return Finding(State.NOT_NEEDED, f"no workspace preflight here (sglang adds it in {SINCE})")
-        if len(functions) > 1:
-            return Finding(State.DRIFT, f"{len(functions)} functions named {FUNCTION}", FUNCTION)
-        function = functions[0]
+        if len(found) > 1:
+            names = ", ".join(dict.fromkeys(label(a) for a, _ in found))
+            return Finding(State.DRIFT, f"{len(found)} functions named {names}", names)
+        anchor, function = found[0]
+        where = label(anchor)
         calls = _query_calls(function)
         if not calls:
-            return Finding(
-                State.NOT_NEEDED, f"{FUNCTION} makes no multicast query (as sglang#32330 proposed)", FUNCTION
-            )
+            return Finding(State.NOT_NEEDED, f"{where} makes no multicast query (as sglang#32330 proposed)", where)
         if len(calls) > 1:
-            return Finding(State.DRIFT, f"expected one {QUERY} call in {FUNCTION}, found {len(calls)}", FUNCTION)
+            return Finding(State.DRIFT, f"expected one {QUERY} call in {where}, found {len(calls)}", where)
         chain = ancestry(function, calls[0])
         guard = _negated_sm_guard(chain)
         if guard is None:
-            return self._plan_guard(module, ctx, function, chain)
+            return self._plan_guard(module, ctx, where, function, chain)
         node, named = guard
         shown = f"`if {code(node.test)}:`"
         if not named:
             return Finding(
                 State.NOT_NEEDED,
-                f"{FUNCTION} already skips the multicast query on SM12x: {shown}",
-                FUNCTION,
+                f"{where} already skips the multicast query on SM12x: {shown}",
+                where,
                 [node.test],
             )
-        drift = unbound_sm120(module, ctx, sm_terms_in(node.test), FUNCTION, [node.test])
+        drift = unbound_sm120(module, ctx, sm_terms_in(node.test), where, [node.test])
         if drift is not None:
             return drift
         return Finding(
-            State.APPLIED, f"{FUNCTION}: {shown} guards the multicast query", FUNCTION, [node.test], scopes=[function]
+            State.APPLIED, f"{where}: {shown} guards the multicast query", where, [node.test], scopes=[function]
         )
 
     def _plan_guard(
-        self, module: cst.Module, ctx: PatchContext, function: cst.FunctionDef, chain: list[cst.CSTNode]
+        self, module: cst.Module, ctx: PatchContext, where: str, function: cst.FunctionDef, chain: list[cst.CSTNode]
     ) -> Finding:
         blocks = [i for i, node in enumerate(chain) if isinstance(node, cst.IndentedBlock)]
         block = chain[blocks[-1]]
@@ -611,17 +610,17 @@ class WorkspacePreflight(Patch):
             if not (_uses_multicast(stmt) or names_read(stmt) & from_multicast):
                 return Finding(
                     State.DRIFT,
-                    f"{FUNCTION}: `{code(stmt)}` sits among the multicast statements but is not part of "
+                    f"{where}: `{code(stmt)}` sits among the multicast statements but is not part of "
                     "the query; expected the property, the query, its check and the rounding",
-                    FUNCTION,
+                    where,
                 )
             jumps = [n for n in walk(stmt) if isinstance(n, (cst.Return, cst.Break, cst.Continue))]
             if jumps:
                 return Finding(
                     State.DRIFT,
-                    f"{FUNCTION}: a `{type(jumps[0]).__name__.lower()}` among the multicast statements; "
+                    f"{where}: a `{type(jumps[0]).__name__.lower()}` among the multicast statements; "
                     "skipping them would change more than the multicast rounding",
-                    FUNCTION,
+                    where,
                 )
         # Skipping the run must leave every name read later bound, and the multicast-only
         # names must be read nowhere else.
@@ -631,12 +630,12 @@ class WorkspacePreflight(Patch):
         if leaked:
             return Finding(
                 State.DRIFT,
-                f"{FUNCTION}: the multicast statements are not self-contained ({', '.join(leaked)} used outside them)",
-                FUNCTION,
+                f"{where}: the multicast statements are not self-contained ({', '.join(leaked)} used outside them)",
+                where,
             )
         spelled = _sm12x_term(module, ctx)
         if isinstance(spelled, str):
-            return Finding(State.DRIFT, f"{FUNCTION}: {spelled}", FUNCTION)
+            return Finding(State.DRIFT, f"{where}: {spelled}", where)
         term, site = spelled
         first = guarded[0]
         assert isinstance(first, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
@@ -655,9 +654,9 @@ class WorkspacePreflight(Patch):
 
         return Finding(
             State.PENDING,
-            f"will put the {len(guarded)} multicast statements of {FUNCTION} under `if not {code(term)}:`"
+            f"will put the {len(guarded)} multicast statements of {where} under `if not {code(term)}:`"
             + (f" and import {SM120_HELPER} from {site.source}" if site else ""),
-            FUNCTION,
+            where,
             [body[query_at]],
             apply,
         )

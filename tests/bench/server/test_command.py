@@ -21,14 +21,13 @@ from sm120patch.bench.server import driver, render
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.runner.ranks import RankFailure
 from sm120patch.sglang.fusion_call import read_call
-from sm120patch.sglang.options import BACKEND, ENABLE, HATCH
+from sm120patch.sglang.options import BACKEND, ENABLE, HATCH, pcie_ipc_option
 from sm120patch.sglang.tree import from_directory
 from tests.bench.fakes import StatusRecorder, Terminal
 from tests.bench.server.fakes import fake_server_site
 from tests.bench.server.hand import result
 from tests.bench.test_render import result as kernel_result
 from tests.support.cli import run
-from sm120patch.sglang.options import pcie_ipc_option
 
 
 @pytest.mark.parametrize("name", bench_server.KERNEL_ONLY)

@@ -58,8 +58,8 @@ def test_the_kernel_bench_gets_the_servers_settings_and_the_releases_options(
     the release's code is read by stand-ins for ``read_call`` and ``release_options``."""
     from sm120patch.bench.kernel import measure
     from sm120patch.bench.kernel.command import keep_off
-    from sm120patch.sglang import options
     from sm120patch.sglang import fusion_call as mirror
+    from sm120patch.sglang import options
 
     asked: list[tuple] = []
     monkeypatch.setattr(measure, "run", lambda *args, **kwargs: asked.append((args, kwargs)) or "figures")
