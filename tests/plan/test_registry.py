@@ -37,7 +37,8 @@ def test_all_patches_lists_each_requirement_before_its_dependants() -> None:
 
 
 def test_every_patch_has_its_test_file() -> None:
-    """tests/patches/test_<module>.py holds each patch's examples and release-matrix rows."""
+    """tests/patches/test_<module>.py holds what is particular to each patch (what every patch
+    meets: tests/patches/test_contract.py)."""
     for patch in all_patches():
         module = type(patch).__module__.rsplit(".", 1)[1]
         assert (TESTS / "patches" / f"test_{module}.py").is_file(), patch.id
