@@ -131,6 +131,7 @@ def test_skip_leaves_out_exactly_what_it_names() -> None:
         ((), ("nope",), "unknown patch id nope"),
         ((IMPORT,), (IMPORT,), "nothing left to do: every patch was skipped"),
     ],
+    ids=["skip import", "skip flag", "only gate skip import", "unknown only", "unknown skip", "only and skip one"],
 )
 def test_impossible_selections_are_refused_with_a_reason(only: tuple, skip: tuple, message: str) -> None:
     with pytest.raises(SelectionError) as info:
