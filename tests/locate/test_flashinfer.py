@@ -23,6 +23,7 @@ from sm120patch.sglang import flashinfer
         ("not a version", None),
         (None, None),
     ],
+    ids=["0.6.16", "0.6.16.post4", "0.6.17rc1", "0.6.17", "0.6.18", "0.7.2", "0.2.7.post1", "not a version", "None"],
 )
 def test_the_version_threshold(version: str | None, has: bool | None) -> None:
     assert flashinfer.by_version(version) is has

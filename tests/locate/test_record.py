@@ -66,6 +66,15 @@ def test_a_quoted_path_is_read_as_csv() -> None:
         (Path("d.dist-info"), ["not", "an", "object"], InstallKind.WHEEL),
         (Path("d.dist-info"), {"dir_info": "editable"}, InstallKind.WHEEL),
     ],
+    ids=[
+        "no direct_url",
+        "editable",
+        "directory",
+        "archive",
+        "no dist-info",
+        "not an object",
+        "dir_info not an object",
+    ],
 )
 def test_install_kind_reads_pep_610(dist_info: Path | None, direct_url: object, kind: InstallKind) -> None:
     assert install_kind(dist_info, direct_url) is kind

@@ -222,7 +222,9 @@ def test_without_a_version_from_a_distribution_the_trees_own_is_read_as_sglang_p
 
 
 @pytest.mark.parametrize(
-    ("dist_info", "kind"), [("sglang-0.5.9.dist-info", InstallKind.WHEEL), (None, InstallKind.PATH)]
+    ("dist_info", "kind"),
+    [("sglang-0.5.9.dist-info", InstallKind.WHEEL), (None, InstallKind.PATH)],
+    ids=["wheel", "bare package"],
 )
 def test_locate_through_python_tells_a_wheel_from_a_bare_package(
     tmp_path: Path, dist_info: str | None, kind: InstallKind
@@ -337,6 +339,7 @@ def test_a_version_py_alone_gives_the_version(checkout: Path) -> None:
         ("0.5.3.post1-2-gabc1234", "0.5.3.post1+2.gabc1234"),
         ("nightly-3-gabc1234", None),
     ],
+    ids=["v0.5.23", "v0.5.23-14-gdeadbee", "v0.5.23-0-gdeadbee", "0.5.3.post1-2-gabc1234", "nightly-3-gabc1234"],
 )
 def test_without_a_version_file_git_describe_gives_it(
     checkout: Path, tmp_path: Path, described: str, version: str | None

@@ -1,9 +1,7 @@
-"""communicator-fusion-gate: its named examples, its self-description, its rows of the release
-matrix, and generated variants of the gate code.
+"""communicator-fusion-gate beyond the contract every patch meets (tests/patches/test_contract.py):
+where its drift is, and generated variants of the gate code.
 
-The examples and the anchor rows are the patch's own (sm120patch/patcher/patches/communicator_fusion_gate.py);
-the rows are checked on one real release per era (slow tier), through the full
-apply/verify/revert cycle.  The variants (operand order, comments inside the condition, line
+The variants (operand order, comments inside the condition, line
 breaks and extra parentheses, extra conditions including an ``or`` that mixes an SM probe with
 something else, which is not an SM clause, the SM clause anywhere in the chain, zero or two SM
 clauses) are each patched exactly right, or refused as drift.
@@ -14,52 +12,16 @@ from __future__ import annotations
 import re
 
 import libcst as cst
-import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
 from hypothesis import strategies as st
 
-from sm120patch.patcher.kit.model import Example, State
+from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.plan.registry import by_id
-from tests.support.patch_checks import (
-    ERAS,
-    bare_context,
-    check_anchor_files,
-    check_description,
-    check_example,
-    check_examples_cover,
-    check_release_row,
-    check_requirements,
-    example_params,
-    sm_clause,
-)
-from tests.support.realtrees import intended_changes
+from tests.support.patch_checks import bare_context, sm_clause
 from tests.support.properties import fast_and_slow
+from tests.support.realtrees import intended_changes
 
 PATCH = by_id()["communicator-fusion-gate"]
-
-
-@pytest.mark.parametrize("example", example_params(PATCH))
-def test_example_gives_its_state_and_code(example: Example) -> None:
-    check_example(PATCH, example)
-
-
-def test_describes_itself_and_anchors_in_known_files() -> None:
-    check_description(PATCH)
-    check_anchor_files(PATCH)
-
-
-def test_examples_are_distinct_and_cover_pending_and_drift() -> None:
-    check_examples_cover(PATCH)
-
-
-def test_requires_only_patches_that_bind_its_names() -> None:
-    check_requirements(PATCH)
-
-
-@pytest.mark.slow  # real sglang releases from the package index
-@pytest.mark.parametrize("version", ERAS)
-def test_real_release_shows_its_anchor_row(release_cycle, version: str) -> None:
-    check_release_row(PATCH, release_cycle(version), version)
 
 
 def test_a_gate_with_two_sm_clauses_is_reported_at_the_gate() -> None:

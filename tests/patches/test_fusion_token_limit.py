@@ -1,5 +1,6 @@
-"""fusion-token-limit: its named examples and self-description, and sglang's own gate run with
-the lowered limit (a batch above it is no longer fused, one at or below it still is)."""
+"""fusion-token-limit beyond the contract every patch meets (tests/patches/test_contract.py):
+the readers without libcst agree with it, and sglang's own gate run with the lowered limit (a
+batch above it is no longer fused, one at or below it still is)."""
 
 from __future__ import annotations
 
@@ -17,28 +18,16 @@ from sm120patch.sglang.tree import from_directory
 from sm120patch.patcher.patches.fusion_token_limit import BATCH, LIMIT_NAME, LITERAL_GATES, limit_in_force, limit_sites
 from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR
 from sm120patch.patcher.kit.model import Example, State
-from sm120patch.patcher.plan.registry import by_id
 from sm120patch.patcher.plan import token_limit
+from sm120patch.patcher.plan.registry import by_id
 from sm120patch.patcher.plan.token_limit import LIMIT_SITE, LimitAsk, limit_in, sglang_limit
-from tests.support.patch_checks import (
-    check_anchor_files,
-    check_description,
-    check_example,
-    check_examples_cover,
-    example_params,
-)
 from tests.support.realtrees import copy_release, intended_changes, sha256
 from tests.support.sglang_exec import load_function
 
 PATCH = by_id()["fusion-token-limit"]
 
 
-@pytest.mark.parametrize("example", example_params(PATCH))
-def test_example_gives_its_state_and_code(example: Example) -> None:
-    check_example(PATCH, example)
-
-
-@pytest.mark.parametrize("example", example_params(PATCH))
+@pytest.mark.parametrize("example", [pytest.param(e, id=e.name) for e in PATCH.examples])
 def test_the_readers_without_libcst_find_the_limit_the_patch_finds(example: Example) -> None:
     """doctor and verify --json read the limit with ``ast`` (no libcst on a trusted tree): the
     same value as the patch's own sites, before and after, in every example."""
@@ -55,14 +44,8 @@ def test_the_reader_without_libcst_looks_where_the_patch_looks() -> None:
     assert {(a.cls, a.name) for a in LITERAL_GATES} == {token_limit.LITERAL_GATE}
 
 
-def test_describes_itself_and_anchors_in_known_files() -> None:
-    check_description(PATCH)
-    check_anchor_files(PATCH)
+def test_its_doc_names_how_sglang_sizes_the_workspace() -> None:
     assert "max_token_num" in PATCH.doc  # how sglang sizes the workspace a larger limit would overrun
-
-
-def test_examples_are_distinct_and_cover_pending_and_drift() -> None:
-    check_examples_cover(PATCH)
 
 
 def test_plan_names_the_reports_site_as_the_patch_does() -> None:

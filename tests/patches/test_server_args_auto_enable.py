@@ -1,9 +1,8 @@
-"""server-args-auto-enable: its named examples, its self-description, its rows of the release
-matrix, and generated variants of the auto-enable block.
+"""server-args-auto-enable beyond the contract every patch meets (tests/patches/test_contract.py):
+where its findings are, every anchored function in one file, and generated variants of the
+auto-enable block.
 
-The examples and the anchor rows are the patch's own (sm120patch/patcher/patches/server_args_auto_enable.py);
-the rows are checked on one real release per era (slow tier), through the full
-apply/verify/revert cycle.  The variants (operand order, layout, other conditions in any
+The variants (operand order, layout, other conditions in any
 place, a nested enable, a body that also does something else) are widened exactly, or left
 alone where the block also picks SM100-only kernels.
 """
@@ -12,51 +11,16 @@ from __future__ import annotations
 
 import libcst as cst
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
 from hypothesis import strategies as st
 
-from sm120patch.patcher.kit.model import Example, State
+from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.plan.registry import by_id
-from tests.support.patch_checks import (
-    ERAS,
-    bare_context,
-    check_anchor_files,
-    check_description,
-    check_example,
-    check_examples_cover,
-    check_release_row,
-    check_requirements,
-    example_params,
-    sm_clause,
-)
-from tests.support.realtrees import intended_changes
+from tests.support.patch_checks import bare_context, sm_clause
 from tests.support.properties import fast_and_slow
+from tests.support.realtrees import intended_changes
 
 PATCH = by_id()["server-args-auto-enable"]
-
-
-@pytest.mark.parametrize("example", example_params(PATCH))
-def test_example_gives_its_state_and_code(example: Example) -> None:
-    check_example(PATCH, example)
-
-
-def test_describes_itself_and_anchors_in_known_files() -> None:
-    check_description(PATCH)
-    check_anchor_files(PATCH)
-
-
-def test_examples_are_distinct_and_cover_pending_and_drift() -> None:
-    check_examples_cover(PATCH)
-
-
-def test_requires_only_patches_that_bind_its_names() -> None:
-    check_requirements(PATCH)
-
-
-@pytest.mark.slow  # real sglang releases from the package index
-@pytest.mark.parametrize("version", ERAS)
-def test_real_release_shows_its_anchor_row(release_cycle, version: str) -> None:
-    check_release_row(PATCH, release_cycle(version), version)
 
 
 @pytest.mark.parametrize(
@@ -68,7 +32,7 @@ def test_real_release_shows_its_anchor_row(release_cycle, version: str) -> None:
         ),
         ("nothing turns fusion on under an SM check", "ServerArgs._handle_model_specific_adjustments"),
         ("overrides that also pick other backends are left alone", "_flashinfer_allreduce_fusion_auto_enable"),
-    ],
+    ], ids=["second conjunct by hand", "no SM check turns fusion on", "overrides that pick other backends"],
 )
 def test_findings_that_change_nothing_name_the_function_they_read(name: str, where: str) -> None:
     (example,) = [e for e in PATCH.examples if e.name == name]

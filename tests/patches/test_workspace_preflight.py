@@ -1,9 +1,6 @@
-"""workspace-preflight: its named examples, its self-description, its rows of the release
-matrix, and sglang's own size helper run before and after it on every release that has it.
-
-The examples and the anchor rows are the patch's own (sm120patch/patcher/patches/workspace_preflight.py);
-the rows are checked on one real release per era (slow tier), through the full
-apply/verify/revert cycle.
+"""workspace-preflight beyond the contract every patch meets (tests/patches/test_contract.py):
+where its findings are, the evidence it shows, and sglang's own size helper run before and
+after it on every release that has it.
 
 Each release 0.5.11 - 0.5.23 is installed, patched with every patch, and its
 ``_flashinfer_trtllm_workspace_allocation_sizes`` (before and after) is executed against
@@ -22,48 +19,14 @@ import pytest
 from packaging.version import Version
 
 from sm120patch.sglang.layout import COMM_FUSION
-from sm120patch.patcher.kit.model import Example, Finding, State
+from sm120patch.patcher.kit.model import Finding, State
 from sm120patch.patcher.plan.evidence import generate
 from sm120patch.patcher.plan.registry import by_id
 from sm120patch.sglang.releases import ALL_RELEASES
-from tests.support.patch_checks import (
-    ERAS,
-    check_anchor_files,
-    check_description,
-    check_example,
-    check_examples_cover,
-    check_release_row,
-    check_requirements,
-    example_params,
-)
 from tests.support.realtrees import run_cycle
 from tests.support.sglang_exec import FakeCudaDriver, MiB, workspace_sizes
 
 PATCH = by_id()["workspace-preflight"]
-
-
-@pytest.mark.parametrize("example", example_params(PATCH))
-def test_example_gives_its_state_and_code(example: Example) -> None:
-    check_example(PATCH, example)
-
-
-def test_describes_itself_and_anchors_in_known_files() -> None:
-    check_description(PATCH)
-    check_anchor_files(PATCH)
-
-
-def test_examples_are_distinct_and_cover_pending_and_drift() -> None:
-    check_examples_cover(PATCH)
-
-
-def test_requires_only_patches_that_bind_its_names() -> None:
-    check_requirements(PATCH)
-
-
-@pytest.mark.slow  # real sglang releases from the package index
-@pytest.mark.parametrize("version", ERAS)
-def test_real_release_shows_its_anchor_row(release_cycle, version: str) -> None:
-    check_release_row(PATCH, release_cycle(version), version)
 
 
 # --- sglang's own size helper, before and after -------------------------------------------

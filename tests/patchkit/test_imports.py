@@ -68,6 +68,19 @@ def added(source: str, anchor: str | None = "is_sm100_supported") -> str:
             "from sglang.srt.utils import (\n    a, b,\n    is_sm100_supported, is_sm120_supported\n)\n",
         ),
     ],
+    ids=[
+        "one line",
+        "anchor first",
+        "block",
+        "no trailing comma",
+        "anchor's comment",
+        "block of one on one line",
+        "one name",
+        "block of one over lines",
+        "block of one with its comma",
+        "anchor sharing its line",
+        "names sharing a line",
+    ],
 )
 def test_the_name_goes_right_after_the_anchor_in_the_blocks_own_layout(before: str, after: str) -> None:
     assert added(before) == after

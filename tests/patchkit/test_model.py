@@ -55,6 +55,18 @@ def test_the_words_reports_and_saved_state_use() -> None:
         (None, False),
         (Version("0.5.12"), True),
     ],
+    ids=[
+        "0.5.8",
+        "0.5.9rc1",
+        "0.5.9",
+        "0.5.10",
+        "0.5.14",
+        "0.5.14.post1",
+        "0.5.15",
+        "not a version",
+        "None",
+        "Version 0.5.12",
+    ],
 )
 def test_releases_contain_first_to_last_inclusive(version: object, inside: bool) -> None:
     assert (version in Releases("0.5.9", "0.5.14")) is inside
@@ -187,6 +199,7 @@ def test_the_anchor_that_covers_a_release_is_the_first_that_does() -> None:
         (Toy(), None, State.DRIFT, "none of new.py, old.py exists in this sglang"),
         (Bare(), "0.5.9", State.DRIFT, "none of new.py, old.py exists in sglang 0.5.9"),
     ],
+    ids=["before since", "at since", "no release", "no since"],
 )
 def test_a_missing_file_is_not_needed_only_before_the_release_that_added_it(
     patch: Patch, version: str | None, state: State, detail: str

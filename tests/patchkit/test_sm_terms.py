@@ -40,6 +40,16 @@ def expr(text: str) -> cst.BaseExpression:
         ("get_platform().is_sm100", PLATFORM, "sm100"),
         ("get_platform().is_sm121", PLATFORM, "sm121"),
     ],
+    ids=[
+        "is_sm100_supported()",
+        "is_sm90_supported()",
+        "is_blackwell()",
+        "_is_sm100_supported",
+        "_is_sm120_supported",
+        "_is_blackwell",
+        "get_platform().is_sm100",
+        "get_platform().is_sm121",
+    ],
 )
 def test_each_spelling_is_read_with_its_architecture(text: str, spelling, arch: str) -> None:
     term = sm_term_of(expr(text))
@@ -141,6 +151,7 @@ def widened(test: str) -> str:
         ("a and (is_sm100_supported()) and b", "a and (is_sm100_supported() or is_sm120_supported()) and b"),
         ("(get_platform().is_sm100) and b", "(get_platform().is_sm100 or get_platform().is_sm120) and b"),
     ],
+    ids=["or chain", "one flag", "and chain", "parenthesized helper", "platform attribute"],
 )
 def test_widen_appends_the_sm120_term_and_keeps_precedence(test: str, after: str) -> None:
     assert widened(test) == after

@@ -272,6 +272,16 @@ def test_star_imports_that_import_each_other_end(tmp_path: Path) -> None:
         ("__all__: list = []\n__all__ += ['other']\ndef name():\n    pass\n", "name", True),  # no plain __all__ =
         ("x.__all__ = ['other']\ndef name():\n    pass\n", "name", True),
     ],
+    ids=[
+        "public def",
+        "private def",
+        "__all__ names it",
+        "__all__ after a constant",
+        "__all__ leaves it out",
+        "__all__ computed",
+        "__all__ annotated and extended",
+        "another object's __all__",
+    ],
 )
 def test_a_star_import_takes_what_all_exports(tmp_path: Path, exporter: str, name: str, taken: bool) -> None:
     pkg = package(tmp_path, {"a.py": f"# {name}\nfrom sglang.b import *\n", "b.py": exporter})
@@ -292,6 +302,15 @@ def test_a_star_import_takes_what_all_exports(tmp_path: Path, exporter: str, nam
         ("sglang.srt.layers.x", False, 3, "utils", "sglang.utils"),
         ("sglang.srt", True, 1, None, "sglang.srt"),
         ("sglang.srt.x", False, 1, None, "sglang.srt"),
+    ],
+    ids=[
+        "package .common",
+        "module .common",
+        "package ..common",
+        "module ..utils",
+        "module ...utils",
+        "package .",
+        "module .",
     ],
 )
 def test_resolve_relative(here: str, is_package: bool, level: int, module: str | None, resolved: str) -> None:

@@ -43,31 +43,35 @@ def compile_expr(text: str) -> object:
     return ast.parse(text, mode="eval").body
 
 
+GATE_TESTS = [
+    ("major == 10", True),
+    ("major != 10", True),
+    ("torch.cuda.get_device_capability() in [(9, 0), (10, 0)]", True),
+    ("torch.cuda.get_device_capability() in [(9, 0), (10, 0), (12, 0)]", False),
+    ("torch.cuda.get_device_capability() >= (9, 0)", False),
+    ("get_device_sm() >= 90", False),
+    ("get_device_sm() == 100", True),
+    ("major == 12", False),
+    ("TABLE.get((torch.cuda.get_device_capability(), tp))", True),
+    ("x == 10", False),  # not the capability
+    ("is_blackwell()", False),  # admits SM12x already
+    ("_is_sm100_supported and not _is_sm120_supported", False),  # names SM12x
+    ("torch.cuda.get_device_capability()[0] < 10", False),  # alone: which way is the statement's
+    ("(9, 0) <= torch.cuda.get_device_capability() < (11, 0)", True),  # a chain: both links
+    ("(9, 0) <= torch.cuda.get_device_capability() < (13, 0)", False),
+    ("90 <= get_device_sm() < 120", True),  # the constant on the left
+    ("torch.cuda.get_device_capability()[0] >= 9 and torch.cuda.get_device_capability()[0] < 11", True),
+    ("major >= 9 and x", False),
+    ("major >= 9 and major <= 12", False),  # passes on SM12x; the rest is not about the GPU
+    ("x or major == 10", True),  # SM12x only where something else is true
+    ("major == 10 or major >= 12", False),
+]
+
+
 @pytest.mark.parametrize(
     ("expression", "reported"),
-    [
-        ("major == 10", True),
-        ("major != 10", True),
-        ("torch.cuda.get_device_capability() in [(9, 0), (10, 0)]", True),
-        ("torch.cuda.get_device_capability() in [(9, 0), (10, 0), (12, 0)]", False),
-        ("torch.cuda.get_device_capability() >= (9, 0)", False),
-        ("get_device_sm() >= 90", False),
-        ("get_device_sm() == 100", True),
-        ("major == 12", False),
-        ("TABLE.get((torch.cuda.get_device_capability(), tp))", True),
-        ("x == 10", False),  # not the capability
-        ("is_blackwell()", False),  # admits SM12x already
-        ("_is_sm100_supported and not _is_sm120_supported", False),  # names SM12x
-        ("torch.cuda.get_device_capability()[0] < 10", False),  # alone: which way is the statement's
-        ("(9, 0) <= torch.cuda.get_device_capability() < (11, 0)", True),  # a chain: both links
-        ("(9, 0) <= torch.cuda.get_device_capability() < (13, 0)", False),
-        ("90 <= get_device_sm() < 120", True),  # the constant on the left
-        ("torch.cuda.get_device_capability()[0] >= 9 and torch.cuda.get_device_capability()[0] < 11", True),
-        ("major >= 9 and x", False),
-        ("major >= 9 and major <= 12", False),  # passes on SM12x; the rest is not about the GPU
-        ("x or major == 10", True),  # SM12x only where something else is true
-        ("major == 10 or major >= 12", False),
-    ],
+    GATE_TESTS,
+    ids=[expression for expression, _ in GATE_TESTS],
 )
 def test_raw_comparisons_and_tables(expression: str, reported: bool) -> None:
     assert bool(found(f"def allreduce_fusion_ok(major, x, tp):\n    if {expression}:\n        return 1\n")) is reported
@@ -125,21 +129,25 @@ def test_functions_are_named_as_sglang_names_them() -> None:
     ]
 
 
+PATH_FUNCTIONS = [
+    (COMM, "_resolve_backend", True),
+    ("srt/layers/layer_boundary/fusions/allreduce.py", "FusedAllReduce.forward", True),
+    ("srt/layers/communicator.py", "apply_flashinfer_allreduce_fusion", True),
+    ("srt/layers/communicator.py", "LayerCommunicator.should_fuse_mlp_allreduce_with_next_layer", True),
+    ("srt/layers/layer_boundary/residual/add_norm.py", "flashinfer_ar_fusion_applies", True),
+    ("srt/distributed/parallel_state.py", "GroupCoordinator.fused_allreduce_rmsnorm", True),
+    ("srt/models/beam.py", "BeamModel._flashinfer_ar_band", True),
+    ("srt/layers/flashinfer_trtllm.py", "create_trtllm_allreduce_workspace", True),
+    ("srt/server_args.py", "ServerArgs._handle_model_specific_adjustments", False),
+    ("srt/layers/attention/flashinfer_backend.py", "FlashInferAttnBackend.init_forward_metadata", False),
+    ("srt/arg_groups/speculative_hook.py", "_resolve_dflash_draft_attention_backend", False),
+]
+
+
 @pytest.mark.parametrize(
     ("rel", "function", "expected"),
-    [
-        (COMM, "_resolve_backend", True),
-        ("srt/layers/layer_boundary/fusions/allreduce.py", "FusedAllReduce.forward", True),
-        ("srt/layers/communicator.py", "apply_flashinfer_allreduce_fusion", True),
-        ("srt/layers/communicator.py", "LayerCommunicator.should_fuse_mlp_allreduce_with_next_layer", True),
-        ("srt/layers/layer_boundary/residual/add_norm.py", "flashinfer_ar_fusion_applies", True),
-        ("srt/distributed/parallel_state.py", "GroupCoordinator.fused_allreduce_rmsnorm", True),
-        ("srt/models/beam.py", "BeamModel._flashinfer_ar_band", True),
-        ("srt/layers/flashinfer_trtllm.py", "create_trtllm_allreduce_workspace", True),
-        ("srt/server_args.py", "ServerArgs._handle_model_specific_adjustments", False),
-        ("srt/layers/attention/flashinfer_backend.py", "FlashInferAttnBackend.init_forward_metadata", False),
-        ("srt/arg_groups/speculative_hook.py", "_resolve_dflash_draft_attention_backend", False),
-    ],
+    PATH_FUNCTIONS,
+    ids=[function for _, function, _ in PATH_FUNCTIONS],
 )
 def test_on_the_path_by_name(rel: str, function: str, expected: bool) -> None:
     assert on_path(rel, function) is expected

@@ -115,7 +115,11 @@ def test_a_change_that_does_not_compile_is_a_bug_naming_the_file(tmp_path: Path)
     assert message.endswith("); nothing was written")
 
 
-@pytest.mark.parametrize(("first", "final", "shown"), [("f", "", "f"), ("", "g", "g"), ("f", "g", "f")])
+@pytest.mark.parametrize(
+    ("first", "final", "shown"),
+    [("f", "", "f"), ("", "g", "g"), ("f", "g", "f")],
+    ids=["before", "after", "before over after"],
+)
 def test_a_report_says_where_the_patch_looked_before_or_else_after(
     tmp_path: Path, first: str, final: str, shown: str
 ) -> None:

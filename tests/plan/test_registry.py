@@ -37,7 +37,8 @@ def test_all_patches_lists_each_requirement_before_its_dependants() -> None:
 
 
 def test_every_patch_has_its_test_file() -> None:
-    """tests/patches/test_<module>.py holds each patch's examples and release-matrix rows."""
+    """tests/patches/test_<module>.py holds what is particular to each patch (what every patch
+    meets: tests/patches/test_contract.py)."""
     for patch in all_patches():
         module = type(patch).__module__.rsplit(".", 1)[1]
         assert (TESTS / "patches" / f"test_{module}.py").is_file(), patch.id
@@ -130,6 +131,7 @@ def test_skip_leaves_out_exactly_what_it_names() -> None:
         ((), ("nope",), "unknown patch id nope"),
         ((IMPORT,), (IMPORT,), "nothing left to do: every patch was skipped"),
     ],
+    ids=["skip import", "skip flag", "only gate skip import", "unknown only", "unknown skip", "only and skip one"],
 )
 def test_impossible_selections_are_refused_with_a_reason(only: tuple, skip: tuple, message: str) -> None:
     with pytest.raises(SelectionError) as info:

@@ -4,7 +4,7 @@ What each release must show comes from the patches' own anchor tables (``Patch.a
 the row that covers the release names the file and the expected state (no row: not
 needed), and the file's ``ast``-level changes must be exactly the patches' ``edits`` (plus
 the helper import where a row says so).  A new variant is a new row; this test follows.
-Each patch's own rows are also checked, by patch, in tests/patches/test_<patch>.py; both read
+Each patch's own rows are also checked, by patch, in tests/patches/test_contract.py; both read
 the same cycle (``release_cycle``, run once per release).
 """
 

@@ -106,7 +106,9 @@ def test_a_release_without_fusion_is_refused_and_an_unknown_version_is_this_sgla
     )
 
 
-@pytest.mark.parametrize(("flashinfer_version", "warned"), [("0.6.17", False), ("0.6.12", True)])
+@pytest.mark.parametrize(
+    ("flashinfer_version", "warned"), [("0.6.17", False), ("0.6.12", True)], ids=["0.6.17", "0.6.12"]
+)
 def test_the_release_code_is_read_only_for_a_warning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flashinfer_version: str, warned: bool
 ) -> None:

@@ -83,6 +83,7 @@ def test_a_tampered_manifest_is_not_believed(applied: Path) -> None:
 @pytest.mark.parametrize(
     ("field", "value"),
     [("fingerprint", "0" * 64), ("tool_version", "0.1.0"), ("patch_set", ["communicator-import"])],
+    ids=["fingerprint", "tool_version", "patch_set"],
 )
 def test_a_manifest_from_other_code_or_a_partial_apply_is_not_trusted(applied: Path, field: str, value: object) -> None:
     manifest = json.loads(manifest_path(applied).read_text())

@@ -63,7 +63,11 @@ def test_the_tree_as_found(tmp_path: Path) -> None:
     }
 
 
-@pytest.mark.parametrize(("version", "pin", "kernel"), [("0.5.18", "0.6.17", True), ("0.5.11", "0.6.8.post1", False)])
+@pytest.mark.parametrize(
+    ("version", "pin", "kernel"),
+    [("0.5.18", "0.6.17", True), ("0.5.11", "0.6.8.post1", False)],
+    ids=["0.5.18", "0.5.11"],
+)
 def test_without_flashinfer_beside_it_the_pin_decides(version: str, pin: str, kernel: bool) -> None:
     data = tree_json(a_tree(version))
     assert (data["flashinfer"], data["flashinfer_pinned"], data["flashinfer_has_sm12x_allreduce"]) == (
@@ -224,7 +228,6 @@ def test_a_refused_release_lists_every_patch_as_refused_for_that_reason() -> Non
         }
         for p in all_patches()
     ]
-    assert len(data["patches"]) == 7
 
 
 def test_an_error() -> None:

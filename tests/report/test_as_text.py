@@ -308,6 +308,7 @@ def test_evidence_per_file_then_by_line_each_line_once(capsys: pytest.CaptureFix
 @pytest.mark.parametrize(
     ("command", "options"),
     [(Command.LIST, {}), (Command.REVERT, {}), (Command.VERIFY, {"brief": True}), (Command.APPLY, {"brief": True})],
+    ids=["list", "revert", "verify --brief", "apply --brief"],
 )
 def test_evidence_only_in_verify_and_apply_and_not_in_the_demo(
     capsys: pytest.CaptureFixture[str], command: Command, options: dict[str, bool]
@@ -391,7 +392,9 @@ def test_a_file_line_as_wide_as_the_terminal_stays_one_line(
 
 
 @pytest.mark.parametrize(
-    ("command", "options"), [(Command.APPLY, {}), (Command.LIST, {}), (Command.VERIFY, {"brief": True})]
+    ("command", "options"),
+    [(Command.APPLY, {}), (Command.LIST, {}), (Command.VERIFY, {"brief": True})],
+    ids=["apply", "list", "verify --brief"],
 )
 def test_files_only_in_verify_and_revert_and_not_in_the_demo(
     capsys: pytest.CaptureFixture[str], command: Command, options: dict[str, bool]

@@ -8,6 +8,6 @@
 * ``faultsuite`` and ``faulty_cli``: fault injection into the write path.
 * ``cli``: running sm120patch in-process or in a new process, and reading what it did.
 * ``hand_fix``: the ``sed`` hand fix that sm120patch replaces, and its ``grep`` check.
-* ``patch_checks``: what every patch's test file checks (examples, self-description,
-  release-matrix rows, generated variants).
+* ``patch_checks``: what the tests of the patches share (every example, the eras of the
+  release matrix, the pieces of generated variants).
 """

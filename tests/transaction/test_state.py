@@ -76,7 +76,9 @@ def with_state(state: StateDir) -> None:
 # -- the directory and its .gitignore -------------------------------------------------------
 
 
-@pytest.mark.parametrize(("umask", "mode"), [(0o000, 0o644), (0o022, 0o644), (0o027, 0o640)])
+@pytest.mark.parametrize(
+    ("umask", "mode"), [(0o000, 0o644), (0o022, 0o644), (0o027, 0o640)], ids=["umask 000", "umask 022", "umask 027"]
+)
 def test_make_writes_a_gitignore_that_ignores_everything_readable_as_0644_less_the_umask(
     state: StateDir, umask: int, mode: int
 ) -> None:
