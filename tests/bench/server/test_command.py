@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 
 from sm120patch.bench import measure
-from sm120patch.bench.launch import RankFailure
+from sm120patch.bench.launch import FailureKind, RankFailure
 from sm120patch.bench.mirror import read_call
 from sm120patch.bench.server import driver, render
 from sm120patch.bench.server.flags import BACKEND, ENABLE, HATCH
@@ -334,7 +334,7 @@ def test_a_kernel_bench_that_fails_leaves_the_servers_answer(tmp_path: Path, mon
     )
 
     def failing(*args: Any, **kwargs: Any) -> None:
-        raise RankFailure(1, "workspace", "failure", "CUDA error")
+        raise RankFailure(1, "workspace", FailureKind.FAILURE, "CUDA error")
 
     monkeypatch.setattr(measure, "run", failing)
     assert bench_server.kernel_beside(result(), tree, lambda text: None) == (
