@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import IO, Any
 
@@ -32,14 +33,31 @@ LONG_PHASE_FACTOR = 6
 KILL_GRACE_S = 3.0
 
 
+class FailureKind(str, Enum):
+    """What ended a bench run: the kind a rank's ``error`` event names, or the watcher's timeout."""
+
+    ENVIRONMENT = "environment"  # the host cannot run it (exit 2)
+    NO_KERNEL = "no-kernel"  # FlashInfer has no trtllm allreduce kernel for these GPUs (exit 2)
+    DECLINED = "declined"  # sglang would not fuse on these GPUs (exit 1)
+    FAILURE = "failure"  # anything else a rank raised, or a rank that exited without a word
+    TIMEOUT = "timeout"  # a rank made no progress within its phase's limit: every rank was stopped
+
+    @classmethod
+    def said(cls, kind: object) -> FailureKind:
+        """The kind a rank's ``error`` event names; one this side does not know is a failure."""
+        try:
+            return cls(kind)
+        except ValueError:
+            return cls.FAILURE
+
+
 @dataclass
 class RankFailure(Exception):
-    """A rank failed or hung; ``kind`` is the rank's own (environment, no-kernel, mismatch,
-    failure) or "timeout"."""
+    """A rank failed or hung, and how (``kind``)."""
 
     rank: int
     phase: str
-    kind: str
+    kind: FailureKind
     message: str
 
     def __str__(self) -> str:
@@ -193,7 +211,7 @@ def _stuck(waiting: list[RankLog], timeout: float) -> RankFailure:
     return RankFailure(
         laggard.rank,
         laggard.phase,
-        "timeout",
+        FailureKind.TIMEOUT,
         f"no progress for {limit_for(laggard.phase, timeout):.0f} s (a GPU without P2P, a stuck NCCL init or a "
         f"peer that died); every rank was stopped" + (f" ({others})" if others else ""),
     )
@@ -220,7 +238,7 @@ def _check_exit(log: RankLog, proc: subprocess.Popen[str], stderr_path: str) -> 
         return
     errors = [e for e in log.events if e["event"] == "error"]
     if errors:
-        raise RankFailure(log.rank, log.phase, str(errors[-1].get("kind")), str(errors[-1].get("message")))
+        raise RankFailure(log.rank, log.phase, FailureKind.said(errors[-1].get("kind")), str(errors[-1].get("message")))
     last = _last_stderr(stderr_path) or "no message"
     how = f"exit {proc.returncode}" if proc.returncode >= 0 else f"killed by signal {-proc.returncode}"
-    raise RankFailure(log.rank, log.phase, "failure", f"{how}: {last}")
+    raise RankFailure(log.rank, log.phase, FailureKind.FAILURE, f"{how}: {last}")

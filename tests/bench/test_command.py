@@ -278,12 +278,12 @@ def test_a_plot_is_drawn(measured: dict[str, Any], monkeypatch: pytest.MonkeyPat
     ("kind", "code", "said"),
     [
         ("timeout", 2, "bench stopped: rank 1, phase tokens 8: no progress for 300 s"),
-        ("mismatch", 1, "bench failed: rank 1, phase tokens 8: no progress for 300 s"),
+        ("declined", 1, "bench failed: rank 1, phase tokens 8: no progress for 300 s"),
         ("failure", 1, "bench failed: rank 1, phase tokens 8: no progress for 300 s"),
     ],
 )
 def test_a_rank_that_hangs_or_fails(measured: dict[str, Any], kind: str, code: int, said: str) -> None:
-    measured["raise"] = launch.RankFailure(1, "tokens 8", kind, "no progress for 300 s")
+    measured["raise"] = launch.RankFailure(1, "tokens 8", launch.FailureKind(kind), "no progress for 300 s")
     got, stdout, _ = bench(measured, "--tp", "2", "--json")
     data = json.loads(stdout)
     assert (got, data["exit_code"], data["error"]) == (code, code, said)

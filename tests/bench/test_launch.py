@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sm120patch.runner import ranks as launch
-from sm120patch.runner.ranks import RankFailure
+from sm120patch.runner.ranks import FailureKind, RankFailure
 from tests.bench.fakes import rank_script
 
 
@@ -113,7 +113,18 @@ def test_a_rank_error_event_ends_every_rank(tmp_path: Path) -> None:
         run(script, timeout=60)
     assert time.monotonic() - start < 15  # the peer was stopped, not waited for
     assert (caught.value.rank, caught.value.phase, caught.value.kind) == (0, "workspace", "no-kernel")
+    assert caught.value.kind is FailureKind.NO_KERNEL
     assert "No supported CUDA architectures" in caught.value.message
+
+
+def test_a_kind_the_rank_says_is_read_as_one_this_side_knows() -> None:
+    assert [FailureKind.said(word) for word in ("declined", "environment", "timeout")] == [
+        FailureKind.DECLINED,
+        FailureKind.ENVIRONMENT,
+        FailureKind.TIMEOUT,
+    ]
+    assert FailureKind.said("mismatch") is FailureKind.FAILURE  # a word this side does not know
+    assert FailureKind.said(None) is FailureKind.FAILURE  # an error event without a kind
 
 
 def test_a_crash_without_an_event_names_the_exit_and_the_last_stderr_line(tmp_path: Path) -> None:

@@ -13,13 +13,13 @@ import pytest
 
 from sm120patch.bench.kernel import measure
 from sm120patch.bench.kernel.estimate import Model
-from sm120patch.bench.kernel.measure import Baseline, BenchResult, Row, Settings, Timing, refusal
+from sm120patch.bench.kernel.measure import Baseline, BaselineSource, BenchResult, Row, Settings, Timing, refusal
 from sm120patch.bench.kernel.verdict import Kind, judge
 from sm120patch.bench.remote import bench_rank
 from sm120patch.errors import EnvironmentProblem, ExitCode, NotAsAsked
 from sm120patch.runner import Answer, ProbeError
 from sm120patch.runner import ranks as launch
-from sm120patch.runner.ranks import RankFailure, RankLog
+from sm120patch.runner.ranks import FailureKind, RankFailure, RankLog
 from sm120patch.sglang import flashinfer as flashinfer_kernel
 from sm120patch.sglang.fusion_call import read_call
 from tests.bench.fakes import fake_serving_site
@@ -256,16 +256,18 @@ def test_the_baseline_names_each_allreduce_once_in_token_order() -> None:
     )
     done = {"source": "sglang", "norm": "sglang RMSNorm.forward", "fused": "fused call", "notes": ["a", 7]}
     assert measure.read_baseline(done, rows) == Baseline(
-        "sglang", ("custom", "NCCL"), "sglang RMSNorm.forward", "fused call", ("a", "7")
+        BaselineSource.SGLANG, ("custom", "NCCL"), "sglang RMSNorm.forward", "fused call", ("a", "7")
     )
-    assert measure.read_baseline({"norm": "torch", "notes": None}, []) == Baseline("stand-in", (), "torch", "", ())
+    assert measure.read_baseline({"norm": "torch", "notes": None}, []) == Baseline(
+        BaselineSource.STAND_IN, (), "torch", "", ()
+    )
 
 
 def test_a_baseline_describes_its_allreduces_and_norm() -> None:
-    assert Baseline("sglang", ("custom", "NCCL"), "norm", "f").describe() == "custom / NCCL, then norm"
-    assert Baseline("stand-in", (), "torch", "f").describe() == "allreduce, then torch"
-    assert Baseline("sglang", (), "n", "f").indicative is False
-    assert Baseline("stand-in", (), "n", "f").indicative is True
+    assert Baseline(BaselineSource.SGLANG, ("custom", "NCCL"), "norm", "f").describe() == "custom / NCCL, then norm"
+    assert Baseline(BaselineSource.STAND_IN, (), "torch", "f").describe() == "allreduce, then torch"
+    assert Baseline(BaselineSource.SGLANG, (), "n", "f").indicative is False
+    assert Baseline(BaselineSource.STAND_IN, (), "n", "f").indicative is True
 
 
 def test_fused_against_the_allreduce_floor() -> None:
@@ -402,7 +404,7 @@ def test_run_measures_at_the_tp_asked_and_judges_the_rows(monkeypatch: pytest.Mo
     }
     assert launched["env"] == {**measure.rank_env(), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29512"}
     rows = measure.combine(ranks.launch(PY, "", [], 2, {}, 1.0, lambda rank, event: None))
-    baseline = Baseline("stand-in", (), "torch (add + RMSNorm as separate ops)", "fi", ("no sglang",))
+    baseline = Baseline(BaselineSource.STAND_IN, (), "torch (add + RMSNorm as separate ops)", "fi", ("no sglang",))
     assert result == BenchResult(
         settings=settings(eps=1e-5, fault="garbage", baseline="stand-in", custom_allreduce=False),
         tp=2,
@@ -428,7 +430,7 @@ def test_run_on_every_gpu_with_sglangs_own_code_adds_no_floor_note(monkeypatch: 
     assert ranks.launched[0]["world"] == 8 and json.loads(ranks.launched[0]["args"][1])["sglang_version"] is None
     assert (result.tp, result.notes, result.versions, result.model) == (8, list(call.notes), {}, None)
     assert result.verdict.indicative == ()
-    assert result.baseline == Baseline("sglang", (), "sglang 0.5.23 RMSNorm.forward", "", ("ignored",))
+    assert result.baseline == Baseline(BaselineSource.SGLANG, (), "sglang 0.5.23 RMSNorm.forward", "", ("ignored",))
 
 
 def test_a_stand_in_run_of_sglangs_own_norm_kernel_adds_no_floor_note(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -471,14 +473,14 @@ def test_a_refused_host_launches_no_rank(monkeypatch: pytest.MonkeyPatch) -> Non
             NotAsAsked,
             "no SM120 build: a server with fusion on would run unfused on these GPUs (rank 1)",
         ),
-        ("mismatch", RankFailure, "rank 1, phase workspace: no SM120 build"),
+        ("failure", RankFailure, "rank 1, phase workspace: no SM120 build"),
     ],
 )
 def test_a_rank_failure_is_said_by_its_kind(
     monkeypatch: pytest.MonkeyPatch, kind: str, error: type[Exception], says: str
 ) -> None:
     ranks = Ranks(monkeypatch, probe(2), STANDIN_DONE)
-    ranks.failure = RankFailure(1, "workspace", kind, "no SM120 build")
+    ranks.failure = RankFailure(1, "workspace", FailureKind(kind), "no SM120 build")
     with pytest.raises(error) as raised:
         measure.run(settings(), read_call(None, None), "`--off`")
     assert type(raised.value) is error and str(raised.value) == says
@@ -489,7 +491,7 @@ def test_a_wrong_row_is_exit_1() -> None:
     good = Row(1, Timing(5.0, 6.0), Timing(20.0, 21.0), Timing(4.0, 5.0), {}, {}, True)
     bad = Row(2, Timing(5.0, 6.0), Timing(20.0, 21.0), Timing(4.0, 5.0), {}, {}, False)
     call = read_call(None, None)
-    base = Baseline("sglang", (), "n", "f")
+    base = Baseline(BaselineSource.SGLANG, (), "n", "f")
 
     def result(rows: list[Row]) -> BenchResult:
         return BenchResult(settings(), 2, call, {}, rows, base, {}, judge([r.point for r in rows], 2))
@@ -572,7 +574,7 @@ SGLANG_NOTE_PCIE = (
 
 def test_a_second_pass_that_fails_is_said_and_the_first_stands(monkeypatch: pytest.MonkeyPatch) -> None:
     ranks = PcieRanks(monkeypatch, probe(2), {})
-    ranks.failure = RankFailure(1, "tokens 1", "failure", "exit 1: boom")
+    ranks.failure = RankFailure(1, "tokens 1", FailureKind.FAILURE, "exit 1: boom")
     result = measure.run(settings(pcie_ipc=True), read_call(None, None), "`--off`")
     assert len(ranks.launched) == 2
     assert result.notes[-1] == f"{measure.PCIE_IPC_FLAG}=1 could not be measured: rank 1, phase tokens 1: exit 1: boom"

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from sm120patch.bench.kernel import measure, render
 from sm120patch.bench.kernel.estimate import Model
-from sm120patch.bench.kernel.measure import Baseline, BenchResult, Row, Settings, Timing
+from sm120patch.bench.kernel.measure import Baseline, BaselineSource, BenchResult, Row, Settings, Timing
 from sm120patch.bench.kernel.verdict import judge
 from sm120patch.sglang.fusion_call import read_call
 
@@ -22,10 +22,14 @@ CA = "sglang custom allreduce (CustomAllreduce)"
 NCCL = "NCCL (PyNccl under CUDA graphs, torch.distributed eager)"
 TORCH_NORM = "torch (add + RMSNorm as separate ops)"
 STANDIN = Baseline(
-    "stand-in", ("torch.distributed all_reduce (nccl)",), TORCH_NORM, "FlashInfer allreduce_fusion", ("no sglang",)
+    BaselineSource.STAND_IN,
+    ("torch.distributed all_reduce (nccl)",),
+    TORCH_NORM,
+    "FlashInfer allreduce_fusion",
+    ("no sglang",),
 )
 SGLANG = Baseline(
-    "sglang", (CA, NCCL), "sglang 0.5.13 RMSNorm.forward", "sglang's flashinfer_allreduce_residual_rmsnorm"
+    BaselineSource.SGLANG, (CA, NCCL), "sglang 0.5.13 RMSNorm.forward", "sglang's flashinfer_allreduce_residual_rmsnorm"
 )
 
 
@@ -250,7 +254,7 @@ def small_result() -> BenchResult:
         SglangCall({"max_token_num": 2048, "use_oneshot": True}, "sglang 0.5.9 (f.py:1, f)", ("use_oneshot",)),
         {"gpus": [{"index": i, "name": "G", "capability": [12, 0]} for i in range(4)]},
         rows,
-        Baseline("stand-in", ("custom", "NCCL"), "torch", "fi", ("no sglang",)),
+        Baseline(BaselineSource.STAND_IN, ("custom", "NCCL"), "torch", "fi", ("no sglang",)),
         {"torch": "2.11"},
         Verdict(Kind.MIXED, "advice", 4096, ("why",)),
         ["a note"],
@@ -592,7 +596,7 @@ def test_the_plot_draws_three_lines_on_log_axes_with_the_verdict(
 
 
 def test_the_facts_name_each_gpu_kind_each_version_and_a_fused_call_left_unnamed() -> None:
-    mixed = result(baseline=Baseline("sglang", (CA,), "sglang RMSNorm.forward", ""))
+    mixed = result(baseline=Baseline(BaselineSource.SGLANG, (CA,), "sglang RMSNorm.forward", ""))
     mixed.probe = {
         "gpus": [
             {"index": 0, "name": "NVIDIA RTX PRO 6000", "capability": [12, 0]},

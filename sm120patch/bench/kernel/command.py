@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sm120patch.bench.kernel.estimate import Model, read_config
-from sm120patch.bench.kernel.measure import Settings, run
+from sm120patch.bench.kernel.measure import BaselineChoice, Settings, run
 from sm120patch.bench.kernel.verdict import KEEP_OFF_DEFAULT
 from sm120patch.errors import EnvironmentProblem, ExitCode, NotAsAsked, ToolError
 from sm120patch.output.console import StatusLine
@@ -79,7 +79,7 @@ def bench(
         dtype,
         timeout,
         replays=replays,
-        baseline=baseline,
+        baseline=BaselineChoice(baseline),
         custom_allreduce=custom_allreduce,
         pcie_ipc=bool(tree and pcie_ipc_option(tree)),
     )
@@ -96,7 +96,7 @@ def bench(
         with progress:
             result = run(settings, call, hatch, on_event, tree.version if tree else None, model)
     except launch.RankFailure as exc:
-        if exc.kind == "timeout":
+        if exc.kind is launch.FailureKind.TIMEOUT:
             raise EnvironmentProblem(f"bench stopped: {exc}") from exc
         raise NotAsAsked(f"bench failed: {exc}") from exc
     # The plot first: a --plot that cannot be written is said in the one JSON object, beside

@@ -13,6 +13,7 @@ import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,21 @@ KERNEL_WORLDS = (2, 4, 8, 16)
 REPLAYS = 40
 
 
+class BaselineChoice(str, Enum):
+    """What ``--baseline`` asks fusion to be compared with."""
+
+    AUTO = "auto"  # sglang's own code where it imports, else stand-ins
+    SGLANG = "sglang"  # sglang's own code, or nothing (exit 2)
+    STAND_IN = "stand-in"  # never import sglang
+
+
+class BaselineSource(str, Enum):
+    """What the unfused side (the baseline) ran, as the ranks say it."""
+
+    SGLANG = "sglang"  # sglang's own allreduce and add + RMSNorm
+    STAND_IN = "stand-in"  # named stand-ins: sglang's code did not run here
+
+
 @dataclass(frozen=True)
 class Settings:
     python: str
@@ -48,7 +64,7 @@ class Settings:
     replays: int = REPLAYS
     device: str = "cuda"  # "cpu-standin" only in sm120patch's own tests (bench_rank.py)
     fault: str | None = None
-    baseline: str = "auto"  # "sglang": its own code or nothing; "stand-in": never import sglang
+    baseline: BaselineChoice = BaselineChoice.AUTO
     custom_allreduce: bool = True  # sglang's default; False as --disable-custom-all-reduce
     pcie_ipc: bool = False  # the release has SGLANG_ENABLE_PCIE_IPC_ALLREDUCE (0.5.23+)
 
@@ -96,7 +112,7 @@ class Row:
 class Baseline:
     """What the unfused and fused paths ran: sglang's own code, or named stand-ins."""
 
-    source: str  # "sglang" or "stand-in"
+    source: BaselineSource
     allreduce: tuple[str, ...]  # the allreduces seen, smallest token count first
     norm: str
     fused: str
@@ -104,7 +120,7 @@ class Baseline:
 
     @property
     def indicative(self) -> bool:
-        return self.source != "sglang"
+        return self.source is not BaselineSource.SGLANG
 
     def describe(self) -> str:
         return f"{' / '.join(self.allreduce) or 'allreduce'}, then {self.norm}"
@@ -278,7 +294,7 @@ def run(
         "calls": settings.calls,
         "replays": settings.replays,
         "call": dict(call.values, routes_allreduce=call.routes_allreduce),
-        "baseline": settings.baseline,
+        "baseline": BaselineChoice(settings.baseline).value,
         "custom_allreduce": settings.custom_allreduce,
         "sglang_version": sglang_version,
     }
@@ -289,11 +305,11 @@ def run(
             settings.python, bench_rank.__file__, ["run", json.dumps(config)], world, env, settings.timeout, on_event
         )
     except launch.RankFailure as exc:
-        if exc.kind == "no-kernel":
+        if exc.kind is launch.FailureKind.NO_KERNEL:
             raise EnvironmentProblem(f"FlashInfer has no trtllm allreduce kernel for these GPUs ({exc})") from exc
-        if exc.kind == "environment":
+        if exc.kind is launch.FailureKind.ENVIRONMENT:
             raise EnvironmentProblem(str(exc)) from exc
-        if exc.kind == "declined":
+        if exc.kind is launch.FailureKind.DECLINED:
             raise NotAsAsked(
                 f"{exc.message}: a server with fusion on would run unfused on these GPUs (rank {exc.rank})"
             ) from exc
@@ -323,7 +339,7 @@ def run(
             notes.append(f"{PCIE_IPC_FLAG}=1 could not be measured: {exc}")
         else:
             rows = with_pcie_ipc(rows, combine_unfused(again))
-    if baseline.source != "sglang" and not baseline.norm.startswith(SGLANG_NORM) and rows:
+    if baseline.indicative and not baseline.norm.startswith(SGLANG_NORM) and rows:
         notes.append(floor_note(rows, baseline.norm))
     return BenchResult(
         settings=settings,
@@ -359,7 +375,7 @@ def routed_note(rows: list[Row]) -> str:
 def pcie_ipc_pass(has_option: bool, done: dict[str, Any], env: dict[str, str]) -> str | None:
     """Why the unfused path is measured a second time with 0.5.23's PCIe-IPC allreduce (None:
     it is not): only sglang's own code can run it, and only PCIe hosts would choose it."""
-    if not has_option or done.get("source") != "sglang" or done.get("full_nvlink"):
+    if not has_option or done.get("source") != BaselineSource.SGLANG.value or done.get("full_nvlink"):
         return None
     if env.get(PCIE_IPC_FLAG) == "1":
         return None  # already the baseline measured
@@ -401,7 +417,7 @@ def read_baseline(done: dict[str, Any], rows: list[Row]) -> Baseline:
         if row.allreduce_name and row.allreduce_name not in seen:
             seen.append(row.allreduce_name)
     return Baseline(
-        source=str(done.get("source", "stand-in")),
+        source=BaselineSource.SGLANG if done.get("source") == BaselineSource.SGLANG.value else BaselineSource.STAND_IN,
         allreduce=tuple(seen),
         norm=str(done["norm"]),
         fused=str(done.get("fused", "")),

@@ -76,7 +76,7 @@ def to_json(result: BenchResult) -> dict[str, Any]:
             **result.call.values,
         },
         "baseline": {
-            "source": result.baseline.source,
+            "source": result.baseline.source.value,
             "allreduce": list(result.baseline.allreduce),
             "norm": result.baseline.norm,
             "fused": result.baseline.fused,
@@ -196,7 +196,7 @@ def render(result: BenchResult, out: Console) -> None:
     names = sorted({f"{g['name']} (cc {g['capability'][0]}.{g['capability'][1]})" for g in gpus[: result.tp]})
     versions = result.versions
     baseline = result.baseline
-    whose = "sglang's own code" if baseline.source == "sglang" else "stand-ins (sglang's code did not run here)"
+    whose = "stand-ins (sglang's code did not run here)" if baseline.indicative else "sglang's own code"
     facts = [
         f"GPUs: {result.tp}× {', '.join(names)}",
         f"fused: {baseline.fused or 'FlashInfer allreduce_fusion'}; FlashInfer {versions.get('flashinfer')} "

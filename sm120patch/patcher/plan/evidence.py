@@ -13,57 +13,42 @@ generation does, and lines are counted there.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from typing import Any
 
 import libcst as cst
-
-# libcst's code generation state is private API (no public way to print one statement at a
-# given indentation, or to note where a node starts without the much slower PositionProvider).
-# What this module relies on (the constructor, indent_tokens, tokens, record_syntactic_position,
-# CSTNode._codegen) is pinned by tests/plan/test_libcst_private_api.py.
-from libcst._nodes.internal import CodegenState
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from sm120patch.patcher.kit.cst_helpers import scoped_paths
 from sm120patch.patcher.plan.types import Evidence
 
 
-class _LineState(CodegenState):
-    """Code generation that notes, for the wanted nodes, how many tokens precede them (their
-    lines are counted once at the end, not token by token)."""
+def _nested(module: cst.Module, statements: Sequence[cst.CSTNode], indents: Sequence[str]) -> cst.Module:
+    """A module of ``statements`` inside one ``if _:`` per indentation level: printed, each
+    header is one line above them and they stand at their indentation (libcst's public API
+    has no way to print a statement at a given indentation)."""
+    body: list[Any] = list(statements)  # statements of a body: SimpleStatementLine or compound
+    for indent in reversed(indents):
+        body = [cst.If(test=cst.Name("_"), body=cst.IndentedBlock(body=body, indent=indent))]
+    return cst.Module(body=body, default_indent=module.default_indent, default_newline=module.default_newline)
 
-    def __init__(self, module: cst.Module, wanted: set[int], indents: Sequence[str] = ()) -> None:
-        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
-        self.indent_tokens.extend(indents)
-        self.wanted = wanted
-        self.starts: dict[int, int] = {}  # node id -> index of its first token
 
-    @contextmanager
-    def record_syntactic_position(
-        self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None, end_node: cst.CSTNode | None = None
-    ) -> Iterator[None]:
-        if id(node) in self.wanted and start_node is None:
-            self.starts[id(node)] = len(self.tokens)
-        yield
+def _without_headers(code: str, headers: int, newline: str) -> str:
+    at = 0
+    for _ in range(headers):
+        at = code.index(newline, at) + len(newline)
+    return code[at:]
 
-    def lines(self) -> dict[int, int]:
-        """node id -> 1-based line of its first token."""
-        order = sorted(self.starts.items(), key=lambda item: item[1])
-        found: dict[int, int] = {}
-        line, done = 1, 0
-        for ident, index in order:
-            line += sum(token.count("\n") for token in self.tokens[done:index])
-            done = index
-            found[ident] = line
-        return found
+
+def _starts(module: cst.Module, nodes: Sequence[cst.CSTNode]) -> dict[int, int]:
+    """node id -> 1-based line where libcst's PositionProvider says it starts in ``module``."""
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    return {id(node): positions[node].start.line for node in nodes if node in positions}
 
 
 def generate(module: cst.Module, groups: Sequence[Sequence[cst.CSTNode]]) -> tuple[str, list[list[Evidence]]]:
     """The whole module's code, and for each group of nodes its evidence lines."""
-    wanted = {id(node) for group in groups for node in group}
-    state = _LineState(module, wanted)
-    module._codegen(state)
-    code = "".join(state.tokens)
-    return code, _evidence(code, state.lines(), groups)
+    code = module.code
+    return code, _evidence(code, _starts(module, [node for group in groups for node in group]), groups)
 
 
 def _evidence(code: str, starts: dict[int, int], groups: Sequence[Sequence[cst.CSTNode]]) -> list[list[Evidence]]:
@@ -84,11 +69,9 @@ class _NotUnique(Exception):
 
 
 def _code(module: cst.Module, statements: Sequence[cst.CSTNode], indents: Sequence[str]) -> str:
-    state = CodegenState(default_indent=module.default_indent, default_newline=module.default_newline)
-    state.indent_tokens.extend(indents)
-    for statement in statements:
-        statement._codegen(state)
-    return "".join(state.tokens)
+    if not statements:  # a removal's new run: an empty block would print as ``pass``
+        return ""
+    return _without_headers(_nested(module, statements, indents).code, len(indents), module.default_newline)
 
 
 _BODIES = (cst.FunctionDef, cst.ClassDef, cst.For, cst.While, cst.With, cst.If)
@@ -174,11 +157,10 @@ def _lines_by_statement(
             for n in path[:depth]
             if isinstance(n, cst.IndentedBlock)
         ]
-        state = _LineState(module, {ident}, indents)
-        statement._codegen(state)
-        own = "".join(state.tokens)
+        nested = _nested(module, [statement], indents)
+        own = _without_headers(nested.code, len(indents), module.default_newline)
         at = _find_once(text, own)
-        starts[ident] = text.count("\n", 0, at) + state.lines()[ident]
+        starts[ident] = text.count("\n", 0, at) + _starts(nested, [path[-1]])[ident] - len(indents)
     return _evidence(text, starts, groups)
 
 

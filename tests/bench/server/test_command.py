@@ -19,7 +19,7 @@ from sm120patch.bench.kernel import measure
 from sm120patch.bench.server import command as bench_server
 from sm120patch.bench.server import driver, render
 from sm120patch.errors import EnvironmentProblem
-from sm120patch.runner.ranks import RankFailure
+from sm120patch.runner.ranks import FailureKind, RankFailure
 from sm120patch.sglang.fusion_call import read_call
 from sm120patch.sglang.options import BACKEND, ENABLE, HATCH, pcie_ipc_option
 from sm120patch.sglang.tree import from_directory
@@ -334,7 +334,7 @@ def test_a_kernel_bench_that_fails_leaves_the_servers_answer(tmp_path: Path, mon
     )
 
     def failing(*args: Any, **kwargs: Any) -> None:
-        raise RankFailure(1, "workspace", "failure", "CUDA error")
+        raise RankFailure(1, "workspace", FailureKind.FAILURE, "CUDA error")
 
     monkeypatch.setattr(measure, "run", failing)
     assert bench_server.kernel_beside(result(), tree, lambda text: None) == (
