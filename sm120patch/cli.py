@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from sm120patch import FIRST_SUPPORTED, LAST_KNOWN, __version__
+from sm120patch import __version__
 from sm120patch.errors import ExitCode, ToolError
+from sm120patch.sglang.releases import FIRST_SUPPORTED, LAST_KNOWN
 
 if TYPE_CHECKING:  # the modules behind the commands load when a command runs, not for --help
     from click.shell_completion import CompletionItem

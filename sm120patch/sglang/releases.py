@@ -10,14 +10,15 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-import sm120patch
 from sm120patch.sglang import flashinfer as flashinfer_kernel
 from sm120patch.sglang import static_names
 from sm120patch.sglang.layout import COMM_FUSION
 from sm120patch.sglang.tree import SglangTree
 
 FUSION_SINCE = Version("0.4.9")  # FlashInfer allreduce fusion appears
-FIRST_SUPPORTED = Version(sm120patch.FIRST_SUPPORTED)  # is_sm120_supported appears
+#: The sglang releases sm120patch patches, as ``--version`` says: older ones are refused, newer
+#: ones than the last pinned below are checked by structure like any other.
+FIRST_SUPPORTED = Version("0.5.4")  # is_sm120_supported appears
 FLASHINFER_SM12X = flashinfer_kernel.FIRST_SM12X  # first FlashInfer with an SM12x trtllm allreduce kernel
 
 #: The FlashInfer each sglang release pins (its wheel's requirements).
@@ -104,7 +105,7 @@ ALL_RELEASES = tuple(FLASHINFER_PINS)
 FIRST_PINNING_SM12X = next(
     v for v in ALL_RELEASES if Version(v) > FUSION_SINCE and flashinfer_kernel.by_version(FLASHINFER_PINS[v])
 )
-assert ALL_RELEASES[-1] == sm120patch.LAST_KNOWN  # the newest release run end to end
+LAST_KNOWN = ALL_RELEASES[-1]  # the newest release run end to end: a new release is one pin row
 
 
 def refusal(tree: SglangTree) -> str | None:

@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from sm120patch import LAST_KNOWN
 from sm120patch.patcher.kit.model import Releases
 from sm120patch.patcher.plan.current import judge
 from sm120patch.patcher.plan.gate_sweep import files_to_judge, sweep_tree, verdicts
 from sm120patch.patcher.plan.registry import by_id
 from sm120patch.sglang.fusion_path import KNOWN_GATES
-from sm120patch.sglang.releases import ALL_RELEASES
+from sm120patch.sglang.releases import ALL_RELEASES, LAST_KNOWN
 from sm120patch.sglang.tree import from_directory
 from tests.support.cli import apply_all, verify_tree
 
