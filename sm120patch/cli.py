@@ -204,7 +204,7 @@ def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
             return outcome.exit_code
 
         def interrupted() -> str:
-            from sm120patch.patcher.commands.common import interrupted_note
+            from sm120patch.patcher.commands.saved_state import interrupted_note
 
             return interrupted_note(located[0] if located else None)
 

@@ -1,6 +1,7 @@
-"""What every command shares (sm120patch/patcher/commands/common.py), called in this process on the
-miniature release: each file's status, the saved state's summary, the sentences users read
-about FlashInfer's missing SM12x kernel, this host's GPUs, drift and a Ctrl-C.
+"""What every command shares (sm120patch/patcher/commands/: planning, saved_state,
+fused_path), called in this process on the miniature release: each file's status, the
+saved state's summary, the sentences users read about FlashInfer's missing SM12x kernel,
+this host's GPUs, drift and a Ctrl-C.
 
 Fakes: FakeFlashInfer (``fake_flashinfer``) beside sglang, a fake ``nvidia-smi`` on PATH
 (``fake_nvidia_smi``), and, for the set-aside that fails, ``StateDir.set_aside`` replaced by
@@ -18,7 +19,7 @@ import pytest
 
 from sm120patch import __version__
 from sm120patch.errors import EnvironmentProblem
-from sm120patch.patcher.commands import common
+from sm120patch.patcher.commands import fused_path, planning, saved_state
 from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.outcome import CheckedBy, FileStatus, Recorded, StateSummary
 from sm120patch.patcher.plan.registry import all_patches
@@ -84,18 +85,18 @@ def old_flashinfer(mini: Path, with_version: bool = True) -> str:
 def test_file_statuses_hash_what_is_on_disk_against_record_by_structure_unless_asked(mini: Path) -> None:
     tree, record = tree_of(mini), record_hashes(mini)
     disk = {rel: sha((mini / rel).read_bytes()) for rel in (COMM, SERVER_ARGS)}
-    assert common.file_statuses(tree, [COMM, SERVER_ARGS], None) == [
+    assert saved_state.file_statuses(tree, [COMM, SERVER_ARGS], None) == [
         FileStatus(COMM, disk[COMM], record[COMM], None, CheckedBy.STRUCTURE),
         FileStatus(SERVER_ARGS, disk[SERVER_ARGS], record[SERVER_ARGS], None, CheckedBy.STRUCTURE),
     ]
-    by_hash = common.file_statuses(tree, [COMM], None, by_hash=True)
+    by_hash = saved_state.file_statuses(tree, [COMM], None, by_hash=True)
     assert [s.checked_by for s in by_hash] == [CheckedBy.HASH]
-    missing = common.file_statuses(tree, ["srt/no_such_module.py"], None)
+    missing = saved_state.file_statuses(tree, ["srt/no_such_module.py"], None)
     assert missing == [FileStatus("srt/no_such_module.py", None, None, None, CheckedBy.STRUCTURE)]
 
 
 def test_file_statuses_take_bytes_just_read_and_read_the_others(mini: Path) -> None:
-    statuses = common.file_statuses(tree_of(mini), [COMM, SERVER_ARGS], None, read={COMM: b"as read a moment ago"})
+    statuses = saved_state.file_statuses(tree_of(mini), [COMM, SERVER_ARGS], None, read={COMM: b"as read a moment ago"})
     assert [s.sha256 for s in statuses] == [sha(b"as read a moment ago"), sha((mini / SERVER_ARGS).read_bytes())]
     assert statuses[0].pristine is False and statuses[1].pristine is True
 
@@ -108,7 +109,7 @@ def test_file_statuses_say_what_the_saved_state_calls_each_file(mini: Path) -> N
         SERVER_ARGS: FileRecord("b" * 64, disk[SERVER_ARGS], ["server-args-auto-enable"], "x"),  # as apply left it
         FUSION: FileRecord("c" * 64, "d" * 64, ["workspace-preflight"], "y"),  # changed since
     }
-    statuses = common.file_statuses(tree_of(mini), [COMM, SERVER_ARGS, FUSION, "__init__.py"], manifest)
+    statuses = saved_state.file_statuses(tree_of(mini), [COMM, SERVER_ARGS, FUSION, "__init__.py"], manifest)
     assert [s.recorded for s in statuses] == [Recorded.ORIGINAL, Recorded.PATCHED, None, None]
 
 
@@ -117,7 +118,7 @@ def test_file_statuses_say_what_the_saved_state_calls_each_file(mini: Path) -> N
 
 def test_state_summary_without_saved_state(mini: Path) -> None:
     state = StateDir(mini)
-    assert common.state_summary(state, None, tree_of(mini)) == StateSummary(
+    assert saved_state.state_summary(state, None, tree_of(mini)) == StateSummary(
         dir=str(mini / ".sm120patch"),
         present=False,
         sglang_version=None,
@@ -133,7 +134,7 @@ def test_state_summary_after_apply_and_for_another_release(mini: Path) -> None:
     state = StateDir(mini)
     manifest = state.load()
     assert manifest is not None
-    summary = common.state_summary(state, manifest, tree_of(mini))
+    summary = saved_state.state_summary(state, manifest, tree_of(mini))
     assert summary == StateSummary(
         dir=str(mini / ".sm120patch"),
         present=True,
@@ -145,16 +146,16 @@ def test_state_summary_after_apply_and_for_another_release(mini: Path) -> None:
     )
     manifest.sglang_version = "0.5.10"
     state.journal_path.write_text("{}")  # left by an apply that was stopped
-    moved = common.state_summary(state, manifest, tree_of(mini))  # the files are still apply's writing
+    moved = saved_state.state_summary(state, manifest, tree_of(mini))  # the files are still apply's writing
     assert (moved.stale, moved.sglang_version, moved.interrupted) == (False, "0.5.10", True)
     write_mini_sglang(mini.parent)  # reinstalled over it: the state is of another release now
-    older = common.state_summary(state, manifest, tree_of(mini))
+    older = saved_state.state_summary(state, manifest, tree_of(mini))
     assert (older.stale, older.sglang_version, older.interrupted) == (True, "0.5.10", True)
 
 
 def test_set_aside_moves_the_state_and_names_where(mini: Path) -> None:
     apply_all(mini)
-    aside = common.set_aside(StateDir(mini), "0.5.10")
+    aside = saved_state.set_aside(StateDir(mini), "0.5.10")
     assert aside.parent == mini / ".sm120patch" and aside.name.startswith("stale-0.5.10-")
     assert (aside / "manifest.json").is_file() and not (mini / ".sm120patch" / "manifest.json").exists()
 
@@ -170,7 +171,7 @@ def test_a_set_aside_that_fails_is_one_sentence_naming_the_path(
     monkeypatch.setattr(StateDir, "set_aside", read_only_set_aside)
     state = StateDir(mini)
     with pytest.raises(EnvironmentProblem) as raised:
-        common.set_aside(state, "0.5.10")
+        saved_state.set_aside(state, "0.5.10")
     assert str(raised.value) == (
         f"cannot set the saved state of sglang 0.5.10 aside in {state.root} "
         f"(Permission denied: {filename or state.root}); no sglang file was changed"
@@ -182,20 +183,20 @@ def test_a_set_aside_that_fails_is_one_sentence_naming_the_path(
 
 def test_no_flashinfer_warns_about_the_one_sglang_pins_and_refuses_nothing(mini: Path) -> None:
     tree = tree_of(mini)
-    assert common.fused_path_warnings(tree) == [
+    assert fused_path.fused_path_warnings(tree) == [
         "FlashInfer is not installed here; sglang 0.5.11 pins 0.6.8.post1, which has no SM12x allreduce kernel "
         f"(the first is 0.6.17, flashinfer#3903). {NO_KERNEL_JIT}"
     ]
-    assert common.missing_kernel_refusal(tree) is None
-    assert common.missing_kernel_effect(tree) is None  # the miniature release creates no workspace
+    assert fused_path.missing_kernel_refusal(tree) is None
+    assert fused_path.missing_kernel_effect(tree) is None  # the miniature release creates no workspace
 
 
 def test_flashinfer_with_the_sm12x_kernel_is_no_warning_and_no_refusal(mini: Path) -> None:
     fake_flashinfer(mini.parent, "0.6.18", [9, 10, 12])
     (mini / FUSION).write_bytes(CRASHING_FUSION)
     tree = tree_of(mini)
-    assert common.fused_path_warnings(tree) == []
-    assert common.missing_kernel_refusal(tree) is None
+    assert fused_path.fused_path_warnings(tree) == []
+    assert fused_path.missing_kernel_refusal(tree) is None
 
 
 def test_flashinfer_that_nothing_can_judge_is_no_warning_and_no_refusal(mini: Path) -> None:
@@ -205,18 +206,18 @@ def test_flashinfer_that_nothing_can_judge_is_no_warning_and_no_refusal(mini: Pa
     (mini.parent / "flashinfer" / "jit" / "comm.py").write_text("def something_else():\n    pass\n")
     tree = tree_of(mini)
     assert tree.flashinfer_facts.found and tree.flashinfer_facts.sm12x_kernel is None
-    assert common.fused_path_warnings(tree) == []
-    assert common.missing_kernel_refusal(tree) is None
+    assert fused_path.fused_path_warnings(tree) == []
+    assert fused_path.missing_kernel_refusal(tree) is None
 
 
 def test_flashinfer_without_the_kernel_on_a_release_of_unknown_effect(mini: Path) -> None:
     source = old_flashinfer(mini)
     tree = tree_of(mini)
-    assert common.fused_path_warnings(tree) == [
+    assert fused_path.fused_path_warnings(tree) == [
         f"FlashInfer 0.6.16 does not build the trtllm allreduce for SM12x ({source}); the first that does is "
         f"0.6.17 (flashinfer#3903). {NO_KERNEL_JIT}"
     ]
-    assert common.missing_kernel_refusal(tree) == (
+    assert fused_path.missing_kernel_refusal(tree) == (
         f"refusing to patch, nothing was written: FlashInfer 0.6.16 has no SM12x allreduce kernel ({source}), and "
         f"fusion cannot run on SM12x with it; {WORKS}"
     )
@@ -226,10 +227,10 @@ def test_flashinfer_without_the_kernel_on_a_release_that_would_not_start(mini: P
     source = old_flashinfer(mini)
     (mini / FUSION).write_bytes(CRASHING_FUSION)
     tree = tree_of(mini)
-    assert common.missing_kernel_effect(tree) == f"sglang 0.5.11 {CRASH}"
-    (warning,) = common.fused_path_warnings(tree)
+    assert fused_path.missing_kernel_effect(tree) == f"sglang 0.5.11 {CRASH}"
+    (warning,) = fused_path.fused_path_warnings(tree)
     assert f"With fusion on, sglang 0.5.11 {CRASH}. Upgrade:" in warning
-    assert common.missing_kernel_refusal(tree) == (
+    assert fused_path.missing_kernel_refusal(tree) == (
         f"refusing to patch, nothing was written: FlashInfer 0.6.16 has no SM12x allreduce kernel ({source}), and "
         f"sglang 0.5.11 {CRASH}; {WORKS}"
     )
@@ -239,8 +240,8 @@ def test_a_release_and_a_flashinfer_of_no_version_are_named_as_such(mini: Path) 
     source = old_flashinfer(mini, with_version=False)
     (mini / FUSION).write_bytes(CRASHING_FUSION)
     tree = tree_of(mini, version=None)
-    assert common.missing_kernel_effect(tree) == f"sglang (unknown version) {CRASH}"
-    assert common.missing_kernel_refusal(tree) == (
+    assert fused_path.missing_kernel_effect(tree) == f"sglang (unknown version) {CRASH}"
+    assert fused_path.missing_kernel_refusal(tree) == (
         f"refusing to patch, nothing was written: the installed FlashInfer has no SM12x allreduce kernel ({source}), "
         f"and sglang (unknown version) {CRASH}; {WORKS}"
     )
@@ -253,8 +254,8 @@ def test_a_fusion_module_that_cannot_be_read_has_no_effect_to_tell(mini: Path, h
     if how == "a folder":
         (mini / FUSION).mkdir()
     tree = tree_of(mini)
-    assert common.missing_kernel_effect(tree) is None
-    assert f"({source}), and fusion cannot run on SM12x with it; " in (common.missing_kernel_refusal(tree) or "")
+    assert fused_path.missing_kernel_effect(tree) is None
+    assert f"({source}), and fusion cannot run on SM12x with it; " in (fused_path.missing_kernel_refusal(tree) or "")
 
 
 # --- this host's GPUs -----------------------------------------------------------------------------
@@ -271,7 +272,7 @@ def with_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus: list[tuple[
 
 def test_no_nvidia_smi_is_fine_for_an_image_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with_gpus(tmp_path, monkeypatch, None)
-    assert common.gpu_note(5) == (
+    assert fused_path.gpu_note(5) == (
         "no NVIDIA GPU seen (nvidia-smi is not on PATH): fine for an image build; the patches act on SM12x hosts"
     )
 
@@ -290,7 +291,7 @@ def test_gpus_that_are_not_sm12x_are_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus: list[tuple[str, str]], shown: str
 ) -> None:
     with_gpus(tmp_path, monkeypatch, gpus)
-    assert common.gpu_note(5) == (
+    assert fused_path.gpu_note(5) == (
         f"no SM12x GPU seen by nvidia-smi ({shown}): the patches change nothing at run time here"
     )
 
@@ -304,7 +305,7 @@ def test_an_sm12x_gpu_or_one_of_unknown_capability_needs_no_note(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus: list[tuple[str, str]]
 ) -> None:
     with_gpus(tmp_path, monkeypatch, gpus)
-    assert common.gpu_note(5) is None
+    assert fused_path.gpu_note(5) is None
 
 
 # --- planning, drift, Ctrl-C ----------------------------------------------------------------------
@@ -312,10 +313,10 @@ def test_an_sm12x_gpu_or_one_of_unknown_capability_needs_no_note(
 
 def test_plan_tree_makes_the_change_only_when_asked(mini: Path) -> None:
     tree, patches = tree_of(mini), list(all_patches())
-    assert common.plan_tree(tree, patches, change=False).changes == []
-    changed = common.plan_tree(tree, patches, change=True)
+    assert planning.plan_tree(tree, patches, change=False).changes == []
+    changed = planning.plan_tree(tree, patches, change=True)
     assert sorted(f.rel for f in changed.changes) == sorted([COMM, SERVER_ARGS, FUSION])
-    assert [rel for rel, _, _ in common.plan_changes(changed)] == [f.rel for f in changed.changes]
+    assert [rel for rel, _, _ in planning.plan_changes(changed)] == [f.rel for f in changed.changes]
 
 
 def test_plan_changes_are_the_existing_files_with_new_bytes(mini: Path) -> None:
@@ -327,7 +328,7 @@ def test_plan_changes_are_the_existing_files_with_new_bytes(mini: Path) -> None:
             FilePlan(SERVER_ARGS, mini / SERVER_ARGS, b"before", b"after"),
         ],
     )
-    assert common.plan_changes(plan) == [(SERVER_ARGS, b"before", b"after")]
+    assert planning.plan_changes(plan) == [(SERVER_ARGS, b"before", b"after")]
 
 
 def report(rel: str, pid: str, state: State, detail: str) -> PatchReport:
@@ -349,28 +350,28 @@ def test_drift_is_named_file_by_file(mini: Path) -> None:
         f"sglang/{COMM}: communicator-fusion-gate: no apply_flashinfer_allreduce_fusion; "
         f"sglang/{FUSION}: workspace-preflight: x"
     )
-    assert common.why_not_written(drifted(tree_of(mini))) == f"drift in sglang 0.5.11, nothing was written: {said}"
+    assert planning.why_not_written(drifted(tree_of(mini))) == f"drift in sglang 0.5.11, nothing was written: {said}"
     unknown = drifted(tree_of(mini, version=None))
-    assert common.why_not_written(unknown) == f"drift in this sglang, nothing was written: {said}"
+    assert planning.why_not_written(unknown) == f"drift in this sglang, nothing was written: {said}"
 
 
 def test_a_refusal_comes_before_drift_and_a_clean_plan_has_no_reason(mini: Path) -> None:
-    assert common.why_not_written(drifted(tree_of(mini), refusal="sglang 0.5.3 is refused")) == (
+    assert planning.why_not_written(drifted(tree_of(mini), refusal="sglang 0.5.3 is refused")) == (
         "sglang 0.5.3 is refused"
     )
-    assert common.why_not_written(Plan(tree_of(mini), [])) is None
+    assert planning.why_not_written(Plan(tree_of(mini), [])) is None
 
 
 def test_what_an_interrupt_left_behind(mini: Path) -> None:
     tree = tree_of(mini)
-    assert common.interrupted_note(None) == "interrupted before sglang was found; nothing was written"
-    assert common.interrupted_note(tree) == (
+    assert saved_state.interrupted_note(None) == "interrupted before sglang was found; nothing was written"
+    assert saved_state.interrupted_note(tree) == (
         "interrupted; no sglang file was left half-changed (`sm120patch verify` says where the patches stand)"
     )
     journal = StateDir(mini).journal_path
     journal.parent.mkdir()
     journal.write_text("{}")
-    assert common.interrupted_note(tree) == (
+    assert saved_state.interrupted_note(tree) == (
         "interrupted while sglang's files were being replaced: each is either as before or fully replaced, "
         f"and the next `sm120patch apply` or `sm120patch revert` finishes what was started ({journal})"
     )

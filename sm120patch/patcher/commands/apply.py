@@ -7,18 +7,22 @@ import contextlib
 
 from sm120patch.errors import EnvironmentProblem, ExitCode
 from sm120patch.patcher.commands import shared_files
-from sm120patch.patcher.commands.common import (
+from sm120patch.patcher.commands.fused_path import (
     HOST_HINT,
-    file_statuses,
     fused_path_warnings,
     gpu_note,
     missing_kernel_refusal,
+)
+from sm120patch.patcher.commands.planning import (
     plan_changes,
     plan_tree,
+    why_not_written,
+)
+from sm120patch.patcher.commands.saved_state import (
+    file_statuses,
     set_aside,
     state_summary,
     version_text,
-    why_not_written,
 )
 from sm120patch.patcher.kit.model import Patch
 from sm120patch.patcher.outcome import Command, Outcome

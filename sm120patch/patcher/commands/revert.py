@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sm120patch.errors import EnvironmentProblem, ExitCode, NotAsAsked
-from sm120patch.patcher.commands.common import file_statuses, plan_tree, set_aside, state_summary, version_text
+from sm120patch.patcher.commands.planning import plan_tree
+from sm120patch.patcher.commands.saved_state import file_statuses, set_aside, state_summary, version_text
 from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.outcome import Command, Outcome
 from sm120patch.patcher.plan.registry import all_patches

@@ -7,10 +7,12 @@ import sys
 
 from sm120patch.errors import ExitCode
 from sm120patch.patcher.commands import shared_files
-from sm120patch.patcher.commands.common import (
+from sm120patch.patcher.commands.fused_path import (
     HOST_HINT,
-    file_statuses,
     fused_path_warnings,
+)
+from sm120patch.patcher.commands.saved_state import (
+    file_statuses,
     state_summary,
     version_text,
 )

@@ -1,0 +1,36 @@
+"""Planning a tree for a command: parse and check the targets, the changes a plan makes, and
+why a plan may not be written."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sm120patch.patcher.kit.model import Patch
+from sm120patch.sglang.tree import SglangTree
+
+if TYPE_CHECKING:
+    from sm120patch.patcher.plan.types import Plan
+
+
+def plan_tree(tree: SglangTree, patches: list[Patch], change: bool, token_limit: int | None = None) -> Plan:
+    """Parse and check the targets (``token_limit``: the fusion token limit asked for).
+    Imported on use: a revert from saved state compares hashes only and never loads libcst."""
+    from sm120patch.patcher.plan.planner import make_plan as plan
+
+    return plan(tree, patches, change, token_limit)
+
+
+def plan_changes(plan: Plan) -> list[tuple[str, bytes, bytes]]:
+    return [(f.rel, f.original, f.updated) for f in plan.changes if f.original is not None and f.updated is not None]
+
+
+def why_not_written(plan: Plan) -> str | None:
+    """Why nothing may be written: a refused release, or drift (named file by file)."""
+    if plan.refusal:
+        return plan.refusal
+    if plan.drift:
+        release = f"sglang {plan.tree.version}" if plan.tree.version else "this sglang"
+        return f"drift in {release}, nothing was written: " + "; ".join(
+            f"sglang/{r.file}: {r.id}: {r.detail}" for r in plan.drift
+        )
+    return None
