@@ -1,8 +1,11 @@
-"""``sm120patch bench``: fused vs unfused, measured (the kernel bench, or ``--server``)."""
+"""``sm120patch bench kernel`` and ``bench server``: fused vs unfused, measured.  ``bench``
+alone and ``bench --server``, what they were before, stay as aliases."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -11,12 +14,64 @@ from sm120patch.cli.options import _fuse_up_to, _hidden, _location_options, _loc
 from sm120patch.cli.run import _guarded
 
 
-@main.command()
-@_location_options
-@click.option(
-    "--tp",
-    type=click.IntRange(min=1),
-    help="Ranks (GPUs) to measure with (2 or more; --server: 1 or more).  [default: every visible GPU]",
+class _BenchGroup(click.Group):
+    """``bench`` without a subcommand is ``bench kernel``, and ``bench --server`` is ``bench
+    server``: what a user typed before the subcommands still runs, with a note saying so."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or args[0] not in (*self.commands, *ctx.help_option_names):
+            new = "server" if "--server" in args else "kernel"
+            old = "bench --server" if new == "server" else "bench"
+            click.echo(f"note: `sm120patch {old}` is now `sm120patch bench {new}`", err=True)
+            args = [new, *(arg for arg in args if arg != "--server")]
+        return super().parse_args(ctx, args)
+
+
+@main.group(cls=_BenchGroup)
+def bench() -> None:
+    """Does fusion pay on this host?  Fused vs unfused allreduce + RMSNorm, measured
+    (`bench kernel`), or end to end in sglang's own benchmark (`bench server`).  `bench`
+    alone still means `bench kernel`, and `bench --server` means `bench server`."""
+
+
+def _shared_options(tp: str, hidden: str, layers: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options both benches take (each says what --tp, --hidden and --layers mean to it)."""
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(
+            [
+                _location_options,
+                click.option("--tp", type=click.IntRange(min=1), help=tp),
+                click.option("--hidden", type=int, callback=_hidden, help=hidden),
+                click.option("--layers", type=click.IntRange(min=1), help=layers),
+                click.option("--dtype", type=click.Choice(["bf16", "fp16"]), default="bf16", show_default=True),
+                click.option(
+                    "--timeout",
+                    type=click.FloatRange(min=1),
+                    default=300,
+                    show_default=True,
+                    help="Seconds a rank may spend in one phase before every rank is stopped (6x for the "
+                    "first workspace, which may build FlashInfer's module).",
+                ),
+                click.option(
+                    "--plot",
+                    callback=_plot_target,
+                    help="Also draw latency against tokens to FILE.png or FILE.svg (needs matplotlib: "
+                    "sm120patch[plot]).",
+                ),
+            ]
+        ):
+            func = option(func)
+        return func
+
+    return decorate
+
+
+@bench.command(short_help="Fused vs unfused allreduce + RMSNorm on this host's GPUs.")
+@_shared_options(
+    tp="Ranks (GPUs) to measure with (2 or more).  [default: every visible GPU]",
+    hidden="The model's hidden size.  [default: --model-config's, else 7168]",
+    layers="Estimate a step of a model with this many layers (with --hidden).",
 )
 @click.option(
     "--tokens",
@@ -26,18 +81,9 @@ from sm120patch.cli.run import _guarded
     help="Comma-separated token counts (batch sizes) to measure.",
 )
 @click.option(
-    "--hidden", type=int, callback=_hidden, help="The model's hidden size.  [default: --model-config's, else 7168]"
-)
-@click.option(
     "--model-config",
     type=click.Path(path_type=Path, exists=True),
     help="A Hugging Face config.json (or its folder): measure at its hidden size and estimate a step of it.",
-)
-@click.option(
-    "--layers",
-    type=click.IntRange(min=1),
-    help="Estimate a step of a model with this many layers (with --hidden); --server: the bundled model's "
-    "layers.  [default with --server: 4]",
 )
 @click.option(
     "--baseline",
@@ -53,112 +99,35 @@ from sm120patch.cli.run import _guarded
     is_flag=True,
     help="Measure sglang as launched with --disable-custom-all-reduce (NCCL for every allreduce).",
 )
-@click.option("--dtype", type=click.Choice(["bf16", "fp16"]), default="bf16", show_default=True)
 @click.option(
     "--replays", type=click.IntRange(min=30), default=40, show_default=True, help="Timed CUDA-graph replays per size."
 )
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=1),
-    default=300,
-    show_default=True,
-    help="Seconds a rank may spend in one phase before every rank is stopped (6x for the first "
-    "workspace, which may build FlashInfer's module).",
-)
-@click.option(
-    "--plot",
-    callback=_plot_target,
-    help="Also draw latency against tokens to FILE.png or FILE.svg (needs matplotlib: sm120patch[plot]).",
-)
-@click.option(
-    "--server",
-    is_flag=True,
-    help="Run sglang's own offline benchmark (bench_one_batch) with fusion off and on instead, random weights.",
-)
-@click.option("--model-path", type=click.Path(path_type=Path), help="--server: a local model dir (config.json only).")
-@click.option("--batch-sizes", default="1,8,32,64", show_default=True, help="--server: decode batch sizes.")
-@click.option("--input-len", type=click.IntRange(min=1), default=256, show_default=True, help="--server: prompt.")
-@click.option("--output-len", type=click.IntRange(min=2), default=64, show_default=True, help="--server: decode.")
-@click.option("--repeat", type=click.IntRange(min=1), default=2, show_default=True, help="--server: runs per mode.")
-@click.option("--server-arg", "server_args", multiple=True, help="--server: one more argument for sglang.")
-@click.option(
-    "--fuse-up-to",
-    metavar="N|measured",
-    callback=lambda ctx, param, value: _fuse_up_to(value),
-    help="--server: a third setting, fusion on up to N tokens (or the crossover bench saved: `measured`).",
-)
-@click.option(
-    "--no-kernel",
-    is_flag=True,
-    help="--server: skip the kernel-level bench that runs beside it (same TP, hidden size and dtype).",
-)
-def bench(
+def kernel(
     python: str | None,
     sglang_path: Path | None,
     as_json: bool,
     tp: int | None,
-    tokens: tuple[int, ...],
     hidden: int | None,
-    model_config: Path | None,
     layers: int | None,
-    baseline: str,
-    no_custom_allreduce: bool,
     dtype: str,
-    replays: int,
     timeout: float,
     plot: Path | None,
-    server: bool,
-    model_path: Path | None,
-    batch_sizes: str,
-    input_len: int,
-    output_len: int,
-    repeat: int,
-    server_args: tuple[str, ...],
-    no_kernel: bool,
-    fuse_up_to: int | str | None = None,
+    tokens: tuple[int, ...],
+    model_config: Path | None,
+    baseline: str,
+    no_custom_allreduce: bool,
+    replays: int,
 ) -> None:
     """Measure fused vs unfused allreduce + RMSNorm on this host's GPUs, check the fused
     results, and say whether fusion pays.  Runs in the interpreter that serves sglang,
     one rank per GPU, with sglang's own parallel state, allreduce, RMSNorm and fused call
     where sglang imports; never creates a multicast object.  Exit 1 when a fused result is
     wrong or sglang declines to fuse, 2 when the host cannot run it (no torch, GPU,
-    FlashInfer kernel or P2P).  With --server: sglang's own bench_one_batch, fusion off
-    and on, each run proven by counting the fused calls (exit 1 when a run did not do
-    what it says)."""
+    FlashInfer kernel or P2P)."""
     from sm120patch.bench.kernel import command
-    from sm120patch.bench.server import command as bench_server
 
     python, sglang_path = _locators(python, sglang_path)
-    ctx = click.get_current_context()
-    given = {name for name in ctx.params if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE}
-    wrong = bench_server.wrong_options(server, given)
-    if wrong:
-        raise click.UsageError(wrong)
-    if server:
-        _guarded(
-            as_json,
-            lambda: bench_server.bench_server(
-                python,
-                sglang_path,
-                as_json,
-                tp,
-                batch_sizes,
-                input_len,
-                output_len,
-                repeat,
-                timeout,
-                model_path,
-                hidden or bench_server.BUNDLED_HIDDEN,
-                layers or bench_server.BUNDLED_LAYERS,
-                dtype,
-                server_args,
-                plot,
-                kernel=not no_kernel,
-                fuse_up_to=fuse_up_to,
-            ),
-        )
-        return
-    if tp == 1:
+    if tp == 1:  # by hand, not IntRange(min=2): the message says where --tp 1 is taken
         raise click.BadParameter(
             "1 is not in the range x>=2 (an allreduce needs 2 ranks; --tp 1 only with --server)", param_hint="'--tp'"
         )
@@ -179,5 +148,77 @@ def bench(
             layers=layers,
             baseline=baseline,
             custom_allreduce=not no_custom_allreduce,
+        ),
+    )
+
+
+@bench.command(short_help="sglang's own bench_one_batch, fusion off and on.")
+@_shared_options(
+    tp="Ranks (GPUs) to serve with (1 or more).  [default: every visible GPU]",
+    hidden="The bundled model's hidden size.  [default: 7168]",
+    layers="The bundled model's layers.  [default: 4]",
+)
+@click.option("--model-path", type=click.Path(path_type=Path), help="A local model dir (config.json only).")
+@click.option("--batch-sizes", default="1,8,32,64", show_default=True, help="Decode batch sizes.")
+@click.option("--input-len", type=click.IntRange(min=1), default=256, show_default=True, help="Prompt tokens.")
+@click.option("--output-len", type=click.IntRange(min=2), default=64, show_default=True, help="Decode tokens.")
+@click.option("--repeat", type=click.IntRange(min=1), default=2, show_default=True, help="Runs per mode.")
+@click.option("--server-arg", "server_args", multiple=True, help="One more argument for sglang.")
+@click.option(
+    "--fuse-up-to",
+    metavar="N|measured",
+    callback=lambda ctx, param, value: _fuse_up_to(value),
+    help="A third setting, fusion on up to N tokens (or the crossover bench saved: `measured`).",
+)
+@click.option(
+    "--no-kernel",
+    is_flag=True,
+    help="Skip the kernel-level bench that runs beside it (same TP, hidden size and dtype).",
+)
+def server(
+    python: str | None,
+    sglang_path: Path | None,
+    as_json: bool,
+    tp: int | None,
+    hidden: int | None,
+    layers: int | None,
+    dtype: str,
+    timeout: float,
+    plot: Path | None,
+    model_path: Path | None,
+    batch_sizes: str,
+    input_len: int,
+    output_len: int,
+    repeat: int,
+    server_args: tuple[str, ...],
+    no_kernel: bool,
+    fuse_up_to: int | str | None = None,
+) -> None:
+    """Run sglang's own offline benchmark (bench_one_batch) with fusion off and on, random
+    weights, each run proven by counting the fused calls.  Exit 1 when a run did not do
+    what it says, 2 when the host cannot run it."""
+    from sm120patch.bench.server import command as bench_server
+
+    python, sglang_path = _locators(python, sglang_path)
+    _guarded(
+        as_json,
+        lambda: bench_server.bench_server(
+            python,
+            sglang_path,
+            as_json,
+            tp,
+            batch_sizes,
+            input_len,
+            output_len,
+            repeat,
+            timeout,
+            model_path,
+            hidden or bench_server.BUNDLED_HIDDEN,
+            layers or bench_server.BUNDLED_LAYERS,
+            dtype,
+            server_args,
+            plot,
+            kernel=not no_kernel,
+            fuse_up_to=fuse_up_to,
         ),
     )
