@@ -8,8 +8,8 @@ import click
 
 from sm120patch.cli import main
 from sm120patch.cli.options import _location_options, _locators, _timeout_option
-from sm120patch.cli.run import _guarded
-from sm120patch.errors import ExitCode, ToolError
+from sm120patch.cli.run import _guarded, _shown
+from sm120patch.errors import ToolError
 
 
 @main.command()
@@ -24,7 +24,6 @@ def doctor(python: str | None, sglang_path: Path | None, as_json: bool, timeout:
     from sm120patch.doctor import render
     from sm120patch.doctor.diagnose import diagnose
     from sm120patch.doctor.host import read_host
-    from sm120patch.output import console as out
     from sm120patch.patcher.states import tree_states
     from sm120patch.runner.locate import default_python, locate
 
@@ -36,15 +35,7 @@ def doctor(python: str | None, sglang_path: Path | None, as_json: bool, timeout:
             problem = str(exc)
         states, sm_checks = tree_states(tree) if tree is not None else ({}, [])
         host = read_host(default_python(tree, python), timeout=timeout)
-        result = diagnose(tree, problem, states, host, tp, sm_checks)
-        code = ExitCode.ENVIRONMENT if problem else result.exit_code
-        if as_json:
-            data = render.doctor_json(tree, result)
-            if problem:  # the error object's keys, beside the findings
-                data.update(ok=False, exit_code=int(code), error=problem)
-            out.print_json(data)
-        else:
-            render.render_doctor(result)
-        return int(code)
+        report = diagnose(tree, problem, states, host, tp, sm_checks)
+        return _shown(render.DoctorResult(tree, report, problem), as_json)
 
     _guarded(as_json, run)

@@ -15,6 +15,7 @@ from sm120patch.cli.options import _location_options, _locators, _timeout_option
 from sm120patch.errors import ExitCode, ToolError
 
 if TYPE_CHECKING:
+    from sm120patch.output.result import Result
     from sm120patch.patcher.outcome import Outcome
     from sm120patch.sglang.tree import SglangTree
 
@@ -56,6 +57,17 @@ def _guarded(as_json: bool, run: Callable[[], int], interrupted: Callable[[], st
     ctx.exit(int(code))
 
 
+def _shown(result: Result, as_json: bool) -> int:
+    """The one place a command's result is rendered: one JSON object, or its text."""
+    if as_json:
+        from sm120patch.output import console as out
+
+        out.print_json(result.to_json())
+    else:
+        result.render_text()
+    return result.exit_code
+
+
 #: What Ctrl-C leaves behind in a command that writes nothing (doctor, bench, demo's scratch).
 INTERRUPTED = "interrupted; nothing was written"
 
@@ -72,9 +84,7 @@ def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
         located: list[SglangTree] = []  # for what an interrupt says
 
         def run() -> int:
-            from sm120patch.output import console as out
-            from sm120patch.patcher.render import as_json as machine
-            from sm120patch.patcher.render import as_text
+            from sm120patch.patcher.render.shown import ShownOutcome
             from sm120patch.runner.locate import locate
 
             tree = locate(python=python, sglang_path=sglang_path, timeout=timeout)
@@ -82,13 +92,7 @@ def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
             if takes_timeout:
                 kwargs["timeout"] = timeout
             outcome = func(tree=tree, **kwargs)
-            if as_json:
-                out.print_json(machine.to_json(outcome))
-            else:
-                as_text.render(outcome, show_docs=kwargs.get("docs", False), dry_run=kwargs.get("dry_run", False))
-                if kwargs.get("dry_run"):
-                    as_text.print_diff(outcome.diff)
-            return outcome.exit_code
+            return _shown(ShownOutcome(outcome, kwargs.get("docs", False), kwargs.get("dry_run", False)), as_json)
 
         def interrupted() -> str:
             from sm120patch.patcher.commands.common import interrupted_note
