@@ -121,7 +121,7 @@ def test_the_build_context_holds_the_project_and_nothing_local(tmp_path: Path) -
     assert built.returncode == 0, built.stderr
     (wheel,) = (tmp_path / "out").glob("sm120patch-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "sm120patch/cli.py" in names and "sm120patch/runner/remote/find_sglang.py" in names
+    assert "sm120patch/cli/__init__.py" in names and "sm120patch/runner/remote/find_sglang.py" in names
 
 
 @pytest.fixture(scope="module")

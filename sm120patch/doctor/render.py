@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sm120patch import __version__
 from sm120patch.doctor.findings import DoctorReport
+from sm120patch.errors import ExitCode
 from sm120patch.output.console import SCHEMA, console, printable
 from sm120patch.output.lines import put
 from sm120patch.sglang.releases import tree_json
@@ -47,3 +49,26 @@ def doctor_json(tree: SglangTree | None, result: DoctorReport) -> dict[str, Any]
         "refusal": result.refusal,
         "gpus": [g.to_json() for g in result.gpus],
     }
+
+
+@dataclass(frozen=True)
+class DoctorResult:
+    """Doctor's report as the cli shows it (``output.result.Result``); ``problem``: why no
+    sglang was found (the host checks still ran), which makes it exit 2."""
+
+    tree: SglangTree | None
+    report: DoctorReport
+    problem: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return int(ExitCode.ENVIRONMENT if self.problem else self.report.exit_code)
+
+    def to_json(self) -> dict[str, Any]:
+        data = doctor_json(self.tree, self.report)
+        if self.problem:  # the error object's keys, beside the findings
+            data.update(ok=False, exit_code=self.exit_code, error=self.problem)
+        return data
+
+    def render_text(self) -> None:
+        render_doctor(self.report)

@@ -20,10 +20,10 @@ REPO = Path(__file__).resolve().parents[2]
 def bench(
     *args: str, site: Path | None = None, json_out: bool = True, process: bool = False
 ) -> tuple[int, dict | None, str]:
-    """``sm120patch bench --python THIS ARGS``: in this process, or with ``process`` in a new
+    """``sm120patch bench kernel --python THIS ARGS``: in this process, or with ``process`` in a new
     one; the rank probe runs in a new process either way, with FakeTorch (``site``) as its
     only PYTHONPATH and no CUDA_VISIBLE_DEVICES.  Never a traceback."""
-    argv = ["bench", "--python", sys.executable, *args] + (["--json"] if json_out else [])
+    argv = ["bench", "kernel", "--python", sys.executable, *args] + (["--json"] if json_out else [])
     if process:
         env = process_env(drop=["PYTHONPATH", "CUDA_VISIBLE_DEVICES"], **({"PYTHONPATH": str(site)} if site else {}))
         proc = run_process(*argv, env=env, cwd=REPO, timeout=120)

@@ -514,10 +514,10 @@ def test_the_estimate_rounds_each_figure_to_a_tenth() -> None:
 def test_a_plot_target_is_a_png_or_svg_file_and_needs_matplotlib(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The CLI's --plot check (cli._plot_target), run before anything is measured."""
+    """The CLI's --plot check (cli.options._plot_target), run before anything is measured."""
     import click
 
-    from sm120patch.cli import _plot_target
+    from sm120patch.cli.options import _plot_target
 
     for name in ("a.png", "a.svg", "a.SVG", "a.PNG"):
         assert _plot_target(None, None, str(tmp_path / name)) == tmp_path / name

@@ -1,4 +1,4 @@
-"""The command line itself (sm120patch/cli.py), in this process: each command's options as
+"""The command line itself (sm120patch/cli/), in this process: each command's options as
 ``--help`` shows them, what each option hands the command, option checks before anything
 runs, and the one contract for errors (exit code, one line on stderr, one JSON object).
 
@@ -21,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from sm120patch import __version__, cli
+from sm120patch.cli import options as cli_options
 from sm120patch.errors import NotAsAsked
 from sm120patch.patcher.plan.registry import all_patches
 from tests.support.cli import jrun, one_json_object, run
@@ -43,6 +44,12 @@ TIMEOUT = {
 }
 HELP = {"-h, --help": "Show this message and exit."}
 
+BENCH_SHARED = {
+    "--dtype [bf16|fp16]": "[default: bf16]",
+    "--timeout FLOAT RANGE": "Seconds a rank may spend in one phase before every rank is stopped (6x for the "
+    "first workspace, which may build FlashInfer's module).  [default: 300; x>=1]",
+    "--plot TEXT": "Also draw latency against tokens to FILE.png or FILE.svg (needs matplotlib: sm120patch[plot]).",
+}
 OPTIONS: dict[str, dict[str, str]] = {
     "apply": {
         **LOCATION,
@@ -87,37 +94,39 @@ OPTIONS: dict[str, dict[str, str]] = {
         "--tp INTEGER RANGE": "The tensor-parallel size you serve with.  [x>=1]",
         **HELP,
     },
-    "bench": {
+    "bench": {**HELP},
+    "bench kernel": {
         **LOCATION,
-        "--tp INTEGER RANGE": "Ranks (GPUs) to measure with (2 or more; --server: 1 or more).  "
-        "[default: every visible GPU]  [x>=1]",
+        "--tp INTEGER RANGE": "Ranks (GPUs) to measure with (2 or more).  [default: every visible GPU]  [x>=1]",
+        "--hidden INTEGER": "The model's hidden size.  [default: --model-config's, else 7168]",
+        "--layers INTEGER RANGE": "Estimate a step of a model with this many layers (with --hidden).  [x>=1]",
+        **BENCH_SHARED,
         "--tokens TEXT": "Comma-separated token counts (batch sizes) to measure.  "
         "[default: 1,2,4,8,16,32,64,128,256,512,1024,2048]",
-        "--hidden INTEGER": "The model's hidden size.  [default: --model-config's, else 7168]",
         "--model-config PATH": "A Hugging Face config.json (or its folder): measure at its hidden size and "
         "estimate a step of it.",
-        "--layers INTEGER RANGE": "Estimate a step of a model with this many layers (with --hidden); --server: "
-        "the bundled model's layers.  [default with --server: 4]  [x>=1]",
         "--baseline [auto|sglang|stand-in]": "What fusion is compared with: sglang's own allreduce and RMSNorm "
         "(sglang: or fail), named stand-ins (stand-in), or sglang's where it imports (auto).  [default: auto]",
         "--disable-custom-all-reduce": "Measure sglang as launched with --disable-custom-all-reduce (NCCL for "
         "every allreduce).",
-        "--dtype [bf16|fp16]": "[default: bf16]",
         "--replays INTEGER RANGE": "Timed CUDA-graph replays per size.  [default: 40; x>=30]",
-        "--timeout FLOAT RANGE": "Seconds a rank may spend in one phase before every rank is stopped (6x for the "
-        "first workspace, which may build FlashInfer's module).  [default: 300; x>=1]",
-        "--plot TEXT": "Also draw latency against tokens to FILE.png or FILE.svg (needs matplotlib: sm120patch[plot]).",
-        "--server": "Run sglang's own offline benchmark (bench_one_batch) with fusion off and on instead, random "
-        "weights.",
-        "--model-path PATH": "--server: a local model dir (config.json only).",
-        "--batch-sizes TEXT": "--server: decode batch sizes.  [default: 1,8,32,64]",
-        "--input-len INTEGER RANGE": "--server: prompt.  [default: 256; x>=1]",
-        "--output-len INTEGER RANGE": "--server: decode.  [default: 64; x>=2]",
-        "--repeat INTEGER RANGE": "--server: runs per mode.  [default: 2; x>=1]",
-        "--server-arg TEXT": "--server: one more argument for sglang.",
-        "--fuse-up-to N|measured": "--server: a third setting, fusion on up to N tokens (or the crossover bench "
-        "saved: `measured`).",
-        "--no-kernel": "--server: skip the kernel-level bench that runs beside it (same TP, hidden size and dtype).",
+        **HELP,
+    },
+    "bench server": {
+        **LOCATION,
+        "--tp INTEGER RANGE": "Ranks (GPUs) to serve with (1 or more).  [default: every visible GPU]  [x>=1]",
+        "--hidden INTEGER": "The bundled model's hidden size.  [default: 7168]",
+        "--layers INTEGER RANGE": "The bundled model's layers.  [default: 4]  [x>=1]",
+        **BENCH_SHARED,
+        "--model-path PATH": "A local model dir (config.json only).",
+        "--batch-sizes TEXT": "Decode batch sizes.  [default: 1,8,32,64]",
+        "--input-len INTEGER RANGE": "Prompt tokens.  [default: 256; x>=1]",
+        "--output-len INTEGER RANGE": "Decode tokens.  [default: 64; x>=2]",
+        "--repeat INTEGER RANGE": "Runs per mode.  [default: 2; x>=1]",
+        "--server-arg TEXT": "One more argument for sglang.",
+        "--fuse-up-to N|measured": "A third setting, fusion on up to N tokens (or the crossover bench saved: "
+        "`measured`).",
+        "--no-kernel": "Skip the kernel-level bench that runs beside it (same TP, hidden size and dtype).",
         **HELP,
     },
     "demo": {
@@ -159,7 +168,7 @@ def last_line(err: str) -> str:
 
 @pytest.mark.parametrize("command", sorted(OPTIONS))
 def test_each_command_shows_its_options_as_documented(command: str) -> None:
-    assert options(command) == OPTIONS[command]
+    assert options(*command.split()) == OPTIONS[command]
 
 
 def test_the_group_shows_version_and_help_and_says_which_releases() -> None:
@@ -191,17 +200,17 @@ def test_the_command_line_is_read_from_sys_argv(
 
 
 def test_completion_offers_each_id_with_its_summary() -> None:
-    offered = cli._complete_ids(click.Context(cli.main), cli.main, "")
+    offered = cli_options._complete_ids(click.Context(cli.main), cli.main, "")
     assert [(c.value, c.help) for c in offered] == [(p.id, p.summary) for p in all_patches()]
 
 
 def test_completion_completes_the_last_id_of_a_list() -> None:
-    offered = cli._complete_ids(click.Context(cli.main), cli.main, "communicator-import,communicator-f")
+    offered = cli_options._complete_ids(click.Context(cli.main), cli.main, "communicator-import,communicator-f")
     assert [c.value for c in offered] == [
         "communicator-import,communicator-flag",
         "communicator-import,communicator-fusion-gate",
     ]
-    taken = cli._complete_ids(click.Context(cli.main), cli.main, "server-args-auto-enable,communicator-import,")
+    taken = cli_options._complete_ids(click.Context(cli.main), cli.main, "server-args-auto-enable,communicator-import,")
     assert [c.value for c in taken] == [
         f"server-args-auto-enable,communicator-import,{i}" for i in IDS[1:] if i != "server-args-auto-enable"
     ]
@@ -385,7 +394,7 @@ def server_bench(monkeypatch: pytest.MonkeyPatch) -> Recorder:
 
 def test_bench_hands_over_its_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     bench = kernel_bench(monkeypatch)
-    assert run("bench")[0] == 0
+    assert run("bench", "kernel")[0] == 0
     assert bench.calls == [
         (
             (None, None, False, None, TOKENS, None, "bf16", 40, 300.0, None),
@@ -399,8 +408,8 @@ def test_bench_hands_over_each_option(tmp_path: Path, monkeypatch: pytest.Monkey
     config = tmp_path / "config.json"
     config.write_text("{}")
     code, _, err = run(
-        "bench", "--sglang-path", str(tmp_path), "--json", "--tp", "4", "--tokens", "64, 8,8", "--hidden", "4096",
-        "--dtype", "fp16", "--replays", "30", "--timeout", "1", "--plot", str(tmp_path / "p.svg"),
+        "bench", "kernel", "--sglang-path", str(tmp_path), "--json", "--tp", "4", "--tokens", "64, 8,8",
+        "--hidden", "4096", "--dtype", "fp16", "--replays", "30", "--timeout", "1", "--plot", str(tmp_path / "p.svg"),
         "--model-config", str(config), "--layers", "3", "--baseline", "stand-in", "--disable-custom-all-reduce",
     )  # fmt: skip
     assert code == 0, err
@@ -414,13 +423,13 @@ def test_bench_hands_over_each_option(tmp_path: Path, monkeypatch: pytest.Monkey
 
 def test_bench_server_hands_over_its_defaults_and_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bench = server_bench(monkeypatch)
-    assert run("bench", "--server")[0] == 0
+    assert run("bench", "server")[0] == 0
     assert bench.calls[-1] == (
         (None, None, False, None, "1,8,32,64", 256, 64, 2, 300.0, None, 7168, 4, "bf16", (), None),
         {"kernel": True, "fuse_up_to": None},
     )
     code, _, err = run(
-        "bench", "--server", "--python", str(tmp_path / "py"), "--tp", "1", "--batch-sizes", "1,2",
+        "bench", "server", "--python", str(tmp_path / "py"), "--tp", "1", "--batch-sizes", "1,2",
         "--input-len", "1", "--output-len", "2", "--repeat", "1", "--timeout", "5", "--model-path", str(tmp_path),
         "--hidden", "1024", "--layers", "2", "--dtype", "fp16", "--server-arg=--a", "--server-arg", "b",
         "--plot", str(tmp_path / "p.png"), "--no-kernel",
@@ -433,6 +442,35 @@ def test_bench_server_hands_over_its_defaults_and_options(tmp_path: Path, monkey
         ),
         {"kernel": False, "fuse_up_to": None},
     )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("typed", "now", "args"),
+    [
+        (["bench"], "bench kernel", ["--tp", "4", "--tokens", "8", "--json"]),
+        (["bench", "--server"], "bench server", ["--tp", "1", "--repeat", "3", "--json"]),
+        (["bench", "--tp", "1", "--server"], "bench server", ["--no-kernel"]),
+    ],
+)
+def test_bench_and_bench_server_are_aliases_that_say_so(
+    monkeypatch: pytest.MonkeyPatch, typed: list[str], now: str, args: list[str]
+) -> None:
+    """What a user typed before the subcommands runs as before, with one note on stderr."""
+    kernel, server = kernel_bench(monkeypatch), server_bench(monkeypatch)
+    said = run(*typed, *args)
+    old = "bench --server" if "--server" in typed else "bench"
+    assert said[0] == 0 and said[2] == f"note: `sm120patch {old}` is now `sm120patch {now}`\n"
+    alias_calls = (list(kernel.calls), list(server.calls))
+    kernel.calls.clear()
+    server.calls.clear()
+    new = run(*now.split(), *(arg for arg in typed[1:] + args if arg != "--server"))
+    assert new[:2] == said[:2] and "note: " not in new[2]
+    assert (kernel.calls, server.calls) == alias_calls
+
+
+def test_bench_help_is_not_an_alias() -> None:
+    code, out, err = run("bench", "--help")
+    assert code == 0 and "kernel" in out and "server" in out and "note: " not in err
 
 
 # --- option checks, before anything runs ----------------------------------------------------------
@@ -449,39 +487,71 @@ def test_python_and_sglang_path_both_typed_is_a_usage_error(mini: Path, tmp_path
     [
         (["verify", "--timeout", "0.5"], "Invalid value for '--timeout': 0.5 is not in the range x>=1."),
         (["doctor", "--tp", "0"], "Invalid value for '--tp': 0 is not in the range x>=1."),
-        (["bench", "--tp", "1"], "Invalid value for '--tp': 1 is not in the range x>=2 (an allreduce needs 2 ranks; "
-         "--tp 1 only with --server)"),
-        (["bench", "--tp", "0"], "Invalid value for '--tp': 0 is not in the range x>=1."),
-        (["bench", "--replays", "29"], "Invalid value for '--replays': 29 is not in the range x>=30."),
-        (["bench", "--timeout", "0"], "Invalid value for '--timeout': 0.0 is not in the range x>=1."),
-        (["bench", "--layers", "0"], "Invalid value for '--layers': 0 is not in the range x>=1."),
-        (["bench", "--baseline", "nccl"], "Invalid value for '--baseline': 'nccl' is not one of 'auto', 'sglang', "
-         "'stand-in'."),
-        (["bench", "--dtype", "fp8"], "Invalid value for '--dtype': 'fp8' is not one of 'bf16', 'fp16'."),
-        (["bench", "--server", "--input-len", "0"], "Invalid value for '--input-len': 0 is not in the range x>=1."),
-        (["bench", "--server", "--output-len", "1"], "Invalid value for '--output-len': 1 is not in the range x>=2."),
+        (
+            ["bench", "kernel", "--tp", "1"],
+            "Invalid value for '--tp': 1 is not in the range x>=2 (an allreduce needs 2 ranks; "
+            "--tp 1 only with --server)",
+        ),
+        (["bench", "kernel", "--tp", "0"], "Invalid value for '--tp': 0 is not in the range x>=1."),
+        (["bench", "kernel", "--replays", "29"], "Invalid value for '--replays': 29 is not in the range x>=30."),
+        (["bench", "kernel", "--timeout", "0"], "Invalid value for '--timeout': 0.0 is not in the range x>=1."),
+        (["bench", "kernel", "--layers", "0"], "Invalid value for '--layers': 0 is not in the range x>=1."),
+        (
+            ["bench", "kernel", "--baseline", "nccl"],
+            "Invalid value for '--baseline': 'nccl' is not one of 'auto', 'sglang', 'stand-in'.",
+        ),
+        (["bench", "kernel", "--dtype", "fp8"], "Invalid value for '--dtype': 'fp8' is not one of 'bf16', 'fp16'."),
+        (["bench", "server", "--input-len", "0"], "Invalid value for '--input-len': 0 is not in the range x>=1."),
+        (["bench", "server", "--output-len", "1"], "Invalid value for '--output-len': 1 is not in the range x>=2."),
+        (["bench", "server", "--repeat", "0"], "Invalid value for '--repeat': 0 is not in the range x>=1."),
+        (
+            ["bench", "kernel", "--tokens", "a,b"],
+            "Invalid value for '--tokens': 'a,b' is not a comma-separated list of token counts",
+        ),
+        (
+            ["bench", "kernel", "--tokens", "1,,2"],
+            "Invalid value for '--tokens': '1,,2' has an empty item: give comma-separated whole numbers",
+        ),
+        (
+            ["bench", "kernel", "--tokens", ""],
+            "Invalid value for '--tokens': '' has an empty item: give comma-separated whole numbers",
+        ),
+        (
+            ["bench", "kernel", "--tokens", "0,8"],
+            "Invalid value for '--tokens': token counts go from 1 to 2048 (sglang fuses only batches of 1..2048)",
+        ),
+        (
+            ["bench", "kernel", "--tokens", "8,2049"],
+            "Invalid value for '--tokens': token counts go from 1 to 2048 (sglang fuses only batches of 1..2048)",
+        ),
+        (
+            ["bench", "kernel", "--hidden", "100"],
+            "Invalid value for '--hidden': 100: the hidden size must be a positive multiple of 8 (16-byte rows)",
+        ),
+        (
+            ["bench", "kernel", "--hidden", "0"],
+            "Invalid value for '--hidden': 0: the hidden size must be a positive multiple of 8 (16-byte rows)",
+        ),
+        (
+            ["bench", "kernel", "--model-config", "/no/such/config.json"],
+            "Invalid value for '--model-config': Path '/no/such/config.json' does not exist.",
+        ),
+        (
+            ["bench", "kernel", "--plot", "plot.pdf"],
+            "Invalid value for '--plot': plot.pdf: the file must end in .png or .svg",
+        ),
+        (
+            ["bench", "server", "--tokens", "8"],
+            "No such option '--tokens'. (Did you mean one of: '--no-kernel', '--python'?)",
+        ),
+        (
+            ["bench", "--tp", "1"],
+            "Invalid value for '--tp': 1 is not in the range x>=2 (an allreduce needs 2 ranks; "
+            "--tp 1 only with --server)",
+        ),
         (["bench", "--server", "--repeat", "0"], "Invalid value for '--repeat': 0 is not in the range x>=1."),
-        (["bench", "--tokens", "a,b"], "Invalid value for '--tokens': 'a,b' is not a comma-separated list of token "
-         "counts"),
-        (["bench", "--tokens", "1,,2"], "Invalid value for '--tokens': '1,,2' has an empty item: give "
-         "comma-separated whole numbers"),
-        (["bench", "--tokens", ""], "Invalid value for '--tokens': '' has an empty item: give comma-separated "
-         "whole numbers"),
-        (["bench", "--tokens", "0,8"], "Invalid value for '--tokens': token counts go from 1 to 2048 (sglang fuses "
-         "only batches of 1..2048)"),
-        (["bench", "--tokens", "8,2049"], "Invalid value for '--tokens': token counts go from 1 to 2048 (sglang "
-         "fuses only batches of 1..2048)"),
-        (["bench", "--hidden", "100"], "Invalid value for '--hidden': 100: the hidden size must be a positive "
-         "multiple of 8 (16-byte rows)"),
-        (["bench", "--hidden", "0"], "Invalid value for '--hidden': 0: the hidden size must be a positive multiple "
-         "of 8 (16-byte rows)"),
-        (["bench", "--model-config", "/no/such/config.json"], "Invalid value for '--model-config': Path "
-         "'/no/such/config.json' does not exist."),
-        (["bench", "--plot", "plot.pdf"], "Invalid value for '--plot': plot.pdf: the file must end in .png or .svg"),
-        (["bench", "--server", "--tokens", "8"], "--tokens belongs to the kernel bench (without --server)"),
-        (["bench", "--batch-sizes", "1,2", "--repeat", "3"], "--batch-sizes, --repeat belong to bench --server"),
     ],
-)  # fmt: skip
+)
 def test_an_option_out_of_range_is_a_usage_error_naming_it(
     monkeypatch: pytest.MonkeyPatch, args: list[str], said: str
 ) -> None:
@@ -512,23 +582,23 @@ def test_paths_of_the_wrong_kind_are_usage_errors(mini: Path, tmp_path: Path) ->
 
 
 def test_token_counts_are_sorted_and_deduplicated() -> None:
-    assert cli._tokens(None, None, " 64, 8,8 ,2048,1") == (1, 8, 64, 2048)  # type: ignore[arg-type]
-    assert cli._tokens_items(" 3 , 1") == ["3", "1"]
+    assert cli_options._tokens(None, None, " 64, 8,8 ,2048,1") == (1, 8, 64, 2048)  # type: ignore[arg-type]
+    assert cli_options._tokens_items(" 3 , 1") == ["3", "1"]
 
 
 @pytest.mark.parametrize(("value", "kept"), [(None, None), (8, 8), (7168, 7168)])
 def test_hidden_sizes_that_are_multiples_of_8_pass(value: int | None, kept: int | None) -> None:
-    assert cli._hidden(None, None, value) == kept  # type: ignore[arg-type]
+    assert cli_options._hidden(None, None, value) == kept  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("value", [-8, 0, 4, 12, 4100])
 def test_other_hidden_sizes_are_refused(value: int) -> None:
     with pytest.raises(click.BadParameter, match=rf"^{value}: the hidden size must be a positive multiple of 8"):
-        cli._hidden(None, None, value)  # type: ignore[arg-type]
+        cli_options._hidden(None, None, value)  # type: ignore[arg-type]
 
 
 def plot(value: str | None) -> Path | None:
-    return cli._plot_target(None, None, value)  # type: ignore[arg-type]
+    return cli_options._plot_target(None, None, value)  # type: ignore[arg-type]
 
 
 def test_a_plot_target_that_can_be_written_is_taken(tmp_path: Path) -> None:
@@ -650,7 +720,7 @@ def test_ctrl_c_in_doctor_says_nothing_was_written(monkeypatch: pytest.MonkeyPat
 
 
 def test_ctrl_c_outside_a_command_body_is_130(mini: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "_locators", raising(KeyboardInterrupt()))
+    monkeypatch.setattr("sm120patch.cli.run._locators", raising(KeyboardInterrupt()))
     code, out, err = run("verify", "--sglang-path", str(mini), "--json")
     assert code == 130
     assert one_json_object(130, out)["error"] == "interrupted; nothing was written"

@@ -1,5 +1,5 @@
 """The options every tree command shares (``--json``, ``--python``, ``--sglang-path``,
-``--timeout``), built here on a command of the test's own: cli.py applies them while it is
+``--timeout``), built here on a command of the test's own: the cli applies them while it is
 imported, so a test that imports it once cannot see a change to how they are built.
 
 No fakes: the command records what it is given; the mini release is a real tree on disk."""
@@ -12,7 +12,7 @@ from typing import Any
 import click
 from click.testing import CliRunner
 
-from sm120patch import cli
+from sm120patch.cli import options, run
 from sm120patch.patcher.outcome import Command, Outcome
 from sm120patch.runner import DEFAULT_TIMEOUT_S
 
@@ -21,8 +21,8 @@ def options_command() -> tuple[click.Command, list[dict[str, Any]]]:
     given: list[dict[str, Any]] = []
 
     @click.command()
-    @cli._location_options
-    @cli._timeout_option
+    @options._location_options
+    @options._timeout_option
     def probe(**kwargs: Any) -> None:
         given.append(kwargs)
 
@@ -73,10 +73,10 @@ def test_the_help_names_each_option_its_variable_and_default() -> None:
     command, _ = options_command()
     text = " ".join(CliRunner().invoke(command, ["--help"], terminal_width=400).output.split())
     for expected in (
-        f"--python PATH {cli.PYTHON_HELP} [env var: SM120PATCH_PYTHON]",
-        f"--sglang-path DIRECTORY {cli.PATH_HELP} [env var: SM120PATCH_SGLANG_PATH]",
+        f"--python PATH {options.PYTHON_HELP} [env var: SM120PATCH_PYTHON]",
+        f"--sglang-path DIRECTORY {options.PATH_HELP} [env var: SM120PATCH_SGLANG_PATH]",
         "--json Print one JSON object on stdout.",
-        f"--timeout FLOAT RANGE {cli.TIMEOUT_HELP} [default: {DEFAULT_TIMEOUT_S}; x>=1]",
+        f"--timeout FLOAT RANGE {options.TIMEOUT_HELP} [default: {DEFAULT_TIMEOUT_S}; x>=1]",
     ):
         assert expected in text, (expected, text)
 
@@ -93,7 +93,7 @@ def test_a_tree_command_passes_the_timeout_only_to_what_takes_it(mini: Path) -> 
         return Outcome(Command.LIST, tree, 0, "done")
 
     for func in (with_timeout, without):
-        command = click.command()(cli._tree_command(func))
+        command = click.command()(run._tree_command(func))
         result = CliRunner().invoke(command, ["--sglang-path", str(mini), "--timeout", "7"])
         assert result.exit_code == 0, result.output
     assert seen == [{"timeout": 7.0}, {}]

@@ -13,24 +13,9 @@ from sm120patch.output.console import StatusLine
 from sm120patch.runner.ranks import RankFailure
 from sm120patch.sglang.options import pcie_ipc_option
 
-#: Options that belong to the kernel bench only, and to --server only (for a clear refusal).
-KERNEL_ONLY = ("tokens", "replays", "model_config", "baseline", "no_custom_allreduce")
-SERVER_ONLY = (
-    "model_path", "batch_sizes", "input_len", "output_len", "repeat", "server_args", "no_kernel", "fuse_up_to",
-)  # fmt: skip
 BUNDLED_LAYERS = 4  # the bundled dummy model's layers, where --layers is not given
 BUNDLED_HIDDEN = 7168  # and its hidden size, where --hidden is not given (the kernel bench's default too)
 FUSION_WORDS = ("flashinfer-allreduce-fusion", "flashinfer_allreduce_fusion")
-
-
-def wrong_options(server: bool, given: set[str]) -> str | None:
-    """Why options of the other kind of bench, given explicitly, are refused; None if none."""
-    wrong = sorted(given & set(KERNEL_ONLY if server else SERVER_ONLY))
-    if not wrong:
-        return None
-    names = ", ".join("--" + name.replace("_", "-") for name in wrong)
-    other = "the kernel bench (without --server)" if server else "bench --server"
-    return f"{names} belong{'s' if len(wrong) == 1 else ''} to {other}"
 
 
 def parse_sizes(value: str) -> tuple[int, ...]:

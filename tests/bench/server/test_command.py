@@ -29,37 +29,19 @@ from tests.bench.server.hand import result
 from tests.bench.test_render import result as kernel_result
 from tests.support.cli import run
 
-
-@pytest.mark.parametrize("name", bench_server.KERNEL_ONLY)
-def test_each_kernel_option_is_refused_with_server(name: str) -> None:
-    flag = "--" + name.replace("_", "-")
-    assert bench_server.wrong_options(True, {name, "tp"}) == f"{flag} belongs to the kernel bench (without --server)"
-    assert bench_server.wrong_options(False, {name, "tp"}) is None
-
-
-@pytest.mark.parametrize("name", bench_server.SERVER_ONLY)
-def test_each_server_option_is_refused_without_server(name: str) -> None:
-    flag = "--" + name.replace("_", "-")
-    assert bench_server.wrong_options(False, {name, "hidden"}) == f"{flag} belongs to bench --server"
-    assert bench_server.wrong_options(True, {name, "hidden"}) is None
+KERNEL_ONLY = ("--tokens", "--replays", "--model-config", "--baseline", "--disable-custom-all-reduce")
+SERVER_ONLY = (
+    "--model-path", "--batch-sizes", "--input-len", "--output-len", "--repeat", "--server-arg", "--no-kernel",
+    "--fuse-up-to",
+)  # fmt: skip
 
 
-def test_the_option_names_of_each_bench() -> None:
-    assert bench_server.KERNEL_ONLY == ("tokens", "replays", "model_config", "baseline", "no_custom_allreduce")
-    assert bench_server.SERVER_ONLY == (
-        "model_path",
-        "batch_sizes",
-        "input_len",
-        "output_len",
-        "repeat",
-        "server_args",
-        "no_kernel",
-        "fuse_up_to",
-    )
-    assert bench_server.wrong_options(True, {"tokens", "replays", "tp"}) == (
-        "--replays, --tokens belong to the kernel bench (without --server)"
-    )
-    assert bench_server.wrong_options(True, set()) is None
+@pytest.mark.parametrize(
+    ("command", "flag"), [*(("server", flag) for flag in KERNEL_ONLY), *(("kernel", flag) for flag in SERVER_ONLY)]
+)
+def test_an_option_of_the_other_bench_is_refused(command: str, flag: str) -> None:
+    code, out, err = run("bench", command, flag)
+    assert (code, out) == (2, "") and f"No such option '{flag}'" in err
 
 
 def test_batch_sizes_are_read_sorted_and_once() -> None:

@@ -1,0 +1,81 @@
+"""``sm120patch apply``: back up and patch the located sglang."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from sm120patch.cli import main
+from sm120patch.cli.options import _complete_ids, _fuse_up_to, _ids
+from sm120patch.cli.run import _tree_command
+
+if TYPE_CHECKING:
+    from sm120patch.patcher.outcome import Outcome
+    from sm120patch.sglang.tree import SglangTree
+
+
+@main.command()
+@_tree_command
+@click.option(
+    "--only",
+    metavar="IDS",
+    callback=_ids,
+    shell_complete=_complete_ids,
+    help="Comma-separated patch ids; their dependencies are pulled in.",
+)
+@click.option(
+    "--skip", metavar="IDS", callback=_ids, shell_complete=_complete_ids, help="Comma-separated patch ids to leave out."
+)
+@click.option("--dry-run", is_flag=True, help="Write nothing; print the unified diff.")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Exit 1 and write nothing when the fused path would still not run (FlashInfer "
+    "without the SM12x kernel, an SM check no patch owns); for image builds.",
+)
+@click.option(
+    "--allow-missing-kernel",
+    is_flag=True,
+    help="Write even though the FlashInfer beside sglang has no SM12x allreduce kernel (fusion would "
+    "then stop sglang <= 0.5.9 from starting, and change nothing in later releases).",
+)
+@click.option(
+    "--fuse-up-to",
+    metavar="N|measured",
+    callback=lambda ctx, param, value: _fuse_up_to(value),
+    help="Also lower sglang's fusion token limit to N tokens, or to the crossover the last `sm120patch bench` "
+    "saved for this tree (`measured`); never above sglang's own.",
+)
+@click.option(
+    "--tp", type=click.IntRange(min=2), help="With --fuse-up-to measured: the TP sglang serves at (refuses another)."
+)
+def apply(
+    tree: SglangTree,
+    only: list[str] | None,
+    skip: list[str] | None,
+    dry_run: bool,
+    strict: bool,
+    allow_missing_kernel: bool,
+    timeout: float,
+    fuse_up_to: int | str | None = None,
+    tp: int | None = None,
+) -> Outcome:
+    """Back up and patch the located sglang (a second run is a no-op).  Refuses while the
+    FlashInfer beside it lacks the SM12x kernel (--allow-missing-kernel)."""
+    from sm120patch.bench.fuse_limit import asked_limit
+    from sm120patch.patcher.commands.apply import apply as apply_tree
+    from sm120patch.patcher.plan.registry import select
+
+    patches, notes = select(only or [], skip or []) if only or skip else (None, [])
+    token_limit = asked_limit(tree, fuse_up_to, tp)
+    return apply_tree(
+        tree,
+        patches,
+        dry_run=dry_run,
+        notes=notes,
+        strict=strict,
+        allow_missing_kernel=allow_missing_kernel,
+        timeout=timeout,
+        token_limit=token_limit,
+    )

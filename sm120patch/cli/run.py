@@ -1,0 +1,104 @@
+"""How a command body runs: the errors a user can act on become exit codes, a bug exit 70,
+Ctrl-C exit 130; and the commands that locate sglang and render a patcher outcome."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from sm120patch import __version__
+from sm120patch.cli.options import _location_options, _locators, _timeout_option
+from sm120patch.errors import ExitCode, ToolError
+
+if TYPE_CHECKING:
+    from sm120patch.output.result import Result
+    from sm120patch.patcher.outcome import Outcome
+    from sm120patch.sglang.tree import SglangTree
+
+
+def _fail(message: str, code: int, as_json: bool) -> None:
+    from sm120patch.output import console as out
+
+    if as_json:
+        out.print_json(out.error_json(message, code))
+    out.error(message)
+
+
+def _guarded(as_json: bool, run: Callable[[], int], interrupted: Callable[[], str] | None = None) -> None:
+    """Run a command body; turn the errors a user can act on into their exit codes, a bug
+    into exit 70 with its traceback, and Ctrl-C into exit 130 with ``interrupted()``: what
+    it left behind."""
+    ctx = click.get_current_context()
+    try:
+        code = run()
+    except KeyboardInterrupt:
+        _fail(interrupted() if interrupted else INTERRUPTED, ExitCode.INTERRUPTED, as_json)
+        code = ExitCode.INTERRUPTED
+    except ToolError as exc:
+        _fail(str(exc), exc.exit_code, as_json)
+        code = exc.exit_code
+    except OSError as exc:  # an unreadable file or directory met while reading
+        _fail(f"{exc.filename or ''}: {exc.strerror or exc}", ExitCode.ENVIRONMENT, as_json)
+        code = ExitCode.ENVIRONMENT
+    except Exception as exc:
+        import traceback
+
+        traceback.print_exc()
+        _fail(
+            f"internal error ({type(exc).__name__}: {exc}); this is a bug in sm120patch {__version__}",
+            ExitCode.INTERNAL,
+            as_json,
+        )
+        code = ExitCode.INTERNAL
+    ctx.exit(int(code))
+
+
+def _shown(result: Result, as_json: bool) -> int:
+    """The one place a command's result is rendered: one JSON object, or its text."""
+    if as_json:
+        from sm120patch.output import console as out
+
+        out.print_json(result.to_json())
+    else:
+        result.render_text()
+    return result.exit_code
+
+
+#: What Ctrl-C leaves behind in a command that writes nothing (doctor, bench, demo's scratch).
+INTERRUPTED = "interrupted; nothing was written"
+
+
+def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
+    """A command that locates sglang, runs ``func`` on it and renders the outcome."""
+    takes_timeout = "timeout" in func.__code__.co_varnames[: func.__code__.co_argcount]  # not inspect: 4 ms
+
+    @_location_options
+    @_timeout_option
+    @functools.wraps(func)
+    def wrapper(python: str | None, sglang_path: Path | None, as_json: bool, timeout: float, **kwargs: Any) -> None:
+        python, sglang_path = _locators(python, sglang_path)
+        located: list[SglangTree] = []  # for what an interrupt says
+
+        def run() -> int:
+            from sm120patch.patcher.render.shown import ShownOutcome
+            from sm120patch.runner.locate import locate
+
+            tree = locate(python=python, sglang_path=sglang_path, timeout=timeout)
+            located.append(tree)
+            if takes_timeout:
+                kwargs["timeout"] = timeout
+            outcome = func(tree=tree, **kwargs)
+            return _shown(ShownOutcome(outcome, kwargs.get("docs", False), kwargs.get("dry_run", False)), as_json)
+
+        def interrupted() -> str:
+            from sm120patch.patcher.commands.saved_state import interrupted_note
+
+            return interrupted_note(located[0] if located else None)
+
+        _guarded(as_json, run, interrupted)
+
+    return wrapper
