@@ -27,6 +27,21 @@ class _BenchGroup(click.Group):
         return super().parse_args(ctx, args)
 
 
+class _BenchCommand(click.Command):
+    """A bench that names the other bench when given one of its options (both were one
+    command before the subcommands: ``--tokens`` with ``--server`` is the likely slip)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            group = ctx.parent.command if ctx.parent else None
+            for name, other in getattr(group, "commands", {}).items():
+                if name != self.name and any(exc.option_name in p.opts for p in other.params):
+                    raise click.UsageError(f"{exc.option_name} belongs to `bench {name}`", ctx) from exc
+            raise
+
+
 @main.group(cls=_BenchGroup)
 def bench() -> None:
     """Does fusion pay on this host?  Fused vs unfused allreduce + RMSNorm, measured
@@ -67,7 +82,7 @@ def _shared_options(tp: str, hidden: str, layers: str) -> Callable[[Callable[...
     return decorate
 
 
-@bench.command(short_help="Fused vs unfused allreduce + RMSNorm on this host's GPUs.")
+@bench.command(cls=_BenchCommand, short_help="Fused vs unfused allreduce + RMSNorm on this host's GPUs.")
 @_shared_options(
     tp="Ranks (GPUs) to measure with (2 or more).  [default: every visible GPU]",
     hidden="The model's hidden size.  [default: --model-config's, else 7168]",
@@ -152,7 +167,7 @@ def kernel(
     )
 
 
-@bench.command(short_help="sglang's own bench_one_batch, fusion off and on.")
+@bench.command(cls=_BenchCommand, short_help="sglang's own bench_one_batch, fusion off and on.")
 @_shared_options(
     tp="Ranks (GPUs) to serve with (1 or more).  [default: every visible GPU]",
     hidden="The bundled model's hidden size.  [default: 7168]",

@@ -542,7 +542,7 @@ def test_python_and_sglang_path_both_typed_is_a_usage_error(mini: Path, tmp_path
         ),
         (
             ["bench", "server", "--tokens", "8"],
-            "No such option '--tokens'. (Did you mean one of: '--no-kernel', '--python'?)",
+            "--tokens belongs to `bench kernel`",
         ),
         (
             ["bench", "--tp", "1"],

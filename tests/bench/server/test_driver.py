@@ -175,9 +175,11 @@ def test_an_off_run_that_fails_is_exit_2_with_the_log_kept(tmp_path: Path) -> No
 def test_options_of_the_other_bench_are_refused(tmp_path: Path) -> None:
     package = fake_server_site(tmp_path)
     code, _, err = run("bench", "server", "--sglang-path", str(package), "--tokens", "1,2")
-    assert code == 2 and "No such option '--tokens'" in err
+    assert code == 2 and "--tokens belongs to `bench kernel`" in err
     code, _, err = run("bench", "kernel", "--batch-sizes", "1,2")
-    assert code == 2 and "No such option '--batch-sizes'" in err
+    assert code == 2 and "--batch-sizes belongs to `bench server`" in err
+    code, _, err = run("bench", "kernel", "--no-such-option")
+    assert code == 2 and "No such option '--no-such-option'" in err  # an option of neither: click's words
     code, _, err = run("bench", "kernel", "--tp", "1")
     assert code == 2 and "--tp 1 only with --server" in err
 
