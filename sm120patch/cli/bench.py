@@ -11,7 +11,7 @@ import click
 
 from sm120patch.cli import main
 from sm120patch.cli.options import _fuse_up_to, _hidden, _location_options, _locators, _plot_target, _tokens
-from sm120patch.cli.run import _guarded
+from sm120patch.cli.run import _guarded, _shown
 
 
 class _BenchGroup(click.Group):
@@ -148,21 +148,24 @@ def kernel(
         )
     _guarded(
         as_json,
-        lambda: command.bench(
-            python,
-            sglang_path,
+        lambda: _shown(
+            command.bench(
+                python,
+                sglang_path,
+                as_json,
+                tp,
+                tokens,
+                hidden,
+                dtype,
+                replays,
+                timeout,
+                plot,
+                model_config=model_config,
+                layers=layers,
+                baseline=baseline,
+                custom_allreduce=not no_custom_allreduce,
+            ),
             as_json,
-            tp,
-            tokens,
-            hidden,
-            dtype,
-            replays,
-            timeout,
-            plot,
-            model_config=model_config,
-            layers=layers,
-            baseline=baseline,
-            custom_allreduce=not no_custom_allreduce,
         ),
     )
 
@@ -217,23 +220,26 @@ def server(
     python, sglang_path = _locators(python, sglang_path)
     _guarded(
         as_json,
-        lambda: bench_server.bench_server(
-            python,
-            sglang_path,
+        lambda: _shown(
+            bench_server.bench_server(
+                python,
+                sglang_path,
+                as_json,
+                tp,
+                batch_sizes,
+                input_len,
+                output_len,
+                repeat,
+                timeout,
+                model_path,
+                hidden or bench_server.BUNDLED_HIDDEN,
+                layers or bench_server.BUNDLED_LAYERS,
+                dtype,
+                server_args,
+                plot,
+                kernel=not no_kernel,
+                fuse_up_to=fuse_up_to,
+            ),
             as_json,
-            tp,
-            batch_sizes,
-            input_len,
-            output_len,
-            repeat,
-            timeout,
-            model_path,
-            hidden or bench_server.BUNDLED_HIDDEN,
-            layers or bench_server.BUNDLED_LAYERS,
-            dtype,
-            server_args,
-            plot,
-            kernel=not no_kernel,
-            fuse_up_to=fuse_up_to,
         ),
     )

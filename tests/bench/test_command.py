@@ -15,9 +15,11 @@ from typing import Any
 
 import pytest
 
+from sm120patch.bench import shown
 from sm120patch.bench.kernel import command
 from sm120patch.bench.kernel.estimate import Model
 from sm120patch.bench.kernel.verdict import KEEP_OFF_DEFAULT
+from sm120patch.cli.run import _shown
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.runner import ranks as launch
 from sm120patch.sglang.fusion_call import read_call
@@ -76,7 +78,7 @@ def test_a_plot_is_written_whole_or_not_at_all(tmp_path: Path) -> None:
         path.write_text(f"plot of {done}")
 
     target = tmp_path / "bench.png"
-    assert command.draw_plot(draw, "R", target) is None
+    assert shown.draw_plot(draw, "R", target) is None
     assert drawn == [tmp_path / f".bench.{os.getpid()}.sm120patch-tmp.png"]
     assert target.read_text() == "plot of R"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bench.png"]
@@ -85,7 +87,7 @@ def test_a_plot_is_written_whole_or_not_at_all(tmp_path: Path) -> None:
         path.write_text("half")
         raise OSError(28, "No space left on device")
 
-    assert command.draw_plot(half, "R", tmp_path / "b.svg") == (
+    assert shown.draw_plot(half, "R", tmp_path / "b.svg") == (
         f"--plot {tmp_path / 'b.svg'}: cannot write it (No space left on device); the measurements are reported "
         "without it"
     )
@@ -94,18 +96,18 @@ def test_a_plot_is_written_whole_or_not_at_all(tmp_path: Path) -> None:
     def bare(done: object, path: Path) -> None:
         raise OSError("no errno")
 
-    assert command.draw_plot(bare, "R", tmp_path / "c.png") == (
+    assert shown.draw_plot(bare, "R", tmp_path / "c.png") == (
         f"--plot {tmp_path / 'c.png'}: cannot write it (no errno); the measurements are reported without it"
     )
 
 
 def test_a_problem_ends_the_json_object_with_the_error_keys() -> None:
-    assert command.with_problem({"ok": True, "exit_code": 0, "rows": [1]}, None) == {
+    assert shown.with_problem({"ok": True, "exit_code": 0, "rows": [1]}, None) == {
         "ok": True,
         "exit_code": 0,
         "rows": [1],
     }
-    assert command.with_problem({"ok": True, "exit_code": 0, "rows": [1]}, "--plot x: cannot write it") == {
+    assert shown.with_problem({"ok": True, "exit_code": 0, "rows": [1]}, "--plot x: cannot write it") == {
         "ok": False,
         "exit_code": 2,
         "rows": [1],
@@ -295,6 +297,6 @@ def test_the_status_line_shows_on_a_terminal_unless_json(
 ) -> None:
     monkeypatch.setattr(sys, "stderr", Terminal())
     monkeypatch.setattr(sys, "stdout", io.StringIO())
-    code = command.bench(None, measured["package"], as_json, 2, (1, 8), None, "bf16", 40, 300.0, None)
+    code = _shown(command.bench(None, measured["package"], as_json, 2, (1, 8), None, "bf16", 40, 300.0, None), as_json)
     assert code == 0
     assert measured["status"].made == [(shown, "starting the ranks")]

@@ -21,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from sm120patch import __version__, cli
+from sm120patch.bench.shown import ShownBench
 from sm120patch.cli import options as cli_options
 from sm120patch.errors import NotAsAsked
 from sm120patch.patcher.plan.registry import all_patches
@@ -376,10 +377,14 @@ def test_doctor_without_sglang_still_runs_the_host_checks_then_exits_2(tmp_path:
     assert code == 2 and out == "" and "no sglang found" in err
 
 
+#: What the fake benches answer: a result with nothing in it, exit 0.
+MEASURED_NOTHING = ShownBench({}, lambda out: None, 0)
+
+
 def kernel_bench(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     from sm120patch.bench.kernel import command as bench
 
-    recorder = Recorder(0)  # fake kernel bench: records, measures nothing
+    recorder = Recorder(MEASURED_NOTHING)  # fake kernel bench: records, measures nothing
     monkeypatch.setattr(bench, "bench", recorder)
     return recorder
 
@@ -387,7 +392,7 @@ def kernel_bench(monkeypatch: pytest.MonkeyPatch) -> Recorder:
 def server_bench(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     from sm120patch.bench.server import command as bench_server
 
-    recorder = Recorder(0)  # fake bench --server: records, runs no sglang
+    recorder = Recorder(MEASURED_NOTHING)  # fake bench --server: records, runs no sglang
     monkeypatch.setattr(bench_server, "bench_server", recorder)
     return recorder
 

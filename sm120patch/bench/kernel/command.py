@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sm120patch.bench.kernel.estimate import Model, read_config
 from sm120patch.bench.kernel.measure import BaselineChoice, Settings, run
 from sm120patch.bench.kernel.verdict import KEEP_OFF_DEFAULT
-from sm120patch.errors import EnvironmentProblem, ExitCode, NotAsAsked, ToolError
+from sm120patch.bench.shown import ShownBench, draw_plot
+from sm120patch.errors import EnvironmentProblem, NotAsAsked, ToolError
 from sm120patch.output.console import StatusLine
 from sm120patch.runner import ranks as launch
 from sm120patch.sglang.fusion_call import read_call
 from sm120patch.sglang.options import HATCH, pcie_ipc_option
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 DEFAULT_HIDDEN = 7168  # DeepSeek-V3's, the model family this tool was first written for
 
@@ -58,7 +59,7 @@ def bench(
     layers: int | None = None,
     baseline: str = "auto",
     custom_allreduce: bool = True,
-) -> int:
+) -> ShownBench:
     from sm120patch.bench.kernel import render
     from sm120patch.runner.locate import default_python, locate
     from sm120patch.sglang.options import release_options
@@ -104,20 +105,14 @@ def bench(
     problem = draw_plot(render.plot, result, plot) if plot is not None else None
     data = render.to_json(result)
     kept = keep_result(tree, data)
-    if as_json:
-        from sm120patch.output.console import print_json
 
-        print_json(with_problem(data, problem))
-    else:
+    def text(out: Console) -> None:
         from rich.text import Text
 
-        from sm120patch.output.console import console, error
+        render.render(result, out)
+        out.print(Text(kept, style="dim"))
 
-        render.render(result, console())
-        console().print(Text(kept, style="dim"))
-        if problem:
-            error(problem)
-    return int(ExitCode.ENVIRONMENT) if problem else int(result.exit_code)
+    return ShownBench(data, text, result.exit_code, problem)
 
 
 def keep_result(tree: Any, data: dict[str, Any]) -> str:
@@ -133,27 +128,6 @@ def keep_result(tree: Any, data: dict[str, Any]) -> str:
     path = str(saved.path(tree))
     data["kept"] = None if problem else path
     return problem or f"kept for `sm120patch apply --fuse-up-to measured`: {path}"
-
-
-def draw_plot(draw: Callable[[Any, Path], None], result: Any, path: Path) -> str | None:
-    """``draw(result, path)`` into a temp file beside ``path``, renamed over it once whole: a
-    plot is never left half-written.  The sentence naming ``path`` where it cannot be written."""
-    temp = path.with_name(f".{path.stem}.{os.getpid()}.sm120patch-tmp{path.suffix}")
-    try:
-        draw(result, temp)
-        os.replace(temp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        return f"--plot {path}: cannot write it ({exc.strerror or exc}); the measurements are reported without it"
-    return None
-
-
-def with_problem(data: dict[str, Any], problem: str | None) -> dict[str, Any]:
-    """The result's JSON object, with the error object's keys where a problem ends the command."""
-    if problem:
-        data.update(ok=False, exit_code=int(ExitCode.ENVIRONMENT), error=problem)
-    return data
 
 
 def phase_text(rank: int, event: dict[str, Any]) -> str | None:

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sm120patch.bench.kernel.command import draw_plot, with_problem
-from sm120patch.errors import EnvironmentProblem, ExitCode, ToolError
+from sm120patch.bench.shown import ShownBench, draw_plot
+from sm120patch.errors import EnvironmentProblem, ToolError
 from sm120patch.output.console import StatusLine
 from sm120patch.runner.ranks import RankFailure
 from sm120patch.sglang.options import pcie_ipc_option
@@ -46,7 +46,7 @@ def bench_server(
     plot: Path | None,
     kernel: bool,
     fuse_up_to: int | str | None = None,
-) -> int:
+) -> ShownBench:
     from sm120patch.bench.server import driver, render
     from sm120patch.runner.locate import default_python, locate
     from sm120patch.sglang.options import release_options
@@ -84,18 +84,12 @@ def bench_server(
         result = driver.run(settings, status.update)
         beside = kernel_beside(result, tree, status.update) if kernel else None
     problem = draw_plot(render.plot, result, plot) if plot is not None and result.rows else None
-    if as_json:
-        from sm120patch.output.console import print_json
 
-        print_json(with_problem(dict(render.to_json(result), kernel=_kernel_json(beside)), problem))
-    else:
-        from sm120patch.output.console import console, error
+    def text(out: Any) -> None:
+        render.render(result, out)
+        _render_kernel(beside, out)
 
-        render.render(result, console())
-        _render_kernel(beside, console())
-        if problem:
-            error(problem)
-    return int(ExitCode.ENVIRONMENT) if problem else int(result.exit_code)
+    return ShownBench(dict(render.to_json(result), kernel=_kernel_json(beside)), text, result.exit_code, problem)
 
 
 def kernel_beside(result: Any, tree: Any, on_status: Any) -> Any:
