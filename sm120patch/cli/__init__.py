@@ -16,12 +16,20 @@ import click
 from sm120patch import __version__
 from sm120patch.cli.run import INTERRUPTED
 from sm120patch.errors import ExitCode
-from sm120patch.sglang.releases import FIRST_SUPPORTED, LAST_KNOWN
 
-VERSION_MESSAGE = (
-    f"%(prog)s %(version)s — patches sglang {FIRST_SUPPORTED} to {LAST_KNOWN} (newer releases are "
-    "checked by structure), refuses older ones"
-)
+
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """``--version``: which releases sm120patch patches, read from sglang/releases.py only
+    here (``--help`` and the commands that need no release facts do not load them)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from sm120patch.sglang.releases import FIRST_SUPPORTED, LAST_KNOWN
+
+    click.echo(
+        f"sm120patch {__version__} — patches sglang {FIRST_SUPPORTED} to {LAST_KNOWN} (newer releases are "
+        "checked by structure), refuses older ones"
+    )
+    ctx.exit()
 
 
 class _Cli(click.Group):
@@ -72,7 +80,15 @@ def _show_usage_error(exc: click.ClickException) -> None:
 
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "-V", "--version", prog_name="sm120patch", message=VERSION_MESSAGE)
+@click.option(
+    "-V",
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
 def main() -> None:
     """Let SGLang's FlashInfer allreduce fusion run on SM120 Blackwell GPUs
     (RTX PRO 6000, RTX 5090), by patching the installed sglang in place, reversibly.
