@@ -11,7 +11,14 @@ from typing import Any
 
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.runner import DEFAULT_TIMEOUT_S, ProbeError, run_script
-from sm120patch.sglang.tree import SglangTree, _no_code, checkout_version, from_directory, install_kind, interpreter
+from sm120patch.sglang.tree import (
+    SglangTree,
+    checkout_version,
+    from_directory,
+    install_kind,
+    interpreter,
+    no_code_found,
+)
 
 
 def _from_probe(data: dict[str, Any], how_found: str) -> SglangTree | None:
@@ -112,7 +119,7 @@ def locate(
     if not os.access(tree.package_dir, os.R_OK):
         raise EnvironmentProblem(f"{tree.package_dir}: not readable")
     if not (tree.package_dir / "__init__.py").is_file():
-        raise EnvironmentProblem(_no_code(tree.package_dir, how))
+        raise EnvironmentProblem(no_code_found(tree.package_dir, how))
     return tree
 
 

@@ -9,7 +9,7 @@ from sm120patch.sglang.tree import SglangTree
 
 BACKEND = "--flashinfer-allreduce-fusion-backend"  # 0.5.14+
 ENABLE = "--enable-flashinfer-allreduce-fusion"  # up to 0.5.13 (deprecated alias of auto after)
-HATCH = "--enforce-disable-flashinfer-allreduce-fusion"  # fusion off, auto-enable included
+HATCH = "--enforce-disable-flashinfer-allreduce-fusion"  # 0.5.10+: fusion off, auto-enable included
 FUSION_OPTIONS = (BACKEND, ENABLE, HATCH)
 BACKEND_VALUE = "trtllm"  # never auto or mnnvl: they create multicast objects where GPUs report multicast
 

@@ -245,7 +245,7 @@ def from_directory(directory: Path) -> SglangTree:
     if package_dir is None:
         emptied = next((c for c in candidates if c.name == "sglang" and (c / DIRNAME).is_dir()), None)
         if emptied is not None and not (emptied / "__init__.py").exists():  # what pip uninstall left
-            raise EnvironmentProblem(_no_code(emptied, f"--sglang-path {directory}"))
+            raise EnvironmentProblem(no_code_found(emptied, f"--sglang-path {directory}"))
         inner = (directory / "__init__.py").is_file()
         raise EnvironmentProblem(
             f"--sglang-path {directory}: not an sglang package"
@@ -281,7 +281,7 @@ def _sibling_flashinfer(site: Path) -> str | None:
     return None
 
 
-def _no_code(package_dir: Path, how: str) -> str:
+def no_code_found(package_dir: Path, how: str) -> str:
     """Why an ``sglang`` folder without ``__init__.py`` is no sglang.  Where only sm120patch's
     state is left, pip uninstalled sglang around it (Python imports that as an empty namespace);
     anything else (a checkout's root, say) is left alone."""

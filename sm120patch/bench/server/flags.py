@@ -6,7 +6,7 @@ The options a release accepts are read from its argument code by the caller
 * up to 0.5.13: ``--enable-flashinfer-allreduce-fusion`` turns it on;
 * from 0.5.14: ``--flashinfer-allreduce-fusion-backend trtllm`` (never ``auto`` or ``mnnvl``,
   which create multicast objects where the GPUs report multicast);
-* off: ``--enforce-disable-flashinfer-allreduce-fusion`` where the release has it (0.5.13+),
+* off: ``--enforce-disable-flashinfer-allreduce-fusion`` where the release has it (0.5.10+),
   which also stops the auto-enable for the models sglang turns fusion on for by itself;
   before it, leaving the option out is all there is, and the call count shows whether an
   auto-enable turned it on anyway.

@@ -64,7 +64,7 @@ def test_the_kernel_bench_gets_the_servers_settings_and_the_releases_options(
     asked: list[tuple] = []
     monkeypatch.setattr(measure, "run", lambda *args, **kwargs: asked.append((args, kwargs)) or "figures")
     monkeypatch.setattr(mirror, "read_call", lambda package_dir, version: ("call of", package_dir, version))
-    # a release without the escape hatch (before 0.5.13): not the default advice
+    # a release without the escape hatch (before 0.5.10): not the default advice
     monkeypatch.setattr(options, "release_options", lambda tree: {"--enable-flashinfer-allreduce-fusion"})
     settings = SimpleNamespace(tp=2, batch_sizes=(1, 64, 4096), python="/srv/env/bin/python", dtype="fp16", timeout=7.0)
     server = SimpleNamespace(settings=settings, model=SimpleNamespace(hidden=5120))
