@@ -109,7 +109,7 @@ def test_editable_install_from_a_checkout(tmp_path: Path, release) -> None:
     assert proc.returncode == 0, proc.stderr
     assert sorted(p["id"] for p in json.loads(proc.stdout)["patches"]) == EXPECTED
     where = run(python, "-c", "import sm120patch.patcher.patches as p; print(p.__file__)").stdout.strip()
-    assert where == str(REPO / "sm120patch" / "patches" / "__init__.py")
+    assert where == str(REPO / "sm120patch" / "patcher" / "patches" / "__init__.py")
 
 
 def test_a_plain_checkout_runs_without_installing(tmp_path: Path, release) -> None:
