@@ -124,6 +124,18 @@ def spread_waiting(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
 
 
 @pytest.hookimpl(trylast=True)
+def pytest_make_parametrize_id(config: pytest.Config, val: object, argname: str) -> str | None:
+    """A table row's value as its case's name where pytest would only number it (``args0``):
+    a command line's words, a patch's or an example's name; None leaves pytest's own id."""
+    if isinstance(val, (list, tuple)) and val and all(isinstance(v, (str, int, float)) for v in val):
+        return " ".join(map(str, val))[:60]
+    for attribute in ("id", "name"):
+        named = getattr(val, attribute, None)
+        if isinstance(named, str) and named and not isinstance(val, (str, Path)):
+            return named[:60]
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (after deselection): the waiting tests spread over the workers."""
     workers = getattr(config, "workerinput", {}).get("workercount", 0)
