@@ -20,10 +20,10 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from sm120patch.sglang.layout import ADD_NORM, COMM_FUSION, COMMUNICATOR, OVERRIDES, SERVER_ARGS
 from sm120patch.patcher.kit.model import Edit, Example, Patch, State
 from sm120patch.patcher.plan.evidence import generate
 from sm120patch.patcher.plan.registry import all_patches, by_id, provided_for
+from sm120patch.sglang.layout import ADD_NORM, COMM_FUSION, COMMUNICATOR, OVERRIDES, SERVER_ARGS
 from tests.support.patch_checks import ERAS, every_example
 from tests.support.realtrees import intended_changes
 

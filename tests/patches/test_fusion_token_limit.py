@@ -14,13 +14,13 @@ import pytest
 from sm120patch.patcher.commands.apply import apply as apply_tree
 from sm120patch.patcher.commands.revert import revert as revert_tree
 from sm120patch.patcher.commands.verify import verify as verify_tree
-from sm120patch.sglang.tree import from_directory
-from sm120patch.patcher.patches.fusion_token_limit import BATCH, LIMIT_NAME, LITERAL_GATES, limit_in_force, limit_sites
-from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR
 from sm120patch.patcher.kit.model import Example, State
+from sm120patch.patcher.patches.fusion_token_limit import BATCH, LIMIT_NAME, LITERAL_GATES, limit_in_force, limit_sites
 from sm120patch.patcher.plan import token_limit
 from sm120patch.patcher.plan.registry import by_id
 from sm120patch.patcher.plan.token_limit import LIMIT_SITE, LimitAsk, limit_in, sglang_limit
+from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR
+from sm120patch.sglang.tree import from_directory
 from tests.support.realtrees import copy_release, intended_changes, sha256
 from tests.support.sglang_exec import load_function
 
@@ -61,7 +61,8 @@ def test_is_opt_in_and_requires_nothing() -> None:
 # --- real releases (slow tier) -----------------------------------------------------------------
 
 #: One release of each era with the limit: the method gate and its literal (0.5.4 - 0.5.7), the
-#: module function (0.5.8 - 0.5.20, three spellings of the flag term; 0.5.10 with `attn_cp_size <= 1`), add_norm.py (0.5.21), renamed (0.5.22+).
+#: module function (0.5.8 - 0.5.20, three spellings of the flag term; 0.5.10 with
+#: `attn_cp_size <= 1`), add_norm.py (0.5.21), renamed (0.5.22+).
 LIMIT_ERAS = ["0.5.4", "0.5.7", "0.5.9", "0.5.10", "0.5.14", "0.5.17", "0.5.21", "0.5.23"]
 GATES = {
     "0.5.9": (COMMUNICATOR, "apply_flashinfer_allreduce_fusion"),
@@ -100,9 +101,13 @@ def limits_in(source: bytes) -> list[int]:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [LIMIT_NAME]:
             values.append(node.value.value)  # type: ignore[attr-defined]
-        if isinstance(node, ast.Compare) and isinstance(node.ops[-1], ast.LtE):
-            if isinstance(node.comparators[-1], ast.Constant) and "shape" in ast.unparse(node.left):
-                values.append(node.comparators[-1].value)
+        if (
+            isinstance(node, ast.Compare)
+            and isinstance(node.ops[-1], ast.LtE)
+            and isinstance(node.comparators[-1], ast.Constant)
+            and "shape" in ast.unparse(node.left)
+        ):
+            values.append(node.comparators[-1].value)
     return values
 
 

@@ -18,10 +18,10 @@ import libcst as cst
 import pytest
 from packaging.version import Version
 
-from sm120patch.sglang.layout import COMM_FUSION
 from sm120patch.patcher.kit.model import Finding, State
 from sm120patch.patcher.plan.evidence import generate
 from sm120patch.patcher.plan.registry import by_id
+from sm120patch.sglang.layout import COMM_FUSION
 from sm120patch.sglang.releases import ALL_RELEASES
 from tests.support.realtrees import run_cycle
 from tests.support.sglang_exec import FakeCudaDriver, MiB, workspace_sizes

@@ -6,9 +6,9 @@ import libcst as cst
 
 from sm120patch.patcher.kit.cst_helpers import code, module_assignments, replace_all
 from sm120patch.patcher.kit.decide import anchored_names, find_assigned
-from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR, SM120_FLAG
 from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Kind, Patch, PatchContext, Releases, State
 from sm120patch.patcher.kit.sm_terms import FLAG, first_sm_term, sm120_term, sm_terms_in
+from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR, SM120_FLAG
 
 NAME = SM120_FLAG
 SM100 = "_is_sm100_supported"  # the anchor rows' name: check() reads the rows

@@ -5,9 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from sm120patch.patcher.kit.decide import decide, find_anchored, label, searched
-from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR
 from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, State
 from sm120patch.patcher.kit.sm_terms import clauses_in, describe
+from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR
 
 
 class CommunicatorFusionGate(Patch):

@@ -7,9 +7,9 @@ from packaging.version import Version
 
 from sm120patch.patcher.kit.cst_helpers import walk
 from sm120patch.patcher.kit.decide import decide, find_anchored, label, sought
-from sm120patch.sglang.layout import COMM_FUSION
 from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, State
 from sm120patch.patcher.kit.sm_terms import clauses_in_test, sm_terms_in
+from sm120patch.sglang.layout import COMM_FUSION
 
 FUNCTION = "_resolve_backend"  # the anchor rows' name: check() reads the rows
 SINCE = "0.5.14"

@@ -8,9 +8,9 @@ import libcst as cst
 
 from sm120patch.patcher.kit.cst_helpers import code, replace_all, walk
 from sm120patch.patcher.kit.decide import anchored_names, find_anchored, find_assigned, label
-from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR
 from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Kind, Patch, PatchContext, Releases, State
 from sm120patch.patcher.patches.communicator_fusion_gate import CommunicatorFusionGate
+from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR
 
 #: The module constant sglang compares the batch with (every release 0.5.4 - 0.5.23: 2048); the
 #: anchor rows' name, which the patch's lookup reads from the rows.
@@ -111,7 +111,12 @@ class FusionTokenLimit(Patch):
     anchors = (
         Anchor(ADD_NORM, LIMIT_NAME, Releases("0.5.21"), kind=Kind.ASSIGNMENT, expect=State.NOT_NEEDED, note=OPT_IN),
         Anchor(
-            COMMUNICATOR, LIMIT_NAME, Releases("0.5.8", "0.5.20"), kind=Kind.ASSIGNMENT, expect=State.NOT_NEEDED, note=OPT_IN
+            COMMUNICATOR,
+            LIMIT_NAME,
+            Releases("0.5.8", "0.5.20"),
+            kind=Kind.ASSIGNMENT,
+            expect=State.NOT_NEEDED,
+            note=OPT_IN,
         ),
         Anchor(
             COMMUNICATOR,
@@ -268,7 +273,9 @@ class FusionTokenLimit(Patch):
         evidence = [site.evidence for site in sites]
         now = f"{limit_in_force(sites)} ({shown(sites)})"
         if asked is None:
-            return Finding(State.NOT_NEEDED, f"fusion token limit in force: {now}; {OPT_IN}", limit, evidence, scopes=gates)
+            return Finding(
+                State.NOT_NEEDED, f"fusion token limit in force: {now}; {OPT_IN}", limit, evidence, scopes=gates
+            )
         if all(site.value == asked for site in sites):
             return Finding(State.APPLIED, f"fusion token limit {asked}: {shown(sites)}", limit, evidence, scopes=gates)
 

@@ -9,9 +9,9 @@ import libcst as cst
 
 from sm120patch.patcher.kit.cst_helpers import iter_children, walk
 from sm120patch.patcher.kit.decide import decide, find_anchored, label, searched
-from sm120patch.sglang.layout import OVERRIDES, SERVER_ARGS
 from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, State
 from sm120patch.patcher.kit.sm_terms import Clause, admits_sm12x, clauses_in_test, describe
+from sm120patch.sglang.layout import OVERRIDES, SERVER_ARGS
 
 FUSION_FIELDS = ("enable_flashinfer_allreduce_fusion", "flashinfer_allreduce_fusion_backend")
 SERVER_ARGS_CLASS = "ServerArgs"

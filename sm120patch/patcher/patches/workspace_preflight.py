@@ -19,7 +19,6 @@ from sm120patch.patcher.kit.cst_helpers import (
 )
 from sm120patch.patcher.kit.decide import find_anchored, helper_import, label, sought, unbound_sm120
 from sm120patch.patcher.kit.imports import ImportSite, insert_after
-from sm120patch.sglang.layout import COMM_FUSION, SM120_FLAG, SM120_HELPER
 from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, State
 from sm120patch.patcher.kit.sm_terms import (
     HELPER,
@@ -31,6 +30,7 @@ from sm120patch.patcher.kit.sm_terms import (
     sm120_term,
     sm_terms_in,
 )
+from sm120patch.sglang.layout import COMM_FUSION, SM120_FLAG, SM120_HELPER
 
 FUNCTION = "_flashinfer_trtllm_workspace_allocation_sizes"  # the anchor rows' name: check() reads the rows
 QUERY = "cuMulticastGetGranularity"
