@@ -13,7 +13,7 @@ from sm120patch.bench.kernel.verdict import KEEP_OFF_DEFAULT
 from sm120patch.bench.shown import ShownBench, draw_plot
 from sm120patch.errors import EnvironmentProblem, NotAsAsked, ToolError
 from sm120patch.output.console import StatusLine
-from sm120patch.runner import ranks as launch
+from sm120patch.runner import ranks
 from sm120patch.sglang.fusion_call import read_call
 from sm120patch.sglang.options import HATCH, pcie_ipc_option
 
@@ -96,8 +96,8 @@ def bench(
     try:
         with progress:
             result = run(settings, call, hatch, on_event, tree.version if tree else None, model)
-    except launch.RankFailure as exc:
-        if exc.kind is launch.FailureKind.TIMEOUT:
+    except ranks.RankFailure as exc:
+        if exc.kind is ranks.FailureKind.TIMEOUT:
             raise EnvironmentProblem(f"bench stopped: {exc}") from exc
         raise NotAsAsked(f"bench failed: {exc}") from exc
     # The plot first: a --plot that cannot be written is said in the one JSON object, beside

@@ -21,8 +21,7 @@ from sm120patch.bench.kernel.estimate import Model, tokens_text
 from sm120patch.bench.kernel.verdict import Point, Verdict, judge
 from sm120patch.bench.remote import bench_rank
 from sm120patch.errors import EnvironmentProblem, ExitCode, NotAsAsked
-from sm120patch.runner import ProbeError, run_script
-from sm120patch.runner import ranks as launch
+from sm120patch.runner import ProbeError, ranks, run_script
 from sm120patch.sglang import flashinfer as flashinfer_kernel
 from sm120patch.sglang.fusion_call import SglangCall
 from sm120patch.sglang.options import PCIE_IPC_FLAG
@@ -238,7 +237,7 @@ def slowest_if_timed(events: list[dict[str, Any]], name: str) -> Timing | None:
     return slowest(events, name) if all(name in e for e in events) else None
 
 
-def combine(logs: list[launch.RankLog]) -> list[Row]:
+def combine(logs: list[ranks.RankLog]) -> list[Row]:
     """One row per token count: each timing the slowest rank's, each error the largest."""
     by_tokens: dict[int, list[dict[str, Any]]] = {}
     for log in logs:
@@ -301,15 +300,15 @@ def run(
     env = rank_env()
     env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
     try:
-        logs = launch.launch(
+        logs = ranks.launch(
             settings.python, bench_rank.__file__, ["run", json.dumps(config)], world, env, settings.timeout, on_event
         )
-    except launch.RankFailure as exc:
-        if exc.kind is launch.FailureKind.NO_KERNEL:
+    except ranks.RankFailure as exc:
+        if exc.kind is ranks.FailureKind.NO_KERNEL:
             raise EnvironmentProblem(f"FlashInfer has no trtllm allreduce kernel for these GPUs ({exc})") from exc
-        if exc.kind is launch.FailureKind.ENVIRONMENT:
+        if exc.kind is ranks.FailureKind.ENVIRONMENT:
             raise EnvironmentProblem(str(exc)) from exc
-        if exc.kind is launch.FailureKind.DECLINED:
+        if exc.kind is ranks.FailureKind.DECLINED:
             raise NotAsAsked(
                 f"{exc.message}: a server with fusion on would run unfused on these GPUs (rank {exc.rank})"
             ) from exc
@@ -326,7 +325,7 @@ def run(
         on_event(0, {"event": "phase", "phase": f"unfused again with {PCIE_IPC_FLAG}=1"})
         second = dict(env, MASTER_PORT=str(free_port()), **{PCIE_IPC_FLAG: "1"})
         try:
-            again = launch.launch(
+            again = ranks.launch(
                 settings.python,
                 bench_rank.__file__,
                 ["run", json.dumps(dict(config, only_unfused=True))],
@@ -335,7 +334,7 @@ def run(
                 settings.timeout,
                 on_event,
             )
-        except launch.RankFailure as exc:
+        except ranks.RankFailure as exc:
             notes.append(f"{PCIE_IPC_FLAG}=1 could not be measured: {exc}")
         else:
             rows = with_pcie_ipc(rows, combine_unfused(again))
@@ -385,7 +384,7 @@ def pcie_ipc_pass(has_option: bool, done: dict[str, Any], env: dict[str, str]) -
     )
 
 
-def combine_unfused(logs: list[launch.RankLog]) -> dict[int, tuple[Timing, str]]:
+def combine_unfused(logs: list[ranks.RankLog]) -> dict[int, tuple[Timing, str]]:
     """The unfused path of a second pass, per token count: the slowest rank's, and its allreduce."""
     found: dict[int, tuple[Timing, str]] = {}
     for log in logs:

@@ -1,7 +1,7 @@
 """The server options that turn fusion on and off in one sglang release.
 
 The options a release accepts are read from its argument code by the caller
-(``doctor.launch.release_options``); this module only chooses among them:
+(``sglang.options.release_options``); this module only chooses among them:
 
 * up to 0.5.13: ``--enable-flashinfer-allreduce-fusion`` turns it on;
 * from 0.5.14: ``--flashinfer-allreduce-fusion-backend trtllm`` (never ``auto`` or ``mnnvl``,

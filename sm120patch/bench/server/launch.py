@@ -28,8 +28,7 @@ from pathlib import Path
 from typing import IO
 
 from sm120patch.bench.server import parse
-from sm120patch.runner import leave_ctrl_c_to_the_main_thread, start_recorded
-from sm120patch.runner import ranks as rank_launch
+from sm120patch.runner import leave_ctrl_c_to_the_main_thread, ranks, start_recorded
 
 STARTING = "starting (importing sglang)"
 #: Phases that may take a multiple of --timeout: JIT builds of FlashInfer / sgl-kernel modules.
@@ -66,7 +65,7 @@ class Output:
 
 def descendant_groups(root: int) -> set[int]:
     """The process groups of ``root`` and every live descendant of it."""
-    table = rank_launch.proc_table()
+    table = ranks.proc_table()
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in table.items():
         children.setdefault(ppid, []).append(pid)
@@ -88,7 +87,7 @@ def stop(proc: subprocess.Popen[str], groups: set[int]) -> None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, sig)
         if sig == signal.SIGTERM:
-            rank_launch._stop([proc])  # the benchmark's own group: TERM, then KILL, reaped
+            ranks._stop([proc])  # the benchmark's own group: TERM, then KILL, reaped
 
 
 def _reader(stream: IO[str], out: queue.Queue[str | None]) -> None:
