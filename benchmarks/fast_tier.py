@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-COMMAND = [sys.executable, "-m", "pytest", "-q", "-m", "not slow", "-n", "4", "--dist", "worksteal"]
+COMMAND = [sys.executable, "-m", "pytest", "-q", "-m", "not slow", "-n", "2", "--dist", "worksteal"]
 
 
 def host_speed() -> float:

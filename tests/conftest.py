@@ -17,6 +17,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import libcst
 import pytest
@@ -38,9 +39,14 @@ TARGETS = (COMMUNICATOR, ADD_NORM, SERVER_ARGS, OVERRIDES, COMM_FUSION)
 MEMORY_TMP = Path("/dev/shm")
 
 
+#: The runs that touch no real release: the fast tier, and all that needs no network (the
+#: fast tier with the tests marked ``offline``, as the mutation runs take it).
+OFFLINE_RUNS = ("not slow", "not slow or offline")
+
+
 def fast_tier(config: pytest.Config) -> bool:
-    """Whether this run is the fast tier (``-m "not slow"``): no real release is touched."""
-    return config.option.markexpr == "not slow"
+    """Whether this run touches no real release (``-m "not slow"``, or with ``or offline``)."""
+    return config.option.markexpr in OFFLINE_RUNS
 
 
 def compile_rewritten_tests(config: pytest.Config) -> None:
@@ -62,12 +68,33 @@ def compile_rewritten_tests(config: pytest.Config) -> None:
     rewritten = re.compile(r"(^|/)(test_[^/]*|conftest)\.py$")  # what pytest rewrites here
     compileall.compile_dir(tests.parent / "sm120patch", quiet=1)
     compileall.compile_dir(tests, quiet=1, rx=rewritten)  # the others: rx names what to skip
+    stale = []
     for source in sorted(p for p in tests.rglob("*.py") if rewritten.search(str(p))):
         cache = rewrite.get_cache_dir(source)
         pyc = cache / (source.name[:-3] + rewrite.PYC_TAIL)
         if rewrite._read_pyc(source, pyc) is None and rewrite.try_makedirs(cache):
+            stale.append((source, pyc))
+
+    def rewrite_each(sources: list[tuple[Path, Path]]) -> None:
+        for source, pyc in sources:
             stat, code = rewrite._rewrite_test(source, config)
             rewrite._write_pyc(state, code, stat, pyc)
+
+    # On a fresh clone that is about 6 s of CPU: shared out over the cores by forks of this
+    # process (no thread runs yet), each writing its own share of the files.
+    shares = min(len(os.sched_getaffinity(0)), len(config.option.tx or [])) if hasattr(os, "fork") else 1
+    children = []
+    for share in range(1, shares if len(stale) > 10 else 1):
+        pid = os.fork()
+        if pid == 0:  # the child: its share, then gone without running any of pytest's exit code
+            try:
+                rewrite_each(stale[share::shares])
+            finally:
+                os._exit(0)
+        children.append(pid)
+    rewrite_each(stale[0 :: max(1, len(children) + 1)])
+    for pid in children:
+        os.waitpid(pid, 0)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -76,8 +103,9 @@ def pytest_configure(config: pytest.Config) -> None:
     small files, and each fsync on disk costs about half a millisecond.  The slow tier stays
     on disk: it hard-links the cached releases, which must be on the same filesystem.
     Under pytest-xdist (``-n N``) the test modules are compiled first
-    (``compile_rewritten_tests``), and the fast tier's workers run this interpreter without
-    its ``.pth`` code (tests/support/workers_python.py; ``--tx N*popen`` runs them as is)."""
+    (``compile_rewritten_tests``), and in a run with the ``offline`` tests the workers run
+    this interpreter without its ``.pth`` code (tests/support/workers_python.py; ``--tx
+    N*popen`` runs them as is)."""
     starts_workers = bool(config.getoption("numprocesses", None)) and not hasattr(config, "workerinput")
     if starts_workers:
         compile_rewritten_tests(config)
@@ -86,7 +114,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if MEMORY_TMP.is_dir() and os.access(MEMORY_TMP, os.W_OK | os.X_OK):
         os.environ["TMPDIR"] = str(MEMORY_TMP)
         tempfile.tempdir = str(MEMORY_TMP)
-    if starts_workers and os.name == "posix":  # -n N has just set config.option.tx to N * ["popen"]
+    # Only where the tests start Pythons (``offline`` in the run): for two workers alone it
+    # costs more than it saves.  -n N has just set config.option.tx to N * ["popen"].
+    if starts_workers and os.name == "posix" and config.option.markexpr != OFFLINE_RUNS[0]:
         folder = Path(tempfile.mkdtemp(prefix="sm120patch-workers-python-"))
         config.add_cleanup(functools.partial(shutil.rmtree, folder, ignore_errors=True))
         python = workers_python.make(folder, workers_python.site_import_path())
@@ -136,6 +166,12 @@ def pytest_make_parametrize_id(config: pytest.Config, val: object, argname: str)
     return None
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """A test marked ``offline`` is a slow one: ``-m "not slow"`` leaves it out."""
+    if item.get_closest_marker("offline") and not item.get_closest_marker("slow"):
+        item.add_marker(pytest.mark.slow)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (after deselection): the waiting tests spread over the workers."""
     workers = getattr(config, "workerinput", {}).get("workercount", 0)
@@ -172,6 +208,36 @@ def parse_each_source_once(request: pytest.FixtureRequest) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(libcst, "parse_module", parse_module)
         yield
+
+
+@pytest.fixture(autouse=True)
+def fast_tests_start_no_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A fast test that starts a process fails, naming it: each Python started costs about a
+    quarter second of CPU here, and the fast tier stays fast only while it starts none.  The
+    process is still started (code under test may turn a refusal into an answer), and the
+    test fails at its end.  Mark it ``offline`` (the slow tier, no network)."""
+    if request.node.get_closest_marker("slow"):
+        yield
+        return
+    started: list[str] = []
+
+    def counted(real: Callable[..., Any], what: Callable[..., str]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            started.append(what(*args, **kwargs))
+            return real(*args, **kwargs)
+
+        return call
+
+    def argv(popen: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> str:
+        return " ".join(map(str, args)) if isinstance(args, (list, tuple)) else str(args)
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", counted(subprocess.Popen._execute_child, argv))  # type: ignore[attr-defined]
+    for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system"):
+        if hasattr(os, name):
+            monkeypatch.setattr(os, name, counted(getattr(os, name), lambda *a, _n=name, **k: f"os.{_n}"))
+    yield
+    if started:
+        pytest.fail(f"this fast test started {len(started)} process(es), first {started[0][:120]!r}: mark it offline")
 
 
 @pytest.fixture(autouse=True)

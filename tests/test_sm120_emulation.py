@@ -15,6 +15,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.offline  # each test starts processes: the slow tier (tests/conftest.py)
+
 EMULATION = Path(__file__).resolve().parents[1] / "scripts" / "sm120_emulation"
 
 COMMON = """

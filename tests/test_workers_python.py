@@ -46,6 +46,7 @@ def test_its_pth_lists_each_absolute_folder_once_in_order(tmp_path: Path) -> Non
     assert "include-system-site-packages = false" in (tmp_path / "pyvenv.cfg").read_text()
 
 
+@pytest.mark.offline
 def test_the_import_path_is_sites_and_sm120patchs_without_pythonpath(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -56,6 +57,7 @@ def test_the_import_path_is_sites_and_sm120patchs_without_pythonpath(
     assert [p for p in site.getsitepackages() if os.path.isdir(p)] == [p for p in listed if p in site.getsitepackages()]
 
 
+@pytest.mark.offline
 def test_a_process_it_starts_imports_the_same_files_and_runs_no_pth_code(tmp_path: Path) -> None:
     (tmp_path / "hook_target.py").write_text("")
     (tmp_path / "env").mkdir()

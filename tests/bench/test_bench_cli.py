@@ -41,6 +41,7 @@ def refused(site: Path, *args: str) -> str:
     return data["error"]
 
 
+@pytest.mark.offline
 def test_no_torch(tmp_path: Path) -> None:
     code, data, _ = bench("--tp", "2")  # this interpreter has no torch
     assert code == 2 and data is not None
@@ -48,16 +49,19 @@ def test_no_torch(tmp_path: Path) -> None:
     assert data["error"].endswith("bench runs in the interpreter that serves sglang (--python)")
 
 
+@pytest.mark.offline
 def test_no_gpu(tmp_path: Path) -> None:
     error = refused(fake_serving_site(tmp_path, []), "--tp", "2")
     assert error == f"torch 2.11.0+fake in {sys.executable} sees no CUDA GPU: nothing to measure"
 
 
+@pytest.mark.offline
 def test_fewer_gpus_than_tp(tmp_path: Path) -> None:
     error = refused(fake_serving_site(tmp_path, [RTX_PRO_6000] * 2), "--tp", "8")
     assert error.startswith(f"--tp 8 needs 8 GPUs; torch in {sys.executable} sees 2 (GPU 0: NVIDIA RTX PRO 6000")
 
 
+@pytest.mark.offline
 def test_a_tp_the_kernel_does_not_take(tmp_path: Path) -> None:
     site = fake_serving_site(tmp_path, [RTX_PRO_6000] * 8)
     assert refused(site, "--tp", "6") == (
@@ -66,22 +70,26 @@ def test_a_tp_the_kernel_does_not_take(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.offline
 def test_every_visible_gpu_when_that_count_is_not_a_kernel_world(tmp_path: Path) -> None:
     site = fake_serving_site(tmp_path, [RTX_PRO_6000] * 3)
     assert refused(site).endswith("sglang cannot fuse at TP 3: 3 GPUs are visible; --tp 3 has nothing to measure")
 
 
+@pytest.mark.offline
 def test_one_gpu_and_no_tp(tmp_path: Path) -> None:
     error = refused(fake_serving_site(tmp_path, [H200]))
     assert error == "one GPU is visible to torch: an allreduce needs --tp 2 or more GPUs (GPU 0: NVIDIA H200)"
 
 
+@pytest.mark.offline
 def test_no_flashinfer(tmp_path: Path) -> None:
     error = refused(fake_serving_site(tmp_path, [RTX_PRO_6000] * 2, flashinfer=None), "--tp", "2")
     assert error.startswith(f"FlashInfer does not import in {sys.executable} (ModuleNotFoundError")
     assert error.endswith("there is no fused kernel to measure")
 
 
+@pytest.mark.offline
 def test_flashinfer_without_the_unified_api(tmp_path: Path) -> None:
     site = fake_serving_site(tmp_path, [H200] * 2, flashinfer=("0.2.9", [9, 10]), unified_api=False)
     assert refused(site) == (
@@ -90,6 +98,7 @@ def test_flashinfer_without_the_unified_api(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.offline
 def test_flashinfer_without_the_sm12x_kernel_on_sm12x_gpus(tmp_path: Path) -> None:
     site = fake_serving_site(tmp_path, [RTX_PRO_6000] * 2, flashinfer=("0.6.3", [9, 10]))
     error = refused(site, "--tp", "2")
@@ -99,12 +108,14 @@ def test_flashinfer_without_the_sm12x_kernel_on_sm12x_gpus(tmp_path: Path) -> No
     assert error.endswith("upgrade to flashinfer-python>=0.6.17")
 
 
+@pytest.mark.offline
 def test_the_same_flashinfer_is_no_refusal_on_hopper(tmp_path: Path) -> None:
     """Past the kernel check, to the P2P one: the SM [9, 10] build serves SM90."""
     site = fake_serving_site(tmp_path, [H200] * 2, p2p=False, flashinfer=("0.6.3", [9, 10]))
     assert refused(site, "--tp", "2").startswith("no P2P access from GPU 0 to GPU 1")
 
 
+@pytest.mark.offline
 def test_no_p2p(tmp_path: Path) -> None:
     error = refused(fake_serving_site(tmp_path, [RTX_PRO_6000] * 2, p2p=False), "--tp", "2")
     assert error == (
@@ -113,6 +124,7 @@ def test_no_p2p(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.offline
 def test_a_refusal_without_json_is_one_line_on_stderr(tmp_path: Path) -> None:
     code, _, err = bench("--tp", "2", site=fake_serving_site(tmp_path, []), json_out=False, process=True)
     assert code == 2

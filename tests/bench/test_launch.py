@@ -33,6 +33,7 @@ def run(script: Path, world: int = 2, timeout: float = 2.0, events: list | None 
     )
 
 
+@pytest.mark.offline
 def test_ranks_that_finish_return_their_events(tmp_path: Path) -> None:
     script = rank_script(
         tmp_path / "rank.py",
@@ -51,6 +52,7 @@ def test_ranks_that_finish_return_their_events(tmp_path: Path) -> None:
 
 
 @pytest.mark.waits
+@pytest.mark.offline
 def test_a_hanging_rank_is_stopped_with_its_phase_and_no_process_is_left(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     pids.mkdir()
@@ -84,6 +86,7 @@ def test_a_hanging_rank_is_stopped_with_its_phase_and_no_process_is_left(tmp_pat
 
 
 @pytest.mark.waits
+@pytest.mark.offline
 def test_the_workspace_phase_may_take_longer(tmp_path: Path) -> None:
     script = rank_script(
         tmp_path / "rank.py",
@@ -97,6 +100,7 @@ def test_the_workspace_phase_may_take_longer(tmp_path: Path) -> None:
     assert logs[0].returncode == 0
 
 
+@pytest.mark.offline
 def test_a_rank_error_event_ends_every_rank(tmp_path: Path) -> None:
     script = rank_script(
         tmp_path / "rank.py",
@@ -127,6 +131,7 @@ def test_a_kind_the_rank_says_is_read_as_one_this_side_knows() -> None:
     assert FailureKind.said(None) is FailureKind.FAILURE  # an error event without a kind
 
 
+@pytest.mark.offline
 def test_a_crash_without_an_event_names_the_exit_and_the_last_stderr_line(tmp_path: Path) -> None:
     script = rank_script(
         tmp_path / "rank.py",
@@ -142,18 +147,21 @@ def test_a_crash_without_an_event_names_the_exit_and_the_last_stderr_line(tmp_pa
     assert caught.value.message == "exit 3: RuntimeError: NCCL error: unhandled system error"
 
 
+@pytest.mark.offline
 def test_exit_zero_without_done_is_a_failure(tmp_path: Path) -> None:
     script = rank_script(tmp_path / "rank.py", 'emit("phase", phase="setup")\n')
     with pytest.raises(RankFailure, match="exit 0: no message"):
         run(script, world=1)
 
 
+@pytest.mark.offline
 def test_a_rank_killed_by_a_signal_says_so(tmp_path: Path) -> None:
     script = rank_script(tmp_path / "rank.py", "import signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
     with pytest.raises(RankFailure, match="killed by signal 9"):
         run(script, world=1)
 
 
+@pytest.mark.offline
 def test_the_last_stderr_line_is_read_whatever_its_bytes(tmp_path: Path) -> None:
     # A rank's stderr is whatever CUDA, NCCL and Python wrote: several lines, blank ones, and
     # bytes that are not UTF-8 (a driver message in another locale).
@@ -171,6 +179,7 @@ def test_the_last_stderr_line_is_read_whatever_its_bytes(tmp_path: Path) -> None
     assert caught.value.message == "exit 3: RuntimeError: NCCL \ufffd\ufffd failed"
 
 
+@pytest.mark.offline
 def test_a_crash_with_nothing_on_stderr_says_no_message(tmp_path: Path) -> None:
     script = rank_script(tmp_path / "rank.py", 'emit("phase", phase="setup")\nsys.exit(4)\n')
     with pytest.raises(RankFailure) as caught:
@@ -179,6 +188,7 @@ def test_a_crash_with_nothing_on_stderr_says_no_message(tmp_path: Path) -> None:
 
 
 @pytest.mark.waits
+@pytest.mark.offline
 def test_a_stuck_rank_names_every_peer_that_waited_for_it(tmp_path: Path) -> None:
     script = rank_script(
         tmp_path / "rank.py",
@@ -198,6 +208,7 @@ def test_a_stuck_rank_names_every_peer_that_waited_for_it(tmp_path: Path) -> Non
     )
 
 
+@pytest.mark.offline
 def test_each_rank_gets_its_rank_the_environment_a_scratch_folder_and_no_terminal_input(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -236,6 +247,7 @@ def test_each_rank_gets_its_rank_the_environment_a_scratch_folder_and_no_termina
     assert list(work.iterdir()) == []
 
 
+@pytest.mark.offline
 def test_a_rank_output_that_is_not_utf8_is_read_with_replacements(tmp_path: Path) -> None:
     """A library printing bytes in another encoding on stdout, and an event whose text is
     UTF-8: neither stops the run, the event keeps its letters."""
@@ -253,6 +265,7 @@ def test_a_rank_output_that_is_not_utf8_is_read_with_replacements(tmp_path: Path
 
 
 @pytest.mark.waits
+@pytest.mark.offline
 def test_a_rank_that_closes_its_output_and_hangs_is_stopped(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     script = rank_script(
@@ -272,6 +285,7 @@ def test_a_rank_that_closes_its_output_and_hangs_is_stopped(tmp_path: Path) -> N
     assert not alive(int(pid_file.read_text()))
 
 
+@pytest.mark.offline
 def test_a_rank_that_is_done_is_not_held_by_a_helper_that_keeps_its_output(tmp_path: Path) -> None:
     """A rank done and exited 0 while processes it started hold its stdout open: one in its
     group (stopped with it) and one in a session of its own, which bench does not stop and
@@ -340,6 +354,7 @@ def test_live_members_counts_processes_of_the_groups_but_not_zombies(
     assert not launch._live_members({300})
 
 
+@pytest.mark.offline
 def test_the_process_table_reads_odd_names_and_leaves_out_zombies(tmp_path: Path) -> None:
     """A process whose name holds ") (" (stat's name field is in parentheses), in a group of
     its own inside this session, and a child that exited and was not reaped yet."""
@@ -378,6 +393,7 @@ def test_a_process_that_ends_while_the_table_is_read_is_passed_over(
     assert table[101] == (1, 101)
 
 
+@pytest.mark.offline
 def test_stopping_ranks_that_end_on_sigterm_does_not_wait_out_the_grace() -> None:
     """Two ranks (each the leader of its own session) that end at SIGTERM: the stop returns
     as soon as they are gone, not after the grace it would give a rank that stays."""
@@ -388,6 +404,7 @@ def test_stopping_ranks_that_end_on_sigterm_does_not_wait_out_the_grace() -> Non
     assert [proc.returncode for proc in procs] == [-15, -15]
 
 
+@pytest.mark.offline
 def test_a_rank_group_that_may_not_be_signalled_is_passed_over(monkeypatch: pytest.MonkeyPatch) -> None:
     real_killpg = os.killpg
     procs = [subprocess.Popen(["sleep", "60"], start_new_session=True) for _ in range(2)]

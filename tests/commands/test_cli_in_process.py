@@ -357,6 +357,7 @@ def test_demo_hands_over_its_options(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert [args for args, _ in run_demo.calls] == [(None, None, False), ("0.5.14", wheel, True)]
 
 
+@pytest.mark.offline
 def test_doctor_hands_over_tp_and_timeout(mini: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     read_host = through(monkeypatch, "sm120patch.doctor.host", "read_host")
     diagnose = through(monkeypatch, "sm120patch.doctor.diagnose", "diagnose")
@@ -368,6 +369,7 @@ def test_doctor_hands_over_tp_and_timeout(mini: Path, monkeypatch: pytest.Monkey
     assert set(args[2]) == set(IDS)  # each patch's state in the located tree
 
 
+@pytest.mark.offline
 def test_doctor_without_sglang_still_runs_the_host_checks_then_exits_2(tmp_path: Path) -> None:
     code, data = jrun("doctor", "--sglang-path", str(tmp_path))
     said = f"--sglang-path {tmp_path}: not an sglang package"

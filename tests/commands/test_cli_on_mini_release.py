@@ -179,6 +179,7 @@ def test_environment_variable_stands_for_sglang_path(mini: Path) -> None:
 
 
 @pytest.mark.parametrize("command", ["verify", "list", "doctor"])
+@pytest.mark.offline
 def test_an_option_on_the_command_line_wins_over_the_other_from_the_environment(
     mini: Path, tmp_path: Path, command: str
 ) -> None:

@@ -287,6 +287,7 @@ def test_no_nvidia_smi_is_fine_for_an_image_build(tmp_path: Path, monkeypatch: p
         ([], "none"),
     ],
 )
+@pytest.mark.offline
 def test_gpus_that_are_not_sm12x_are_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus: list[tuple[str, str]], shown: str
 ) -> None:
@@ -301,6 +302,7 @@ def test_gpus_that_are_not_sm12x_are_named(
     [[(RTX_PRO_6000, "12.0")], [("NVIDIA H200", "9.0"), (RTX_PRO_6000, "12.0")], [("NVIDIA Mystery", "[N/A]")]],
     ids=["sm12x", "mixed", "unknown"],
 )
+@pytest.mark.offline
 def test_an_sm12x_gpu_or_one_of_unknown_capability_needs_no_note(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus: list[tuple[str, str]]
 ) -> None:

@@ -43,6 +43,7 @@ def test_it_blocks_sigint_in_the_helper_only() -> None:
     assert signal.SIGINT not in blocked()
 
 
+@pytest.mark.offline
 def test_doctors_nvidia_smi_thread_leaves_ctrl_c_to_the_main_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -55,6 +55,7 @@ def gone(pids: list[int]) -> bool:
     return not any(running(pid) for pid in pids)
 
 
+@pytest.mark.offline
 def test_a_probe(ctrl_c_inside_popen: list[int]) -> None:
     with pytest.raises(KeyboardInterrupt):
         probes.run_isolated([sys.executable, "-c", DEAF], timeout=60)
@@ -63,6 +64,7 @@ def test_a_probe(ctrl_c_inside_popen: list[int]) -> None:
 
 
 @pytest.mark.waits
+@pytest.mark.offline
 def test_the_ranks_of_the_kernel_bench(ctrl_c_inside_popen: list[int], tmp_path: Path) -> None:
     script = tmp_path / "rank.py"
     script.write_text(DEAF.replace("; ", "\n") + "\n")
@@ -72,6 +74,7 @@ def test_the_ranks_of_the_kernel_bench(ctrl_c_inside_popen: list[int], tmp_path:
 
 
 @pytest.mark.waits
+@pytest.mark.offline
 def test_the_benchmark_of_bench_server(ctrl_c_inside_popen: list[int], tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         server_launch.run([sys.executable, "-c", DEAF], dict(os.environ), tmp_path, 60)

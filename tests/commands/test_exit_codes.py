@@ -148,12 +148,14 @@ def test_every_cell_of_the_table_has_a_scenario(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("cell", sorted(set(table()) - set(BENCH_BY_RANKS)), ids=lambda c: f"{c[0]}-{c[1]}")
+@pytest.mark.offline
 def test_the_scenario_exits_as_the_table_says(tmp_path: Path, cell: tuple[str, int]) -> None:
     assert scenarios(tmp_path)[cell]() == cell[1], table()[cell]
 
 
 @pytest.mark.parametrize("command", ["apply", "verify", "revert", "list", "doctor", "bench"])
 @pytest.mark.waits
+@pytest.mark.offline
 def test_ctrl_c_is_130_in_every_command(tmp_path: Path, command: str) -> None:
     python = interrupting_executable(tmp_path / "env" / "bin" / "python")
     assert process(command, "--python", python, "--timeout", "20") == 130

@@ -17,6 +17,8 @@ from tests.support.cli import one_json_object, run_process
 from tests.support.fakes import hanging_executable, kill_leftovers, pids_in, running
 from tests.support.faultsuite import REPO, cli
 
+pytestmark = pytest.mark.offline  # each test starts processes: the slow tier (tests/conftest.py)
+
 
 def interrupted(proc: subprocess.CompletedProcess[str]) -> str:
     """The error of an interrupted run: exit 130, one JSON object that says so."""

@@ -32,6 +32,7 @@ def uninstalled(site: Path) -> Path:
     return package
 
 
+@pytest.mark.offline
 def test_apply_then_revert_leaves_no_state_folder_and_verify_says_not_patched(mini: Path) -> None:
     assert run("apply", "--sglang-path", str(mini))[0] == 0
     code, data = jrun("revert", "--sglang-path", str(mini))
@@ -56,6 +57,7 @@ def test_a_revert_with_nothing_to_restore_removes_an_empty_state_folder(mini: Pa
 
 @pytest.mark.parametrize("reverted", [True, False], ids=["reverted", "still-patched"])
 @pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.offline
 def test_an_uninstalled_sglang_with_only_the_state_folder_left_is_no_sglang(
     mini: Path, monkeypatch: pytest.MonkeyPatch, command: str, reverted: bool
 ) -> None:
@@ -78,6 +80,7 @@ def test_an_uninstalled_sglang_with_only_the_state_folder_left_is_no_sglang(
     assert code == 2 and "holds no sglang code" in data["error"]
 
 
+@pytest.mark.offline
 def test_an_empty_sglang_folder_is_called_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "sglang").mkdir()  # found by Python as an empty namespace package
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
@@ -89,6 +92,7 @@ def test_an_empty_sglang_folder_is_called_empty(tmp_path: Path, monkeypatch: pyt
     )
 
 
+@pytest.mark.offline
 def test_a_folder_named_sglang_that_is_not_what_pip_left_is_not_called_uninstalled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -22,6 +22,8 @@ from sm120patch.patcher.transaction.state import StateDir
 from tests.support.cli import apply_all, revert_tree, verify_tree
 from tests.support.mini_sglang import COMM, FILES, FUSION, SERVER_ARGS
 
+pytestmark = pytest.mark.offline  # each test starts processes: the slow tier (tests/conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 TARGETS = (COMM, FUSION, SERVER_ARGS)
 

@@ -199,6 +199,7 @@ def faults(draw: st.DrawFn) -> tuple[str, str, Point, str]:
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(faults())
+@pytest.mark.offline
 def test_an_oserror_anywhere_is_exit_2_naming_the_path(fault: tuple[str, str, Point, str]) -> None:
     check_one_fault(*fault)
 
@@ -210,6 +211,7 @@ def test_many_more_oserrors_are_exit_2_naming_the_path(fault: tuple[str, str, Po
     check_one_fault(*fault)
 
 
+@pytest.mark.offline
 def test_the_points_cover_every_kind_of_touch() -> None:
     """What the property draws from: sglang's files, RECORD, the state folder, each write step."""
     _, apply_points = _baseline("fresh", "apply")

@@ -13,6 +13,8 @@ from tests.support.cli import jrun
 from tests.support.mini_sglang import write_mini_sglang
 from tests.support.realtrees import bare_venv
 
+pytestmark = pytest.mark.offline  # each test starts processes: the slow tier (tests/conftest.py)
+
 
 @pytest.fixture
 def pth_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

@@ -11,6 +11,8 @@ import pytest
 from tests.support.cli import run
 from tests.support.fakes import hanging_executable, kill_leftovers, pids_in, running
 
+pytestmark = pytest.mark.offline  # each test starts processes: the slow tier (tests/conftest.py)
+
 
 @pytest.mark.parametrize(("command", "probes"), [("apply", 1), ("doctor", 2)])
 @pytest.mark.waits

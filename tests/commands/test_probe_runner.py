@@ -14,6 +14,8 @@ import pytest
 from sm120patch import runner as probes
 from sm120patch.runner import ProbeError, run_isolated, run_script
 
+pytestmark = pytest.mark.offline  # each test starts processes: the slow tier (tests/conftest.py)
+
 
 def script(tmp_path: Path, body: str) -> str:
     path = tmp_path / "probe.py"

@@ -450,6 +450,7 @@ def without_install_metadata(package: Path) -> None:
         shutil.rmtree(dist)
 
 
+@pytest.mark.offline
 def test_a_state_saved_before_the_version_appeared_is_restored_byte_for_byte(mini: Path) -> None:
     """apply on a checkout of no known version, then the version appears (``pip install -e``
     writes ``_version.py``): the files still hold what apply wrote, so the state is this
@@ -467,6 +468,7 @@ def test_a_state_saved_before_the_version_appeared_is_restored_byte_for_byte(min
     assert not (mini / ".sm120patch").exists()
 
 
+@pytest.mark.offline
 def test_a_kept_aside_state_whose_files_are_in_place_is_restored_and_named(mini: Path) -> None:
     """A state set aside (by an earlier sm120patch that took a version change for an upgrade)
     while the files it wrote stayed in place: revert restores from it and says from where."""
@@ -498,6 +500,7 @@ def test_a_kept_aside_state_whose_files_are_in_place_is_restored_and_named(mini:
     )
 
 
+@pytest.mark.offline
 def test_a_version_that_appeared_beside_a_hand_edited_file_is_refused_then_forced_like_its_own_state(
     mini: Path,
 ) -> None:
@@ -529,6 +532,7 @@ def test_a_version_that_appeared_beside_a_hand_edited_file_is_refused_then_force
     assert [p.name for p in (mini / ".sm120patch").iterdir() if p.name != ".gitignore"] == [overwritten.name]
 
 
+@pytest.mark.offline
 def test_a_kept_aside_state_with_a_file_changed_since_is_refused_then_forced_naming_where_it_is_kept(
     mini: Path,
 ) -> None:
@@ -562,6 +566,7 @@ def test_a_kept_aside_state_with_a_file_changed_since_is_refused_then_forced_nam
     assert not aside.exists()
 
 
+@pytest.mark.offline
 def test_a_kept_aside_state_none_of_whose_files_holds_its_writing_is_named_not_restored(mini: Path) -> None:
     """Every patched file edited since: no file says the kept state is this tree's, so nothing
     is restored from it, and the refusal says where its backups are rather than that none is
@@ -585,6 +590,7 @@ def test_a_kept_aside_state_none_of_whose_files_holds_its_writing_is_named_not_r
     assert (contents(mini), state_files(mini)) == before
 
 
+@pytest.mark.offline
 def test_a_saved_state_of_another_version_over_edited_patched_files_is_refused_and_left_in_place(
     mini: Path,
 ) -> None:
@@ -609,6 +615,7 @@ def test_a_saved_state_of_another_version_over_edited_patched_files_is_refused_a
         assert (contents(mini), state_files(mini)) == before
 
 
+@pytest.mark.offline
 def test_only_a_kept_aside_state_in_place_is_restored_the_others_stay_kept(mini: Path) -> None:
     """Two states kept aside, the newer one of files no longer there (its after-hashes match
     nothing): the one whose written files are in place is restored, the other stays kept."""
@@ -681,6 +688,7 @@ def test_a_kept_aside_state_of_another_release_whose_backups_record_lists_is_res
     assert contents(mini) == ORIGINAL
 
 
+@pytest.mark.offline
 def test_without_record_a_kept_aside_state_of_another_known_release_is_refused(mini: Path) -> None:
     """No RECORD to check the backups against: a kept state is taken only where it knew no
     version or the tree's own."""
@@ -727,6 +735,7 @@ def test_a_saved_state_of_another_release_in_place_is_restored_only_if_record_li
     assert contents(mini) == ORIGINAL
 
 
+@pytest.mark.offline
 def test_an_interrupted_restore_from_a_kept_aside_state_is_finished_and_drops_that_state(
     mini: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -758,6 +767,7 @@ def test_an_interrupted_restore_from_a_kept_aside_state_is_finished_and_drops_th
     assert not (mini / ".sm120patch").exists()
 
 
+@pytest.mark.offline
 def test_a_kept_aside_state_not_named_by_the_interrupted_restore_stays(
     mini: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -75,6 +75,7 @@ def test_a_plain_apply_after_a_skipping_one_applies_what_was_skipped(mini: Path)
     assert states(jrun("verify", "--sglang-path", str(mini))[1])[AUTO_ENABLE] == "applied"
 
 
+@pytest.mark.offline
 def test_the_docker_entrypoint_starts_the_server_after_a_skipping_apply(mini: Path, tmp_path: Path) -> None:
     """examples/docker/entrypoint.sh runs `sm120patch verify`, then the server."""
     bin_dir, log = tmp_path / "bin", tmp_path / "server-args"

@@ -93,6 +93,7 @@ def test_a_hard_linked_install_gets_files_of_its_own_and_the_other_links_keep_th
     assert store_digest(store) == store_before
 
 
+@pytest.mark.offline
 def test_a_package_directory_linked_to_a_checkout_patches_the_checkout_and_says_so(tmp_path: Path) -> None:
     checkout = write_mini_sglang(tmp_path / "git" / "sglang" / "python")
     shutil.rmtree(next(checkout.parent.glob("sglang-*.dist-info")))  # a checkout has no dist-info
@@ -114,6 +115,7 @@ def test_a_package_directory_linked_to_a_checkout_patches_the_checkout_and_says_
     assert {rel: (checkout / rel).read_bytes() for rel in TARGETS} == ORIGINAL
 
 
+@pytest.mark.offline
 def test_the_probe_names_a_package_directory_that_is_a_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     checkout = write_mini_sglang(tmp_path / "checkout")
     site = tmp_path / "site"

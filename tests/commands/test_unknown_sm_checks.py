@@ -176,6 +176,7 @@ def test_an_edit_in_place_that_keeps_the_mtime_of_a_file_with_no_sm_term_is_swep
     assert not found.recalled and "allreduce_fusion_enabled" in [c.function for c in found.unknown]
 
 
+@pytest.mark.offline
 def test_a_copy_that_keeps_mtimes_is_swept_again(gated: Path, tmp_path: Path) -> None:
     assert jrun("apply", "--sglang-path", str(gated))[0] == 0
     copy = tmp_path / "copy" / "sglang"

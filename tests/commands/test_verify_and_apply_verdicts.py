@@ -187,6 +187,7 @@ def test_a_file_changed_after_apply_is_named_and_only_the_pending_ones(mini: Pat
     )
 
 
+@pytest.mark.offline
 def test_runtime_imports_are_reported_when_they_work(
     mini: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -264,6 +265,7 @@ def test_the_runtime_check_imports_every_patched_file_within_the_timeout_asked(
 # --- apply ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.offline
 def test_apply_on_an_sm12x_host_has_no_gpu_note(mini: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_nvidia_smi(tmp_path / "bin", [(RTX_PRO_6000, "12.0")])
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")

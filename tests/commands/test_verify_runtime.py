@@ -23,6 +23,7 @@ def cli(*args: str, pythonpath: Path | None = None) -> tuple[int, dict]:
 
 
 @pytest.mark.parametrize(("capability", "takes"), [((12, 0), True), ((12, 1), True), ((9, 0), False)])
+@pytest.mark.offline
 def test_runtime_reports_the_probe_and_the_flags(mini: Path, tmp_path: Path, capability, takes: bool) -> None:
     torch = fake_torch_package(tmp_path / "faketorch", capability)
     code, data = cli("apply", "--sglang-path", str(mini))
@@ -42,12 +43,14 @@ def test_runtime_reports_the_probe_and_the_flags(mini: Path, tmp_path: Path, cap
     assert any(f"this host {branch} the SM12x branches" in m for m in data["messages"])
 
 
+@pytest.mark.offline
 def test_runtime_without_torch_is_an_environment_error(mini: Path) -> None:
     code, data = cli("verify", "--runtime", "--sglang-path", str(mini))
     assert code == 2 and data["exit_code"] == 2
     assert "torch does not import" in data["headline"] and "No module named 'torch'" in data["headline"]
 
 
+@pytest.mark.offline
 def test_runtime_reports_a_module_that_no_longer_imports(mini: Path, tmp_path: Path) -> None:
     torch = fake_torch_package(tmp_path / "faketorch", (12, 0))
     assert cli("apply", "--sglang-path", str(mini))[0] == 0

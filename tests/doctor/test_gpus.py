@@ -237,6 +237,7 @@ def on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return bin_dir
 
 
+@pytest.mark.offline
 def test_fake_nvidia_smi_with_na_capability_and_uuids(on_path: Path) -> None:
     fake_nvidia_smi(on_path, two_rtx("[N/A]"))
     report = from_nvidia_smi()
@@ -244,6 +245,7 @@ def test_fake_nvidia_smi_with_na_capability_and_uuids(on_path: Path) -> None:
     assert [(g.index, g.capability, g.uuid) for g in report.gpus] == [(i, None, uuid_of(FakeGpu(), i)) for i in (0, 1)]
 
 
+@pytest.mark.offline
 def test_a_driver_without_the_compute_cap_field_is_asked_for_names(on_path: Path) -> None:
     fake_nvidia_smi(
         on_path, two_rtx(), main=b"", main_rc=2, main_err=b'Field "compute_cap" is not a valid field to query.'
@@ -255,12 +257,14 @@ def test_a_driver_without_the_compute_cap_field_is_asked_for_names(on_path: Path
     ] * 2
 
 
+@pytest.mark.offline
 def test_without_uuids_the_gpus_still_stand(on_path: Path) -> None:
     fake_nvidia_smi(on_path, two_rtx(), uuid_rc=9)
     report = from_nvidia_smi()
     assert [g.uuid for g in report.gpus] == [None, None] and all(g.sm12x for g in report.gpus)
 
 
+@pytest.mark.offline
 def test_non_utf8_bytes_from_the_process(on_path: Path) -> None:
     fake_nvidia_smi(on_path, [], main=b"\xff\xfe0, \x80GPU\xff, 12.0\n1, N\xe9, [N/A]\xff\n", main_err=b"\xe9\xe8")
     report = from_nvidia_smi()
@@ -269,6 +273,7 @@ def test_non_utf8_bytes_from_the_process(on_path: Path) -> None:
 
 
 @pytest.mark.waits
+@pytest.mark.offline
 def test_a_hanging_nvidia_smi_costs_the_limit_and_says_so(on_path: Path) -> None:
     script = on_path / "nvidia-smi"
     script.write_text("#!/bin/sh\nexec sleep 30\n")
@@ -284,11 +289,13 @@ def test_not_on_path(on_path: Path) -> None:
 # --- _run: one query, bounded, never raising ---------------------------------------------------
 
 
+@pytest.mark.offline
 def test_run_a_missing_executable(tmp_path: Path) -> None:
     reply = gpus._run(str(tmp_path / "nvidia-smi"), gpus.QUERY, 1.0)
     assert reply == Reply(None, "", "could not run nvidia-smi: No such file or directory")
 
 
+@pytest.mark.offline
 def test_run_a_path_with_a_nul_byte() -> None:
     assert gpus._run("/usr/bin/nvidia\0smi", gpus.QUERY, 1.0) == Reply(
         None, "", "could not run nvidia-smi: embedded null byte"
@@ -296,6 +303,7 @@ def test_run_a_path_with_a_nul_byte() -> None:
 
 
 @pytest.mark.waits
+@pytest.mark.offline
 def test_run_a_query_past_its_limit(on_path: Path) -> None:
     exe = fake_nvidia_smi(on_path, two_rtx(), sleeps={"main": 30})
     started = time.monotonic()
@@ -303,6 +311,7 @@ def test_run_a_query_past_its_limit(on_path: Path) -> None:
     assert time.monotonic() - started < 10
 
 
+@pytest.mark.offline
 def test_run_gives_nvidia_smi_no_stdin(on_path: Path) -> None:
     """doctor's own stdin (a terminal, a pipe) never reaches nvidia-smi: it reads /dev/null."""
     exe = fake_nvidia_smi(on_path, [FakeGpu()], reads_stdin=True)
@@ -323,6 +332,7 @@ def test_run_gives_nvidia_smi_no_stdin(on_path: Path) -> None:
 # --- which queries from_nvidia_smi asks, and how long it waits ------------------------------------
 
 
+@pytest.mark.offline
 def test_a_failure_not_about_compute_cap_asks_nothing_more(on_path: Path) -> None:
     fake_nvidia_smi(on_path, two_rtx(), main=b"", main_rc=9, main_err=b"Driver/library version mismatch")
     report = from_nvidia_smi()
@@ -330,6 +340,7 @@ def test_a_failure_not_about_compute_cap_asks_nothing_more(on_path: Path) -> Non
     assert nvidia_smi_calls(on_path) == ["main"]
 
 
+@pytest.mark.offline
 def test_an_empty_answer_asks_no_uuids(on_path: Path) -> None:
     fake_nvidia_smi(on_path, [])
     assert from_nvidia_smi() == GpuReport((), COMMAND)
@@ -337,6 +348,7 @@ def test_an_empty_answer_asks_no_uuids(on_path: Path) -> None:
 
 
 @pytest.mark.parametrize("main_rc", [1, 2])
+@pytest.mark.offline
 def test_a_names_only_answer_gets_its_uuids(on_path: Path, main_rc: int) -> None:
     fake_nvidia_smi(on_path, two_rtx(), main=b"", main_rc=main_rc, main_err=NO_COMPUTE_CAP)
     report = from_nvidia_smi(timeout=5.0)
@@ -347,6 +359,7 @@ def test_a_names_only_answer_gets_its_uuids(on_path: Path, main_rc: int) -> None
     )
 
 
+@pytest.mark.offline
 def test_with_a_second_left_the_uuids_are_asked(on_path: Path) -> None:
     fake_nvidia_smi(on_path, two_rtx())
     report = from_nvidia_smi(timeout=1.0)
@@ -355,6 +368,7 @@ def test_with_a_second_left_the_uuids_are_asked(on_path: Path) -> None:
 
 
 @pytest.mark.waits
+@pytest.mark.offline
 def test_with_little_time_left_the_uuids_are_not_asked(on_path: Path) -> None:
     fake_nvidia_smi(on_path, two_rtx(), sleeps={"main": 0.85})
     report = from_nvidia_smi(timeout=1.2)  # under 0.35 s left after the main query
@@ -363,6 +377,7 @@ def test_with_little_time_left_the_uuids_are_not_asked(on_path: Path) -> None:
 
 
 @pytest.mark.waits
+@pytest.mark.offline
 def test_the_names_query_gets_only_the_time_left(on_path: Path) -> None:
     fake_nvidia_smi(
         on_path, two_rtx(), main=b"", main_rc=2, main_err=NO_COMPUTE_CAP, sleeps={"main": 0.85, "names": 0.7}
@@ -373,6 +388,7 @@ def test_the_names_query_gets_only_the_time_left(on_path: Path) -> None:
 
 
 @pytest.mark.waits
+@pytest.mark.offline
 def test_a_hanging_names_query_is_bounded_by_the_overall_timeout(on_path: Path) -> None:
     fake_nvidia_smi(on_path, two_rtx(), main=b"", main_rc=2, main_err=NO_COMPUTE_CAP, sleeps={"names": 30})
     started = time.monotonic()
@@ -382,6 +398,7 @@ def test_a_hanging_names_query_is_bounded_by_the_overall_timeout(on_path: Path) 
 
 
 @pytest.mark.waits
+@pytest.mark.offline
 def test_a_hanging_uuid_query_is_bounded_by_the_overall_timeout(on_path: Path) -> None:
     fake_nvidia_smi(on_path, two_rtx(), sleeps={"uuid": 30})
     started = time.monotonic()

@@ -165,29 +165,34 @@ def fake_python(tmp_path: Path, body: str) -> str:
     return str(exe)
 
 
+@pytest.mark.offline
 def test_a_probe_that_cannot_run_is_an_answer(tmp_path: Path) -> None:
     facts = run_host_facts(str(tmp_path / "no-python"))
     assert facts.error == f"could not run {tmp_path / 'no-python'} to {STEP}: No such file or directory"
     assert not facts.torch_answered
 
 
+@pytest.mark.offline
 def test_a_probe_without_json_is_an_answer(tmp_path: Path) -> None:
     python = fake_python(tmp_path, "echo 'Segmentation fault' >&2; exit 139")
     facts = run_host_facts(python)
     assert facts.error == f"{python} could not {STEP}: Segmentation fault"
 
 
+@pytest.mark.offline
 def test_a_probe_that_answers_no_object_is_an_answer(tmp_path: Path) -> None:
     facts = run_host_facts(fake_python(tmp_path, "echo '[1, 2]'"))
     assert facts.error is not None and facts.error.endswith(f"could not {STEP}: it printed a JSON list, not an object")
 
 
+@pytest.mark.offline
 def test_the_probe_in_this_interpreter_answers() -> None:
     facts = run_host_facts(sys.executable)
     assert facts.error is None
     assert facts.torch.ok or facts.torch.error  # torch is optional here: either way it is said
 
 
+@pytest.mark.offline
 def test_read_host_takes_the_allocator_setting_from_the_environment() -> None:
     host = read_host(sys.executable, {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
     assert host.alloc_conf == "expandable_segments:True" and host.python == sys.executable

@@ -78,12 +78,14 @@ def no_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin")
 
 
+@pytest.mark.offline
 def test_an_interpreter_printing_non_utf8_bytes(tmp_path: Path) -> None:
     python = serving_python(tmp_path / "env", body=r"printf '\377\376{\n' ; printf '\351rreur\n' >&2 ; exit 3")
     facts = run_host_facts(python)
     assert facts.error == f"{python} could not {STEP}: \ufffdrreur"
 
 
+@pytest.mark.offline
 def test_an_interpreter_printing_json_with_non_utf8_bytes_in_its_strings(tmp_path: Path) -> None:
     answer = json.dumps({"torch": {"ok": False, "error": "XX"}}).encode().replace(b"XX", b"\xe9chec")
     (tmp_path / "answer").write_bytes(answer)
@@ -92,6 +94,7 @@ def test_an_interpreter_printing_json_with_non_utf8_bytes_in_its_strings(tmp_pat
 
 
 @pytest.mark.waits
+@pytest.mark.offline
 def test_a_hanging_interpreter_and_nvidia_smi_cost_the_limit_once(tmp_path: Path) -> None:
     python = serving_python(tmp_path / "env", body="exec sleep 30")
     fake_nvidia_smi(tmp_path / "bin", two_rtx())

@@ -209,6 +209,7 @@ def test_an_interrupted_read_ends_nvidia_smi_too(recorder: Recorder) -> None:
     assert recorder.calls[-1] == ("end_all", None)
 
 
+@pytest.mark.offline
 def test_read_host_runs_probes_again_after_an_earlier_command_was_interrupted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,9 +9,13 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.doctor.hostfakes import fake_nvidia_smi, two_rtx
 from tests.support.cli import jrun, run
 from tests.support.terminal import assert_fits, in_terminal
+
+pytestmark = pytest.mark.offline  # each test starts processes: the slow tier (tests/conftest.py)
 
 WIDTH = 80
 

@@ -71,6 +71,7 @@ def check_cli(package: Path, tmp_path: Path, version: str) -> None:
     assert [f["id"] for f in data["findings"] if f["id"].startswith("patch")] == ["patches"]
 
 
+@pytest.mark.offline
 def test_the_cli_on_a_refused_release(mini: Path, tmp_path: Path) -> None:
     check_cli(refuse(mini), tmp_path, from_directory(mini).version or "")
 

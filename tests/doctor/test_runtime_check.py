@@ -264,6 +264,7 @@ def test_spelling_follows_the_release_s_own_probe(mini: Path) -> None:
     assert spelling(tree) == "platform"
 
 
+@pytest.mark.offline
 def test_check_imports_the_miniature_tree_in_the_serving_interpreter(
     mini: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -289,6 +290,7 @@ def answering_python(tmp_path: Path, body: str) -> str:
     return str(exe)
 
 
+@pytest.mark.offline
 def test_check_passes_the_tree_the_spelling_and_the_modules(
     mini: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -320,6 +322,7 @@ def test_check_passes_the_tree_the_spelling_and_the_modules(
         ('printf \'"x"\' > "$4"', "{python} answered the runtime check with a JSON str"),
     ],
 )
+@pytest.mark.offline
 def test_a_check_without_an_answer_is_an_environment_problem(
     mini: Path, tmp_path: Path, body: str, message: str
 ) -> None:
@@ -329,6 +332,7 @@ def test_a_check_without_an_answer_is_an_environment_problem(
     assert str(error.value) == message.format(python=python)
 
 
+@pytest.mark.offline
 def test_a_check_that_cannot_start_or_hangs_is_an_environment_problem(mini: Path, tmp_path: Path) -> None:
     missing = str(tmp_path / "no-python")
     with pytest.raises(EnvironmentProblem) as error:
@@ -340,6 +344,7 @@ def test_a_check_that_cannot_start_or_hangs_is_an_environment_problem(mini: Path
     assert str(hung.value) == f"{python} did not import the patched modules within 0.3 s (--timeout raises the limit)"
 
 
+@pytest.mark.offline
 def test_an_answer_with_bytes_that_are_not_utf8_is_read_with_them_replaced(mini: Path, tmp_path: Path) -> None:
     """A module path in Latin-1 (an old locale) in the answer: the answer still reads."""
     python = answering_python(tmp_path, 'printf \'{"python": "caf\\351", "modules": []}\' > "$4"; exit 0')

@@ -19,6 +19,8 @@ from sm120patch.doctor.host import read_host
 from sm120patch.patcher.kit.model import State
 from tests.doctor.hostfakes import H200, FakeGpu, fake_nvidia_smi, serving_python, stub_torch, two_rtx
 
+pytestmark = pytest.mark.offline  # each test starts processes: the slow tier (tests/conftest.py)
+
 PENDING = {"communicator-fusion-gate": State.PENDING, "workspace-preflight": State.APPLIED}
 
 

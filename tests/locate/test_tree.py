@@ -107,12 +107,14 @@ def test_a_checkout_past_a_tag_is_the_same_release_as_the_tag(mini: Path) -> Non
 # --- run_probe: the serving interpreter ----------------------------------------------------
 
 
+@pytest.mark.offline
 def test_run_probe_returns_what_the_interpreter_answered(tmp_path: Path) -> None:
     answer = probe_answer(package_dir="/srv/env/lib/sglang", version="0.5.9")
     python = fake_python(tmp_path / "env" / "bin" / "python", json.dumps(answer))
     assert run_probe(str(python)) == answer
 
 
+@pytest.mark.offline
 def test_an_env_root_stands_for_its_interpreter(tmp_path: Path) -> None:
     posix = probe_answer(version="posix")
     fake_python(tmp_path / "venv" / "bin" / "python", json.dumps(posix))
@@ -129,6 +131,7 @@ def test_a_missing_interpreter_is_named(tmp_path: Path) -> None:
     assert str(info.value) == f"--python {missing}: no such interpreter"
 
 
+@pytest.mark.offline
 def test_an_interpreter_that_fails_is_reported_with_its_last_line(tmp_path: Path) -> None:
     """A non-zero exit is a failure even when a JSON object came out first."""
     python = fake_python(
@@ -163,6 +166,7 @@ NOT_UNDERSTOOD = "the answer of {python} was not understood (not find_sglang's J
         "a-number-in-sys-path",
     ],
 )
+@pytest.mark.offline
 def test_an_answer_that_is_not_understood_says_so_with_its_first_line(tmp_path: Path, stdout: str, first: str) -> None:
     python = fake_python(tmp_path / "python", stdout)
     with pytest.raises(EnvironmentProblem) as info:
@@ -170,6 +174,7 @@ def test_an_answer_that_is_not_understood_says_so_with_its_first_line(tmp_path: 
     assert str(info.value) == f"--python {python}: " + NOT_UNDERSTOOD.format(python=python) + first
 
 
+@pytest.mark.offline
 def test_an_interpreter_past_its_time_limit_is_given_up(tmp_path: Path) -> None:
     python = fake_python(tmp_path / "python", json.dumps(probe_answer()), sleep_s=2)
     with pytest.raises(EnvironmentProblem) as info:
@@ -182,6 +187,7 @@ def test_an_interpreter_past_its_time_limit_is_given_up(tmp_path: Path) -> None:
 # --- locate ---------------------------------------------------------------------------------
 
 
+@pytest.mark.offline
 def test_locate_through_python_builds_the_tree_from_the_probe_answer(tmp_path: Path) -> None:
     package, dist, flashinfer = tmp_path / "src" / "sglang", tmp_path / "sglang-0.5.9.dist-info", tmp_path / "fi"
     package.mkdir(parents=True)
@@ -208,6 +214,7 @@ def test_locate_through_python_builds_the_tree_from_the_probe_answer(tmp_path: P
 
 
 @pytest.mark.parametrize("dist_info", ["sglang-0.5.9.dist-info", None])
+@pytest.mark.offline
 def test_without_a_version_from_a_distribution_the_trees_own_is_read_as_sglang_path_reads_it(
     tmp_path: Path, dist_info: str | None
 ) -> None:
@@ -226,6 +233,7 @@ def test_without_a_version_from_a_distribution_the_trees_own_is_read_as_sglang_p
     [("sglang-0.5.9.dist-info", InstallKind.WHEEL), (None, InstallKind.PATH)],
     ids=["wheel", "bare package"],
 )
+@pytest.mark.offline
 def test_locate_through_python_tells_a_wheel_from_a_bare_package(
     tmp_path: Path, dist_info: str | None, kind: InstallKind
 ) -> None:
@@ -240,6 +248,7 @@ def test_locate_through_python_tells_a_wheel_from_a_bare_package(
     )
 
 
+@pytest.mark.offline
 def test_locate_runs_the_real_probe_in_another_interpreter(mini: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """This interpreter as the serving one, the miniature release on its PYTHONPATH."""
     monkeypatch.setenv("PYTHONPATH", str(mini.parent))
@@ -267,6 +276,7 @@ def test_locate_in_this_interpreter(mini: Path, monkeypatch: pytest.MonkeyPatch)
     assert tree.record.sha256("__init__.py") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 
+@pytest.mark.offline
 def test_no_sglang_says_which_sys_path_was_searched(tmp_path: Path) -> None:
     answer = probe_answer(sys_path=["/srv/env/lib/python3.11/site-packages", "/usr/lib/python311.zip"])
     python = fake_python(tmp_path / "python", json.dumps(answer))
@@ -281,6 +291,7 @@ def test_no_sglang_says_which_sys_path_was_searched(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.offline
 def test_no_sglang_and_no_sys_path_says_so(tmp_path: Path) -> None:
     python = fake_python(tmp_path / "python", json.dumps(probe_answer(sys_path=[])))
     with pytest.raises(EnvironmentProblem) as info:
@@ -288,6 +299,7 @@ def test_no_sglang_and_no_sys_path_says_so(tmp_path: Path) -> None:
     assert str(info.value).startswith(f"no sglang found in --python {python}.\nSearched sys.path:\n  (empty)\nPass ")
 
 
+@pytest.mark.offline
 def test_a_package_dir_that_cannot_be_read_is_refused(tmp_path: Path) -> None:
     gone = tmp_path / "gone" / "sglang"
     python = fake_python(tmp_path / "python", json.dumps(probe_answer(package_dir=str(gone))))
@@ -341,6 +353,7 @@ def test_a_version_py_alone_gives_the_version(checkout: Path) -> None:
     ],
     ids=["v0.5.23", "v0.5.23-14-gdeadbee", "v0.5.23-0-gdeadbee", "0.5.3.post1-2-gabc1234", "nightly-3-gabc1234"],
 )
+@pytest.mark.offline
 def test_without_a_version_file_git_describe_gives_it(
     checkout: Path, tmp_path: Path, described: str, version: str | None
 ) -> None:
@@ -348,11 +361,13 @@ def test_without_a_version_file_git_describe_gives_it(
     assert checkout_version(checkout) == version
 
 
+@pytest.mark.offline
 def test_a_failing_git_describe_is_not_trusted(checkout: Path, tmp_path: Path) -> None:
     fake_git(tmp_path / "bin", checkout, "v0.5.23", exit_code=128)
     assert checkout_version(checkout) is None
 
 
+@pytest.mark.offline
 def test_without_git_there_is_no_version(checkout: Path) -> None:
     assert checkout_version(checkout) is None
 
@@ -369,6 +384,7 @@ def test_a_hanging_git_is_given_up(checkout: Path, monkeypatch: pytest.MonkeyPat
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+@pytest.mark.offline
 def test_a_real_git_checkout_past_a_lightweight_tag(tmp_path: Path) -> None:
     repo = tmp_path / "sglang-src"
     package = repo / "python" / "sglang"
@@ -432,6 +448,7 @@ def test_sglang_path_reads_the_name_in_metadata_not_the_folder_name(tmp_path: Pa
     )
 
 
+@pytest.mark.offline
 def test_metadata_fields_end_at_the_first_blank_line(tmp_path: Path) -> None:
     site = tmp_path / "site"
     package = write_mini_sglang(site, "0.5.9")

@@ -46,6 +46,7 @@ def test_untouched_tree_is_trusted_by_hash_without_libcst(applied: Path) -> None
 
 
 @pytest.mark.parametrize("command", [["verify"], ["verify", "--json"], ["list"]], ids=" ".join)
+@pytest.mark.offline
 def test_a_trusted_tree_is_read_without_libcst(applied: Path, command: list[str]) -> None:
     """The everyday paths stay as cheap as a click CLI (benchmarks/run.py measures how cheap)."""
     loaded = modules_loaded_by(*command, "--sglang-path", str(applied))

@@ -17,6 +17,8 @@ from tests.support.cli import jrun
 from tests.support.mini_sglang import COMM, write_mini_sglang
 from tests.support.terminal import assert_fits, in_terminal
 
+pytestmark = pytest.mark.offline  # each test starts processes: the slow tier (tests/conftest.py)
+
 WIDTH = 80
 DEEP = "a-folder-as-deep-as-a-conda-env/lib/python3.11/site-packages"
 

@@ -40,6 +40,7 @@ def shouting_python(path: Path) -> Path:
 
 
 @pytest.mark.parametrize("command", ["apply", "verify", "revert", "list", "doctor"])
+@pytest.mark.offline
 def test_an_interpreters_escape_sequence_is_shown_not_obeyed(tmp_path: Path, command: str) -> None:
     python = shouting_python(tmp_path / "env" / "bin" / "python")
     code, _, err = run(command, "--python", str(python))

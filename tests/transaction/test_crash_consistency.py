@@ -309,6 +309,7 @@ def applied_release(tmp: Path, store: Path | None = None) -> tuple[Path, Path, E
     return site, package, expect
 
 
+@pytest.mark.offline
 def test_apply_survives_a_power_cut_anywhere(tmp_path: Path) -> None:
     site, package, expect = applied_release(tmp_path)
     recorded = record(site, lambda: apply(from_directory(package), list(all_patches())))
@@ -316,6 +317,7 @@ def test_apply_survives_a_power_cut_anywhere(tmp_path: Path) -> None:
     assert check(recorded, expect, expect.patched, site) == []
 
 
+@pytest.mark.offline
 def test_revert_survives_a_power_cut_anywhere(tmp_path: Path) -> None:
     site, package, expect = applied_release(tmp_path)
     assert apply(from_directory(package), list(all_patches())).exit_code == 0
@@ -323,6 +325,7 @@ def test_revert_survives_a_power_cut_anywhere(tmp_path: Path) -> None:
     assert check(recorded, expect, expect.original, site) == []
 
 
+@pytest.mark.offline
 def test_apply_over_links_into_a_store_survives_a_power_cut_anywhere(tmp_path: Path) -> None:
     store = tmp_path / "store"
     site, package, expect = applied_release(tmp_path, store)

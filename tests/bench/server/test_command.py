@@ -373,6 +373,7 @@ def test_the_kernel_part_of_the_text() -> None:
     assert "63 % to 84 % faster" in " ".join(shown.split())
 
 
+@pytest.mark.offline
 def test_python_picks_the_interpreter_that_finds_sglang_and_runs_the_benchmark(
     served: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -26,6 +26,7 @@ def bench(package: Path, *args: str) -> tuple[int, dict[str, Any]]:
     return code, json.loads(stdout)
 
 
+@pytest.mark.offline
 def test_fusion_pays_each_run_proven(tmp_path: Path) -> None:
     code, data = bench(fake_server_site(tmp_path, gpus=2), "--tp", "2")
     assert code == 0, data
@@ -60,6 +61,7 @@ def test_fusion_pays_each_run_proven(tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.offline
 def test_release_before_the_backend_option_uses_the_flag(tmp_path: Path) -> None:
     package = fake_server_site(tmp_path, gpus=1, options="enable+hatch", version="0.5.13", layout="bench_one_batch.py")
     code, data = bench(package, "--tp", "1", "--repeat", "1")
@@ -69,6 +71,7 @@ def test_release_before_the_backend_option_uses_the_flag(tmp_path: Path) -> None
     assert any("noise is not measured" in note for note in data["notes"])
 
 
+@pytest.mark.offline
 def test_fallback_is_reported_with_sglangs_line_and_no_verdict(tmp_path: Path) -> None:
     os.environ["FAKE_SGLANG"] = "fallback"
     try:
@@ -86,6 +89,7 @@ def test_fallback_is_reported_with_sglangs_line_and_no_verdict(tmp_path: Path) -
     assert data["logs_kept"] and Path(data["logs_kept"], "on-1.log").is_file()
 
 
+@pytest.mark.offline
 def test_off_run_fused_by_an_auto_enable_without_hatch(tmp_path: Path) -> None:
     os.environ["FAKE_SGLANG_AUTO_ENABLE"] = "1"
     try:
@@ -97,6 +101,7 @@ def test_off_run_fused_by_an_auto_enable_without_hatch(tmp_path: Path) -> None:
     assert "sglang turned fusion on by itself" in data["problems"][0]
 
 
+@pytest.mark.offline
 def test_a_crash_with_fusion_on_is_exit_1_with_sglangs_line(tmp_path: Path) -> None:
     os.environ["FAKE_SGLANG"] = "crash-on"
     try:
@@ -108,6 +113,7 @@ def test_a_crash_with_fusion_on_is_exit_1_with_sglangs_line(tmp_path: Path) -> N
     assert data["runs"][1]["error"]
 
 
+@pytest.mark.offline
 def test_tp1_checks_the_harness_and_gives_no_verdict(tmp_path: Path) -> None:
     code, data = bench(fake_server_site(tmp_path, gpus=1), "--tp", "1", "--repeat", "1")
     # FakeSglang calls the entry at TP 1 too, so the harness sees calls: the run is proven
@@ -115,6 +121,7 @@ def test_tp1_checks_the_harness_and_gives_no_verdict(tmp_path: Path) -> None:
     assert any("TP 1 has no allreduce" in note for note in data["notes"])
 
 
+@pytest.mark.offline
 def test_a_user_model_dir_without_tokenizer_gets_the_tiny_one(tmp_path: Path) -> None:
     model = tmp_path / "model"
     model.mkdir()
@@ -144,6 +151,7 @@ def refused(package: Path, *args: str) -> str:
     return str(data["error"])
 
 
+@pytest.mark.offline
 def test_refusals(tmp_path: Path) -> None:
     assert "sees no CUDA GPU" in refused(fake_server_site(tmp_path / "a", gpus=0))
     assert refused(fake_server_site(tmp_path / "b", gpus=2), "--tp", "4").startswith("--tp 4 needs 4 GPUs")
@@ -158,6 +166,7 @@ def test_refusals(tmp_path: Path) -> None:
     assert "must not set fusion" in refused(package, "--server-arg", "--enable-flashinfer-allreduce-fusion")
 
 
+@pytest.mark.offline
 def test_a_smaller_mem_fraction_lets_a_busy_gpu_through(tmp_path: Path) -> None:
     package = fake_server_site(tmp_path, free_gib=50.0, gpus=1)
     code, data = bench(package, "--tp", "1", "--repeat", "1", "--server-arg=--mem-fraction-static=0.4")
@@ -165,6 +174,7 @@ def test_a_smaller_mem_fraction_lets_a_busy_gpu_through(tmp_path: Path) -> None:
     assert data["runs"][0]["command"][-1] == "--mem-fraction-static=0.4"
 
 
+@pytest.mark.offline
 def test_an_off_run_that_fails_is_exit_2_with_the_log_kept(tmp_path: Path) -> None:
     error = refused(fake_server_site(tmp_path, gpus=1), "--tp", "1", "--server-arg=--no-such-option")
     assert error.startswith("bench --server stopped in run 1/4, fusion off: sglang's benchmark ended with exit 2")
@@ -184,6 +194,7 @@ def test_options_of_the_other_bench_are_refused(tmp_path: Path) -> None:
     assert code == 2 and "--tp 1 only with --server" in err
 
 
+@pytest.mark.offline
 def test_text_output_fits_80_columns_at_the_tp_of_every_visible_gpu(tmp_path: Path) -> None:
     """Without ``--tp`` the benchmark runs on every GPU it sees (two here)."""
     package = fake_server_site(tmp_path, gpus=2)
@@ -196,6 +207,7 @@ def test_text_output_fits_80_columns_at_the_tp_of_every_visible_gpu(tmp_path: Pa
     assert "fusion pays in sglang's own decode at TP 2" in " ".join(lines)
 
 
+@pytest.mark.offline
 def test_more_results_than_asked_for_is_a_run_that_could_not_be_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -209,6 +221,7 @@ def test_more_results_than_asked_for_is_a_run_that_could_not_be_read(
     )
 
 
+@pytest.mark.offline
 def test_a_batch_size_sglang_skips_is_named_and_left_out(tmp_path: Path) -> None:
     code, data = bench(fake_server_site(tmp_path, gpus=1), "--tp", "1", "--repeat", "1", "--batch-sizes", "1,1024")
     assert code == 0, data
@@ -229,6 +242,7 @@ def test_the_benchmarks_python_prints_unbuffered(tmp_path: Path, monkeypatch: py
     assert driver.probe_env(fake_server_site(tmp_path))["PYTHONUNBUFFERED"] == "1"
 
 
+@pytest.mark.offline
 def test_a_scratch_folder_that_cannot_be_removed_does_not_change_the_answer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -251,6 +265,7 @@ def test_a_scratch_folder_that_cannot_be_removed_does_not_change_the_answer(
     assert len(removed) == 1
 
 
+@pytest.mark.offline
 def test_at_tp1_a_fusion_on_run_that_never_fused_says_there_is_no_allreduce(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -272,6 +287,7 @@ _is_sm90_supported = _is_sm100_supported = True
 """
 
 
+@pytest.mark.offline
 def test_three_settings_off_sglangs_limit_and_the_limit_asked(tmp_path: Path) -> None:
     """The fake's gate obeys its limit at prefill (batch x input tokens), where fusion costs 20 %:
     sglang's limit fuses the 8 x 64 prefill (512 tokens), --fuse-up-to 256 does not."""
@@ -301,6 +317,7 @@ def test_three_settings_refuse_a_limit_above_sglangs_and_a_release_without_one(t
     assert code == 2 and data["error"] == "--fuse-up-to: sglang 0.5.14 has no fusion token limit to lower"
 
 
+@pytest.mark.offline
 def test_three_settings_as_text_side_by_side(tmp_path: Path) -> None:
     package = fake_server_site(tmp_path, gpus=1, gate=GATE)
     args = ["--tp", "1", "--repeat", "1", "--batch-sizes", "8", "--input-len", "64", "--fuse-up-to", "256"]

@@ -21,6 +21,7 @@ from tests.bench.test_render import SGLANG, result
 from tests.support.cli import run
 
 
+@pytest.mark.offline
 def test_no_kernel_leaves_it_out(tmp_path: Path) -> None:
     package = fake_server_site(tmp_path, gpus=2)
     code, stdout, _ = run(

@@ -18,6 +18,8 @@ from sm120patch.bench.server import launch
 from sm120patch.bench.server.driver import probe_env, run_env
 from tests.bench.server.fakes import fake_server_site
 
+pytestmark = pytest.mark.offline  # each test starts processes: the slow tier (tests/conftest.py)
+
 
 def alive(pid: int) -> bool:
     try:
