@@ -97,6 +97,31 @@ def compile_rewritten_tests(config: pytest.Config) -> None:
         os.waitpid(pid, 0)
 
 
+#: What a GPU host has on PATH that the tests fake where they need it: the host's own would
+#: answer for its GPUs (every "no GPU here" expectation fails) and start a process.
+GPU_TOOLS = ("nvidia-smi",)
+
+
+def hide_gpu_tools(cleanups: Callable[[Callable[[], object]], None]) -> None:
+    """``PATH`` without the host's own ``GPU_TOOLS``: a folder that holds one (``/usr/bin`` on
+    a GPU host) is replaced by a folder of links to everything else in it.  The processes the
+    tests start inherit it; a test's fake, put first on ``PATH``, is still found."""
+    folders = os.environ.get("PATH", "").split(os.pathsep)
+    holding = [k for k, folder in enumerate(folders) if folder and any(shutil.which(t, path=folder) for t in GPU_TOOLS)]
+    if not holding:
+        return
+    root = Path(tempfile.mkdtemp(prefix="sm120patch-path-"))
+    cleanups(functools.partial(shutil.rmtree, root, ignore_errors=True))
+    for k in holding:
+        shadow = root / str(k)
+        shadow.mkdir()
+        for entry in os.scandir(folders[k]):
+            if entry.name not in GPU_TOOLS:
+                (shadow / entry.name).symlink_to(entry.path)
+        folders[k] = str(shadow)
+    os.environ["PATH"] = os.pathsep.join(folders)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """The fast tier's scratch folders (``tmp_path``, and every temporary folder of the
     processes it starts) in memory where there is a tmpfs: it writes and fsyncs thousands of
@@ -105,7 +130,9 @@ def pytest_configure(config: pytest.Config) -> None:
     Under pytest-xdist (``-n N``) the test modules are compiled first
     (``compile_rewritten_tests``), and in a run with the ``offline`` tests the workers run
     this interpreter without its ``.pth`` code (tests/support/workers_python.py; ``--tx
-    N*popen`` runs them as is)."""
+    N*popen`` runs them as is).  Every run: the host's own nvidia-smi is off ``PATH``
+    (``hide_gpu_tools``)."""
+    hide_gpu_tools(config.add_cleanup)
     starts_workers = bool(config.getoption("numprocesses", None)) and not hasattr(config, "workerinput")
     if starts_workers:
         compile_rewritten_tests(config)

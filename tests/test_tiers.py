@@ -1,15 +1,19 @@
-"""The tiers' rule (tests/conftest.py): a fast test starts no process, and one marked
-``offline`` is in the slow tier.  Checked on a small test file of its own, run by pytest in a
-process of its own (which is why this test is itself ``offline``)."""
+"""The tiers' rules (tests/conftest.py): a fast test starts no process, and one marked
+``offline`` is in the slow tier (checked on a small test file of its own, run by pytest in a
+process of its own, which is why that test is itself ``offline``); the host's own nvidia-smi
+is off ``PATH`` for every test."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import hide_gpu_tools
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -62,3 +66,27 @@ def test_a_fast_test_that_starts_a_process_fails_naming_it_and_an_offline_one_is
     slow = run_pytest(tmp_path, "slow")  # marked offline: slow, and there it may start processes
     assert slow.returncode == 0, slow.stdout + slow.stderr
     assert "1 passed, 3 deselected" in slow.stdout
+
+
+def test_the_hosts_nvidia_smi_is_off_path_and_everything_beside_it_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host_bin, other = tmp_path / "usr-bin", tmp_path / "other"
+    for folder, names in ((host_bin, ("nvidia-smi", "sh-like")), (other, ("tool",))):
+        folder.mkdir()
+        for name in names:
+            (folder / name).write_text("#!/bin/sh\n")
+            (folder / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{other}{os.pathsep}{host_bin}")
+    cleanups: list = []
+    hide_gpu_tools(cleanups.append)
+    assert shutil.which("nvidia-smi") is None
+    assert Path(shutil.which("sh-like") or "").resolve() == host_bin / "sh-like"
+    assert shutil.which("tool") == str(other / "tool")  # a folder without one is left as it was
+    assert len(cleanups) == 1
+    cleanups[0]()
+    assert not Path(os.environ["PATH"].split(os.pathsep)[1]).exists()  # the links' folder goes at the end
+
+    monkeypatch.setenv("PATH", str(other))  # nothing to hide: PATH and the cleanups stay as they were
+    hide_gpu_tools(cleanups.append)
+    assert os.environ["PATH"] == str(other) and len(cleanups) == 1
