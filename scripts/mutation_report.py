@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -51,6 +52,10 @@ def every_module() -> list[str]:
     return found
 
 
+#: mutmut in this interpreter (its console script may name another): the tests' processes run
+#: ``sys.executable``, and that must be the interpreter the tests expect (one without torch).
+MUTMUT = [sys.executable, "-m", "mutmut"]
+
 #: Not killed: a survivor, or a mutant in code that no fast test runs.
 MISSED = ("survived", "no tests")
 LINE = re.compile(r"^\s*(?P<name>[\w.ǁ]+__mutmut_\d+): (?P<status>.+)$")
@@ -58,7 +63,7 @@ LINE = re.compile(r"^\s*(?P<name>[\w.ǁ]+__mutmut_\d+): (?P<status>.+)$")
 
 def statuses_now() -> dict[str, str]:
     """mutmut's own record of every mutant it has made (kept in ``mutants/`` between runs)."""
-    results = subprocess.run(["mutmut", "results", "--all", "true"], cwd=REPO, capture_output=True, text=True)
+    results = subprocess.run([*MUTMUT, "results", "--all", "true"], cwd=REPO, capture_output=True, text=True)
     found = {}
     for line in results.stdout.splitlines():
         match = LINE.match(line)
@@ -106,7 +111,7 @@ def generate() -> None:
         sys.exit("mutmut could not make the mutants:\n" + "\n".join((made.stdout + made.stderr).splitlines()[-15:]))
 
 
-def run_module(module: str, budget_s: float, open_only: bool) -> tuple[dict[str, str], int]:
+def run_module(module: str, budget_s: float, open_only: bool, children: int) -> tuple[dict[str, str], int]:
     """Each mutant of ``module`` and its status (killed, survived, timeout, ...), and how many
     of them this run checked (all of them, or with ``open_only`` those not killed before)."""
     clear_leftovers()
@@ -132,7 +137,7 @@ def run_module(module: str, budget_s: float, open_only: bool) -> tuple[dict[str,
         # On timeout, what finished is in mutmut's own records; the rest reads "not checked".
         with contextlib.suppress(subprocess.TimeoutExpired):
             ran = subprocess.run(
-                ["mutmut", "run", "--max-children", "2", *targets],
+                [*MUTMUT, "run", "--max-children", str(children), *targets],
                 cwd=REPO,
                 timeout=budget_s,
                 capture_output=True,
@@ -143,6 +148,51 @@ def run_module(module: str, budget_s: float, open_only: bool) -> tuple[dict[str,
                 sys.exit(f"{module}: mutmut run ended with {ran.returncode}:\n" + "\n".join(tail))
     statuses = {name: status for name, status in statuses_now().items() if in_module(name, module)}
     return statuses, len(targets) if open_only else len(statuses)
+
+
+def run_together(budget_s: float, children: int) -> float:
+    """One mutmut run over every mutant of the package (its tests' stats and the clean run
+    once, not once per module): seconds it took.  Run again after a timeout, it goes on
+    where it stopped (mutmut keeps each mutant's status)."""
+    clear_leftovers()
+    start = time.monotonic()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        ran = subprocess.run(
+            [*MUTMUT, "run", "--max-children", str(children)],
+            cwd=REPO,
+            timeout=budget_s,
+            capture_output=True,
+            text=True,
+        )
+        if ran.returncode != 0:
+            tail = (ran.stdout + ran.stderr).replace("\r", "\n").strip().splitlines()[-15:]
+            sys.exit(f"mutmut run ended with {ran.returncode}:\n" + "\n".join(tail))
+    return time.monotonic() - start
+
+
+def record_together(results: dict[str, dict], seconds: float, children: int) -> dict[str, dict]:
+    """Every module's statuses as the together run left them (the modules no longer in the
+    package dropped); its time added to the last one's while that one had mutants to go."""
+    statuses = statuses_now()
+    before = next((e["together"] for e in results.values() if "together" in e), None)
+    going_on = before is not None and before.get("unfinished")
+    total = seconds + (before["seconds"] if going_on and before else 0)
+    together = {
+        "seconds": round(total),
+        "children": children,
+        "cpus": os.cpu_count(),
+        "unfinished": any(status == "not checked" for status in statuses.values()),
+    }
+    recorded = {}
+    for module in every_module():
+        mine = {name: status for name, status in statuses.items() if in_module(name, module)}
+        recorded[module] = {
+            "statuses": mine,
+            "checked": len(mine),
+            "date": time.strftime("%Y-%m-%d"),
+            "together": together,
+        }
+    return recorded
 
 
 LINES = REPO / "mutants" / "changed-lines.json"
@@ -167,7 +217,7 @@ def changed_line(name: str, cache: dict[str, list]) -> str:
     stamp = source.stat().st_mtime_ns if source.exists() else None
     if stamp is not None and name in cache and cache[name][1] == stamp:
         return str(cache[name][0])
-    shown = subprocess.run(["mutmut", "show", name], cwd=REPO, capture_output=True, text=True).stdout
+    shown = subprocess.run([*MUTMUT, "show", name], cwd=REPO, capture_output=True, text=True).stdout
     added = [line[1:].strip() for line in shown.splitlines() if line.startswith("+") and not line.startswith("+++")]
     line = added[0] if added else ""
     if stamp is not None:
@@ -205,9 +255,16 @@ def table(results: dict[str, dict], equivalent: dict[str, str]) -> str:
         score = f"{100 * killed / judged:.0f} %" if judged else "—"
         lines.append(
             f"| `{module}` | {len(statuses)} | {killed} | {counts.get('survived', 0)} | {counts.get('no tests', 0)} "
-            f"| {same} | {len(missed) - same} | {other} | {score} | {entry['seconds']:.0f} s{_kind(entry)} |"
+            f"| {same} | {len(missed) - same} | {other} | {score} | {_time(entry)} |"
         )
     return "\n".join(lines)
+
+
+def _time(entry: dict) -> str:
+    """The module's last run: its own seconds, or one run over every module."""
+    if "together" in entry:
+        return "one run"
+    return f"{entry['seconds']:.0f} s{_kind(entry)}"
 
 
 def _kind(entry: dict) -> str:
@@ -219,7 +276,17 @@ def _kind(entry: dict) -> str:
 
 
 def timing(results: dict[str, dict]) -> str:
-    """What the kept runs cost, summed: the runs that checked every mutant, and the --open ones."""
+    """What the kept runs cost, summed: the runs that checked every mutant, and the --open ones;
+    or the one run over every module."""
+    together = next((e["together"] for e in results.values() if "together" in e), None)
+    if together is not None:
+        mutants = sum(len(e["statuses"]) for e in results.values())
+        return (
+            f"One mutmut run over every module took {together['seconds'] / 60:.0f} min for {mutants} mutants "
+            f"({together['children']} at a time, on a {together['cpus']}-core machine)"
+            + ("; it stopped before every mutant was checked" if together["unfinished"] else "")
+            + ". A killed mutant costs about a second; one that survives costs every test that reaches it."
+        )
     kept = {m: e.get("full_seconds", e["seconds"] if "checked" not in e else None) for m, e in results.items()}
     full: dict[str, int] = {m: seconds for m, seconds in kept.items() if seconds is not None}
     reruns = [e for e in results.values() if _kind(e)]
@@ -296,13 +363,23 @@ def main() -> int:
         "--open", action="store_true", help="only the mutants not killed yet nor named equivalent in triage.toml"
     )
     parser.add_argument("--render", action="store_true", help="only rewrite the report from the kept results")
+    parser.add_argument("--children", type=int, default=2, help="mutants checked at a time (mutmut --max-children)")
+    parser.add_argument(
+        "--together", action="store_true", help="one mutmut run over every module (--budget: its seconds in all)"
+    )
+    parser.add_argument("--no-render", action="store_true", help="keep the results, write no report")
     parser.add_argument("--output", type=Path, default=REPO / "docs" / "mutation.md")
     args = parser.parse_args()
     results: dict[str, dict] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    if not args.render:
+    if args.together:
+        seconds = run_together(args.budget, args.children)
+        results = record_together(results, seconds, args.children)
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    elif not args.render:
         for module in args.modules or every_module():
             start = time.monotonic()
-            statuses, checked = run_module(module, args.budget, args.open)
+            statuses, checked = run_module(module, args.budget, args.open, args.children)
             seconds = round(time.monotonic() - start)
             before = results.get(module, {})
             results[module] = {
@@ -316,6 +393,8 @@ def main() -> int:
             print(f"{module}: {dict(Counter(statuses.values()))}", file=sys.stderr, flush=True)
             RESULTS.parent.mkdir(parents=True, exist_ok=True)
             RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    if args.no_render:
+        return 0
     open_ = render(results, args.output)
     print(f"wrote {args.output}: {len(open_)} survivors not answered", file=sys.stderr)
     return 0

@@ -1,7 +1,7 @@
-"""The fast tier's workers' interpreter (tests/support/workers_python.py): its ``.pth`` lists
-the folders ``site`` gives this interpreter and sm120patch's own, no ``PYTHONPATH``; a process
-it starts imports the same files but runs none of site-packages' ``.pth`` code; and it is
-what the workers of an ``-n N`` run are."""
+"""The workers' interpreter in the runs with the offline tests (tests/support/workers_python.py):
+its ``.pth`` lists the folders ``site`` gives this interpreter and sm120patch's own, no
+``PYTHONPATH``; a process it starts imports the same files but runs none of site-packages'
+``.pth`` code; and it is what the workers of such an ``-n N`` run are."""
 
 from __future__ import annotations
 
@@ -72,8 +72,9 @@ def test_a_process_it_starts_imports_the_same_files_and_runs_no_pth_code(tmp_pat
         pytest.skip("this interpreter's .pth files add no finder to tell the two apart")
 
 
+@pytest.mark.offline  # the workers run it in the runs with the tests that start Pythons
 def test_the_workers_of_this_run_run_it() -> None:
     chosen = os.environ.get(workers_python.CHOSEN)
     if chosen is None or not os.environ.get("PYTEST_XDIST_WORKER"):
-        pytest.skip("not an -n N run of the fast tier")
+        pytest.skip("not an -n N run with the offline tests")
     assert sys.executable == chosen
