@@ -237,12 +237,18 @@ def parse_each_source_once(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
 
 
+#: Programs a library runs once per host to fill a cache of its own, whichever test first
+#: needs it: matplotlib lists the fonts with fontconfig's ``fc-list`` where it has no font cache.
+HOST_CACHES = ("fc-list",)
+
+
 @pytest.fixture(autouse=True)
 def fast_tests_start_no_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A fast test that starts a process fails, naming it: each Python started costs about a
     quarter second of CPU here, and the fast tier stays fast only while it starts none.  The
     process is still started (code under test may turn a refusal into an answer), and the
-    test fails at its end.  Mark it ``offline`` (the slow tier, no network)."""
+    test fails at its end.  Mark it ``offline`` (the slow tier, no network).  ``HOST_CACHES``
+    are let through."""
     if request.node.get_closest_marker("slow"):
         yield
         return
@@ -258,7 +264,15 @@ def fast_tests_start_no_process(request: pytest.FixtureRequest, monkeypatch: pyt
     def argv(popen: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> str:
         return " ".join(map(str, args)) if isinstance(args, (list, tuple)) else str(args)
 
-    monkeypatch.setattr(subprocess.Popen, "_execute_child", counted(subprocess.Popen._execute_child, argv))  # type: ignore[attr-defined]
+    def counted_popen(*args: Any, **kwargs: Any) -> Any:
+        words = argv(*args, **kwargs).split()
+        if words and os.path.basename(words[0]) in HOST_CACHES:
+            return real_popen(*args, **kwargs)
+        return counting_popen(*args, **kwargs)
+
+    real_popen = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+    counting_popen = counted(real_popen, argv)
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", counted_popen)
     for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system"):
         if hasattr(os, name):
             monkeypatch.setattr(os, name, counted(getattr(os, name), lambda *a, _n=name, **k: f"os.{_n}"))

@@ -33,6 +33,9 @@ def test_forks():
         os._exit(0)
     os.waitpid(pid, 0)
 
+def test_fills_a_host_cache():  # as matplotlib does the first time on a host
+    subprocess.run([os.environ["FAKE_FC_LIST"]], check=True)
+
 @pytest.mark.offline
 def test_marked():
     subprocess.run(["true"], check=True)
@@ -40,7 +43,11 @@ def test_marked():
 
 
 def run_pytest(folder: Path, marks: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    fc_list = folder / "bin" / "fc-list"
+    fc_list.parent.mkdir(exist_ok=True)
+    fc_list.write_text("#!/bin/sh\nexit 0\n")
+    fc_list.chmod(0o755)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FAKE_FC_LIST": str(fc_list)}
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marks, "-rE", str(folder)],
         capture_output=True,
@@ -58,14 +65,14 @@ def test_a_fast_test_that_starts_a_process_fails_naming_it_and_an_offline_one_is
 
     fast = run_pytest(tmp_path, "not slow")
     assert fast.returncode == 1, fast.stdout + fast.stderr
-    assert "3 passed, 1 deselected, 2 errors" in fast.stdout  # an error at the end of two of them
+    assert "4 passed, 1 deselected, 2 errors" in fast.stdout  # an error at the end of two of them
     said = "Failed: this fast test started 1 process(es), first"
     assert f"ERROR test_inner.py::test_runs_true - {said} 'true'" in fast.stdout
     assert f"ERROR test_inner.py::test_forks - {said} 'os.fork'" in fast.stdout
 
     slow = run_pytest(tmp_path, "slow")  # marked offline: slow, and there it may start processes
     assert slow.returncode == 0, slow.stdout + slow.stderr
-    assert "1 passed, 3 deselected" in slow.stdout
+    assert "1 passed, 4 deselected" in slow.stdout
 
 
 def test_the_hosts_nvidia_smi_is_off_path_and_everything_beside_it_stays(
