@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -267,7 +268,7 @@ def with_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus: list[tuple[
     bin_dir.mkdir()
     if gpus is not None:
         fake_nvidia_smi(bin_dir, gpus)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
 
 def test_no_nvidia_smi_is_fine_for_an_image_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

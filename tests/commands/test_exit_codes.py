@@ -14,6 +14,7 @@ Ctrl-C is 130 in every command (README: the paragraph under the table).
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import zipfile
@@ -107,7 +108,11 @@ def scenarios(tmp: Path) -> dict[tuple[str, int], Callable[[], int]]:
         bin_dir.mkdir()
         if gpus is not None:
             fake_nvidia_smi(bin_dir, gpus)
-        env = {"PYTORCH_CUDA_ALLOC_CONF": None, "CUDA_VISIBLE_DEVICES": None, "PATH": f"{bin_dir}:/usr/bin:/bin"}
+        env = {
+            "PYTORCH_CUDA_ALLOC_CONF": None,
+            "CUDA_VISIBLE_DEVICES": None,
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        }
         return cli("doctor", "--sglang-path", package, "--tp", "2", env=env)
 
     return {

@@ -89,7 +89,7 @@ def test_ctrl_c_in_doctor_ends_a_hung_nvidia_smi_rather_than_wait_it_out(tmp_pat
         f'#!/bin/sh\ncase "$3" in *host_facts.py) kill -INT $PPID; exec sleep 30;; esac\nexec {sys.executable} "$@"\n'
     )
     python.chmod(0o755)
-    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:/usr/bin:/bin", PYTHONPATH=str(REPO))
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}", PYTHONPATH=str(REPO))
     try:
         start = time.monotonic()
         proc = run_process("doctor", "--python", python, "--timeout", "60", "--json", env=env, cwd=REPO)

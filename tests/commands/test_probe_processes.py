@@ -4,6 +4,7 @@ probe runs in a session of its own, and on timeout its whole process group is en
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,12 @@ def test_apply_gives_nvidia_smi_the_timeout_asked_for(tmp_path: Path, mini: Path
     hanging_executable(tmp_path / "bin" / "nvidia-smi", pids)
     try:
         code, _, err = run(
-            "apply", "--sglang-path", str(mini), "--timeout", "1", env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
+            "apply",
+            "--sglang-path",
+            str(mini),
+            "--timeout",
+            "1",
+            env={"PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"},
         )
         assert code == 0, err
         assert "nvidia-smi did not answer within 1 s" in err

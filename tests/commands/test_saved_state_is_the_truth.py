@@ -88,7 +88,7 @@ def test_the_docker_entrypoint_starts_the_server_after_a_skipping_apply(mini: Pa
         script.chmod(script.stat().st_mode | stat.S_IXUSR)
     env = dict(
         os.environ,
-        PATH=f"{bin_dir}:/usr/bin:/bin",
+        PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
         PYTHONPATH=str(REPO),
         SM120PATCH_SGLANG_PATH=str(mini),
     )

@@ -37,7 +37,7 @@ def test_a_skipping_apply_on_0_5_15_verifies_and_the_entrypoint_starts_the_serve
     (bin_dir / "python").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {log}\n')
     for script in bin_dir.iterdir():
         script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    env = dict(ENV, PATH=f"{bin_dir}:/usr/bin:/bin", SM120PATCH_SGLANG_PATH=str(package))
+    env = dict(ENV, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", SM120PATCH_SGLANG_PATH=str(package))
     entry = [str(REPO / "examples" / "docker" / "entrypoint.sh"), "--tp", "2"]
     started = subprocess.run(entry, capture_output=True, text=True, env=env)
     assert started.returncode == 0, started.stderr

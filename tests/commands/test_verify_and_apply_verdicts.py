@@ -60,7 +60,7 @@ def edit_manifest(manifest: Path, **fields: object) -> None:
 @pytest.fixture
 def no_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "bin").mkdir()
-    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
 
 
 # --- verify ---------------------------------------------------------------------------------------
@@ -268,7 +268,7 @@ def test_the_runtime_check_imports_every_patched_file_within_the_timeout_asked(
 @pytest.mark.offline
 def test_apply_on_an_sm12x_host_has_no_gpu_note(mini: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_nvidia_smi(tmp_path / "bin", [(RTX_PRO_6000, "12.0")])
-    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     code, data = jrun("apply", "--sglang-path", str(mini))
     assert code == 0 and data["messages"] == [HOST_HINT]
     assert data["headline"] == f"patched 3 file(s); backups in {mini / '.sm120patch'}"

@@ -30,7 +30,7 @@ from tests.support.realtrees import serving_env
 def run_doctor(python: Path, path_dirs: list[Path], *extra: str) -> tuple[int, dict]:
     """``sm120patch doctor --python PYTHON --json`` with only ``path_dirs`` (and the system's
     bin directories) on PATH, PYTORCH_CUDA_ALLOC_CONF unset."""
-    path = os.pathsep.join([*map(str, path_dirs), "/usr/bin", "/bin"])
+    path = os.pathsep.join([*map(str, path_dirs), os.environ["PATH"]])
     env = process_env(drop=["PYTORCH_CUDA_ALLOC_CONF"], PATH=path)
     code, data, _ = jrun_process("doctor", "--python", python, *extra, env=env)
     return code, data

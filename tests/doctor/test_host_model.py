@@ -213,7 +213,7 @@ def test_an_interrupted_read_ends_nvidia_smi_too(recorder: Recorder) -> None:
 def test_read_host_runs_probes_again_after_an_earlier_command_was_interrupted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin")  # no nvidia-smi
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")  # no nvidia-smi
     python = serving_python(tmp_path / "env", body='echo \'{"torch": {"ok": false, "error": "no torch"}}\'; exit 0')
     probes.end_all()
     try:

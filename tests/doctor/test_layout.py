@@ -24,7 +24,7 @@ def environment(tmp_path: Path) -> dict[str, str]:
     fake_nvidia_smi(tmp_path / "bin", two_rtx("[N/A]"))
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
     env.update(
-        PATH=f"{tmp_path / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin",
+        PATH=f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
         TERM="xterm-256color",
         CUDA_VISIBLE_DEVICES="GPU-deadbeef",
         PYTORCH_ALLOC_CONF="expandable_segments:True",

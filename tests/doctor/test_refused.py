@@ -55,7 +55,7 @@ def doctor(package: Path, tmp_path: Path, *args: str) -> tuple[int, str, str]:
     and no PYTORCH_/CUDA_ setting: (exit code, stdout, stderr)."""
     fake_nvidia_smi(tmp_path / "bin", two_rtx())
     env: dict[str, str | None] = {k: None for k in os.environ if k.startswith(("PYTORCH_", "CUDA_"))}
-    env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin"
+    env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"
     return run("doctor", "--sglang-path", str(package), *args, env=env)
 
 

@@ -30,7 +30,7 @@ class Box:
 
     def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         self.root, self.monkeypatch = root, monkeypatch
-        monkeypatch.setenv("PATH", f"{root / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin")
+        monkeypatch.setenv("PATH", f"{root / 'bin'}{os.pathsep}{os.environ['PATH']}")
         for name in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
             monkeypatch.delenv(name, raising=False)
 
@@ -174,7 +174,7 @@ def test_the_cli_with_na_capability_and_tp_8(mini: Path, tmp_path: Path) -> None
     fake_nvidia_smi(tmp_path / "bin", two_rtx("[N/A]"))
     python = serving_python(tmp_path / "env", stub_torch(tmp_path / "stub", two_rtx()), mini.parent)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTORCH_", "CUDA_"))}
-    env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin"
+    env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"
     proc = subprocess.run(
         [sys.executable, "-m", "sm120patch", "doctor", "--python", python, "--tp", "8", "--json"],
         capture_output=True,

@@ -27,7 +27,7 @@ def environment(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR")}
     (tmp_path / "tmp").mkdir(exist_ok=True)
     # No nvidia-smi (a build host); the demo's scratch folder deep in the test's own.
-    env.update(PATH=f"/usr/bin{os.pathsep}/bin", TERM="xterm-256color", TMPDIR=str(tmp_path / "tmp"))
+    env.update(PATH=os.environ["PATH"], TERM="xterm-256color", TMPDIR=str(tmp_path / "tmp"))
     return env
 
 
