@@ -82,7 +82,8 @@ def compile_rewritten_tests(config: pytest.Config) -> None:
 
     # On a fresh clone that is about 6 s of CPU: shared out over the cores by forks of this
     # process (no thread runs yet), each writing its own share of the files.
-    shares = min(len(os.sched_getaffinity(0)), len(config.option.tx or [])) if hasattr(os, "fork") else 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    shares = min(cores, len(config.option.tx or [])) if hasattr(os, "fork") else 1
     children = []
     for share in range(1, shares if len(stale) > 10 else 1):
         pid = os.fork()

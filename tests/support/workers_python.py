@@ -1,7 +1,8 @@
-"""The interpreter the fast tier's pytest-xdist workers run: this one, minus the code that
-``.pth`` files run at each start.
+"""The interpreter the pytest-xdist workers run where the ``offline`` tests are in the run
+(``-m "not slow or offline" -n N``): this one, minus the code that ``.pth`` files run at each
+start.
 
-Every Python process a fast test starts (``python -m sm120patch``, the probes the commands
+Every Python process an offline test starts (``python -m sm120patch``, the probes the commands
 run in the serving interpreter, the fake serving processes and their TP ranks: about 450)
 runs ``site``, which executes each ``import`` line of every ``.pth`` file in site-packages:
 an editable install's finder, setuptools' distutils hook, coverage's hook, on some hosts a
@@ -9,9 +10,9 @@ an editable install's finder, setuptools' distutils hook, coverage's hook, on so
 this interpreter from a virtual environment of its own (``make``) whose one ``.pth`` file
 lists the folders ``site`` puts on the import path (``site_import_path``): each process
 imports the same files from the same folders, and no ``.pth`` code runs.  Made by
-``pytest_configure`` (tests/conftest.py) in the process that starts the workers, for ``-n N``
-runs of the fast tier only: the slow tier needs what a ``.pth`` sets up (pip downloads
-through this host's proxy trust its CA that way)."""
+``pytest_configure`` (tests/conftest.py) in the process that starts the workers, for those
+runs only: the fast tier starts no process, and the slow tier needs what a ``.pth`` sets up
+(pip downloads through this host's proxy trust its CA that way)."""
 
 from __future__ import annotations
 

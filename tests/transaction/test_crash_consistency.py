@@ -336,7 +336,7 @@ def test_apply_over_links_into_a_store_survives_a_power_cut_anywhere(tmp_path: P
     assert store_digest(store) == before  # nor did any recovery write there
 
 
-@pytest.mark.slow  # as costly as the revert of files above; the fast tier kills it at each step instead
+@pytest.mark.slow  # as costly as the revert of files above; the tests the mutation runs take catch each step instead
 def test_revert_back_to_links_into_a_store_survives_a_power_cut_anywhere(tmp_path: Path) -> None:
     store = tmp_path / "store"
     site, package, expect = applied_release(tmp_path, store)
