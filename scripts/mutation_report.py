@@ -56,7 +56,8 @@ def every_module() -> list[str]:
 
 #: mutmut in this interpreter (its console script may name another): the tests' processes run
 #: ``sys.executable``, and that must be the interpreter the tests expect (one without torch).
-MUTMUT = [sys.executable, "-m", "mutmut"]
+#: Not ``-m mutmut``: its module would run twice, as ``__main__`` and as ``mutmut.__main__``.
+MUTMUT = [sys.executable, "-c", "from mutmut.__main__ import cli; cli(prog_name='mutmut')"]
 
 #: Not killed: a survivor, or a mutant in code that no test runs.
 MISSED = ("survived", "no tests")
