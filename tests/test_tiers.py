@@ -47,7 +47,10 @@ def run_pytest(folder: Path, marks: str) -> subprocess.CompletedProcess[str]:
     fc_list.parent.mkdir(exist_ok=True)
     fc_list.write_text("#!/bin/sh\nexit 0\n")
     fc_list.chmod(0o755)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "FAKE_FC_LIST": str(fc_list)}
+    # Not a mutation run's switch: mutated code in a process started outside the repository
+    # cannot find mutmut's configuration, and what is checked here is the conftest, not the tool.
+    env = {k: v for k, v in os.environ.items() if k != "MUTANT_UNDER_TEST"}
+    env.update(PYTHONPATH=str(REPO), FAKE_FC_LIST=str(fc_list))
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marks, "-rE", str(folder)],
         capture_output=True,

@@ -31,7 +31,9 @@ STANDARD_FINDERS = {"BuiltinImporter", "FrozenImporter", "PathFinder"}
 
 
 def report(python: Path | str, site_dir: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # Nor a mutation run's switch: mutated code started outside the repository cannot find
+    # mutmut's configuration, and what is checked here is where each import comes from.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MUTANT_UNDER_TEST")}
     env["PYTHONPATH"] = str(site_dir)  # where hook_target is, for both interpreters
     answer = subprocess.run([python, "-c", REPORT], capture_output=True, text=True, env=env, cwd=site_dir)
     assert answer.returncode == 0, answer.stderr
