@@ -12,6 +12,7 @@ import gc
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -123,6 +124,16 @@ def hide_gpu_tools(cleanups: Callable[[Callable[[], object]], None]) -> None:
     os.environ["PATH"] = os.pathsep.join(folders)
 
 
+def let_ctrl_c_through() -> None:
+    """SIGINT handled as Python does by default when this run started with it ignored: a shell
+    without job control starts a background job (``cmd &`` in a script, a mutation run left in
+    the background) with SIGINT ignored, every process it starts inherits that, and the tests
+    that press Ctrl-C on sm120patch (``interrupting_executable``) would see it ignored, as a
+    user at a terminal never does."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """The fast tier's scratch folders (``tmp_path``, and every temporary folder of the
     processes it starts) in memory where there is a tmpfs: it writes and fsyncs thousands of
@@ -132,8 +143,10 @@ def pytest_configure(config: pytest.Config) -> None:
     (``compile_rewritten_tests``), and in a run with the ``offline`` tests the workers run
     this interpreter without its ``.pth`` code (tests/support/workers_python.py; ``--tx
     N*popen`` runs them as is).  Every run: the host's own nvidia-smi is off ``PATH``
-    (``hide_gpu_tools``)."""
+    (``hide_gpu_tools``), and Ctrl-C reaches the processes the tests start
+    (``let_ctrl_c_through``)."""
     hide_gpu_tools(config.add_cleanup)
+    let_ctrl_c_through()
     starts_workers = bool(config.getoption("numprocesses", None)) and not hasattr(config, "workerinput")
     if starts_workers:
         compile_rewritten_tests(config)

@@ -1,19 +1,20 @@
 """The tiers' rules (tests/conftest.py): a fast test starts no process, and one marked
 ``offline`` is in the slow tier (checked on a small test file of its own, run by pytest in a
 process of its own, which is why that test is itself ``offline``); the host's own nvidia-smi
-is off ``PATH`` for every test."""
+is off ``PATH`` for every test, and Ctrl-C reaches the processes the tests start."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import hide_gpu_tools
+from tests.conftest import hide_gpu_tools, let_ctrl_c_through
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -100,3 +101,22 @@ def test_the_hosts_nvidia_smi_is_off_path_and_everything_beside_it_stays(
     monkeypatch.setenv("PATH", str(other))  # nothing to hide: PATH and the cleanups stay as they were
     hide_gpu_tools(cleanups.append)
     assert os.environ["PATH"] == str(other) and len(cleanups) == 1
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (signal.SIG_IGN, signal.default_int_handler),  # a background job of a script: Ctrl-C let through
+        (signal.SIG_DFL, signal.SIG_DFL),  # what the run was given otherwise is kept
+        (signal.default_int_handler, signal.default_int_handler),
+    ],
+    ids=["ignored", "default", "python"],
+)
+def test_ctrl_c_ignored_by_the_shell_that_started_the_run_is_let_through(before: object, after: object) -> None:
+    kept = signal.getsignal(signal.SIGINT)
+    try:
+        signal.signal(signal.SIGINT, before)
+        let_ctrl_c_through()
+        assert signal.getsignal(signal.SIGINT) is after
+    finally:
+        signal.signal(signal.SIGINT, kept)
