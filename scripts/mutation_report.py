@@ -128,14 +128,14 @@ def run_module(module: str, budget_s: float, open_only: bool, children: int) -> 
         # test that reaches it).
         equivalent = load_triage()
         cache = load_lines()
+        mine = {name: status for name, status in statuses_now().items() if in_module(name, module)}
+        lines = changed_lines([name for name, status in mine.items() if status == "survived"], cache)
+        save_lines(cache)
         targets = [
             name
-            for name, status in statuses_now().items()
-            if in_module(name, module)
-            and status != "killed"
-            and not (status == "survived" and triage_key(name, changed_line(name, cache)) in equivalent)
+            for name, status in mine.items()
+            if status != "killed" and not (status == "survived" and triage_key(name, lines[name]) in equivalent)
         ]
-        save_lines(cache)
     if targets:
         # On timeout, what finished is in mutmut's own records; the rest reads "not checked".
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -210,22 +210,44 @@ def save_lines(cache: dict[str, list]) -> None:
         LINES.write_text(json.dumps(cache))
 
 
-def changed_line(name: str, cache: dict[str, list]) -> str:
-    """The mutant's changed line, as ``mutmut show`` gives it ('' when mutants/ is gone).
-    ``cache``: lines already shown, each with its mutated file's mtime (a second per call
-    otherwise, for every survivor of every module on every run)."""
+#: Each named mutant's first changed line, as ``mutmut show`` gives it, in one process
+#: (``mutmut show`` costs a second a call: a minute for every sixty survivors).
+SHOW = (
+    "import json, sys\n"
+    "from mutmut.mutation.diff_apply import get_diff_for_mutant\n"
+    "lines = {}\n"
+    "for name in json.load(sys.stdin):\n"
+    "    added = [l[1:].strip() for l in get_diff_for_mutant(name).splitlines()\n"
+    "             if l.startswith('+') and not l.startswith('+++')]\n"
+    "    lines[name] = added[0] if added else ''\n"
+    "json.dump(lines, sys.stdout)\n"
+)
+
+
+def _stamp(name: str) -> int | None:
+    """The mtime of the mutated file that holds ``name`` (None when mutants/ is gone)."""
     module = name.split("__mutmut_", 1)[0].rsplit(".", 1)[0]
     base = REPO / "mutants" / Path(*module.split("."))
     source = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
-    stamp = source.stat().st_mtime_ns if source.exists() else None
-    if stamp is not None and name in cache and cache[name][1] == stamp:
-        return str(cache[name][0])
-    shown = subprocess.run([*MUTMUT, "show", name], cwd=REPO, capture_output=True, text=True).stdout
-    added = [line[1:].strip() for line in shown.splitlines() if line.startswith("+") and not line.startswith("+++")]
-    line = added[0] if added else ""
-    if stamp is not None:
-        cache[name] = [line, stamp]
-    return line
+    return source.stat().st_mtime_ns if source.exists() else None
+
+
+def changed_lines(names: list[str], cache: dict[str, list]) -> dict[str, str]:
+    """Each mutant's changed line ('' when mutants/ is gone).  ``cache``: lines already
+    shown, each with its mutated file's mtime, so a run only shows what changed."""
+    stamps = {name: _stamp(name) for name in names}
+    lines = {name: str(cache[name][0]) for name in names if name in cache and cache[name][1] == stamps[name]}
+    wanted = [name for name in names if name not in lines and stamps[name] is not None]
+    if wanted:
+        shown = subprocess.run(
+            [sys.executable, "-c", SHOW], cwd=REPO, input=json.dumps(wanted), capture_output=True, text=True
+        )
+        if shown.returncode != 0:
+            sys.exit("mutmut could not show the mutants:\n" + "\n".join(shown.stderr.splitlines()[-15:]))
+        for name, line in json.loads(shown.stdout).items():
+            lines[name] = line
+            cache[name] = [line, stamps[name]]
+    return {name: lines.get(name, "") for name in names}
 
 
 def load_triage() -> dict[str, str]:
@@ -321,7 +343,7 @@ def render(results: dict[str, dict], output: Path) -> list[str]:
         name for entry in results.values() for name, status in entry["statuses"].items() if status in MISSED
     )
     cache = load_lines()
-    lines = {name: changed_line(name, cache) for name in missed}
+    lines = changed_lines(missed, cache)
     save_lines(cache)
     equivalent = {
         name: triage[triage_key(name, lines[name])] for name in missed if triage_key(name, lines[name]) in triage
