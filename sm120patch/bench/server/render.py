@@ -228,19 +228,16 @@ def plot(result: ServerResult, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     sizes = [r.batch_size for r in result.rows]
+    # The limit's line only where its run measured every size: a bench stopped before that
+    # run (the "on" run failed its check) still draws off and on.
+    limits = [r.limit for r in result.rows if r.limit is not None]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for medians, values, label in (
         ([r.off for r in result.rows], [r.off_ms for r in result.rows], f"fusion off ({result.flags.off_text})"),
         ([r.on for r in result.rows], [r.on_ms for r in result.rows], f"fusion on ({result.flags.on_text})"),
         *(
-            [
-                (
-                    [r.limit or 0.0 for r in result.rows],
-                    [r.limit_ms for r in result.rows],
-                    f"fusion on up to {result.settings.fuse_up_to} tokens",
-                )
-            ]
-            if result.settings.fuse_up_to is not None
+            [(limits, [r.limit_ms for r in result.rows], f"fusion on up to {result.settings.fuse_up_to} tokens")]
+            if result.settings.fuse_up_to is not None and len(limits) == len(result.rows)
             else []
         ),
     ):
