@@ -108,7 +108,6 @@ def test_the_help_lists_them_in_order_each_with_what_it_means_to_this_bench() ->
         "--dtype [bf16|fp16] [default: bf16]",
         "--timeout FLOAT RANGE Seconds a rank may spend in one phase before every rank is stopped (6x for the "
         "first workspace, which may build FlashInfer's module).  [default: 300; x>=1]",
-        "--plot TEXT Also draw latency against tokens to FILE.png or FILE.svg (needs matplotlib: "
-        "sm120patch[plot]).",
+        "--plot TEXT Also draw latency against tokens to FILE.png or FILE.svg (needs matplotlib: sm120patch[plot]).",
         "--help Show this message and exit.",
     ]
