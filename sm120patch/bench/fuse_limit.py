@@ -111,8 +111,7 @@ def _measured(tree: SglangTree, tp: int | None, own: int | None) -> LimitAsk:
         str(facts.get("date", ""))[:10] or None,
         facts.get("release"),
         found.against,
-        bool(found.indicative),
-    )
+    )  # indicative stays False: a result against stand-ins is refused above
 
 
 def _gpus() -> list[str] | None:
@@ -126,8 +125,8 @@ def _gpus() -> list[str] | None:
     seen = gpus.from_nvidia_smi(GPU_TIMEOUT_S)
     if not seen.answered:
         return None
-    order = os.environ.get("CUDA_DEVICE_ORDER")
-    shown = visibility.select(os.environ.get(visibility.VARIABLE), seen.gpus, order).gpus
+    # CUDA_DEVICE_ORDER only changes select's sentence, not the GPUs it picks: not read here.
+    shown = visibility.select(os.environ.get(visibility.VARIABLE), seen.gpus).gpus
     return None if shown is None else [g.name for g in shown]
 
 

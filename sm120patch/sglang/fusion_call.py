@@ -56,9 +56,7 @@ class SglangCall:
         return SglangCall(values, self.source, self.defaulted, [*self.notes, note], self.routes_allreduce)
 
 
-def _literal(node: ast.expr | None) -> tuple[bool, Any]:
-    if node is None:
-        return False, None
+def _literal(node: ast.expr) -> tuple[bool, Any]:
     try:
         return True, ast.literal_eval(node)
     except ValueError:

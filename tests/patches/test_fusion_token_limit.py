@@ -233,3 +233,17 @@ def test_sglangs_own_method_gate_no_longer_fuses_above_the_lowered_limit(version
         return gather(batch, "residual", None, FakeNorm(), context, residual_input_mode="tp-full")[0]
 
     assert [path(n) for n in (1, 512, 513, 2048)] == ["fused", "fused", "unfused", "unfused"]
+
+
+def test_a_pending_limit_names_each_site_the_constant_with_its_value_the_gate_by_its_comparison() -> None:
+    """0.5.4 - 0.5.7 write the limit twice: the constant and the gate method's own literal."""
+    import libcst as cst
+
+    from sm120patch.patcher.plan.registry import provided_for
+
+    (example,) = [e for e in PATCH.examples if e.name.startswith("the constant and the gate method's literal")]
+    finding = PATCH.check(cst.parse_module(example.before), example.context(provided_for(PATCH)))
+    assert finding.detail == (
+        "will set the fusion token limit to 256 (now FUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048; "
+        "CommunicateWithAllReduceAndLayerNormFn._gather_hidden_states_and_residual: hidden_states.shape[0] <= 4096)"
+    )

@@ -267,3 +267,12 @@ def test_sought_names_each_target_once_over_the_releases_of_its_rows() -> None:
     assert sought(rows) == "function f (seen in 0.5.11 - now)"
     renamed = [Anchor("a.py", "g", Releases("0.5.24")), Anchor("a.py", "f", Releases("0.5.9", "0.5.23")), *rows[1:]]
     assert sought(renamed) == "function g (seen in 0.5.24 - now) or function f (seen in 0.5.9 - 0.5.23)"
+
+
+def test_sought_orders_releases_as_versions_not_as_text() -> None:
+    """0.5.23 is after 0.5.9 although "0.5.23" sorts before "0.5.9" as text: the span ends there."""
+    rows = [
+        Anchor("a.py", "f", Releases("0.5.10", "0.5.23")),
+        Anchor("a.py", "f", Releases("0.5.4", "0.5.9")),
+    ]
+    assert sought(rows) == "function f (seen in 0.5.4 - 0.5.23)"

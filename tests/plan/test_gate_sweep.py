@@ -65,6 +65,10 @@ GATE_TESTS = [
     ("major >= 9 and major <= 12", False),  # passes on SM12x; the rest is not about the GPU
     ("x or major == 10", True),  # SM12x only where something else is true
     ("major == 10 or major >= 12", False),
+    ("(10, 0) <= torch.cuda.get_device_capability() <= (12, 0)", False),  # up to and including SM120
+    ("90 <= get_device_sm() <= 120", False),  # the constant at SM scale: SM120 is 120
+    ("20 <= get_device_sm() < 130", False),  # from sm_20 (Fermi) on: 20 is at SM scale too
+    ("TABLE[get_device_capability()]", True),  # the helper imported by name
 ]
 
 
@@ -230,3 +234,60 @@ def test_outside_modules_on_the_path_only_definitions_on_it_are_read() -> None:
     # A string at the left margin inside the function: the part alone does not parse, the file does.
     odd = MODEL.replace("        return batch > 0", '        doc = """\nleft\n"""\n        return batch > 0')
     assert [c for c in found(odd, "srt/models/m.py") if on_path("srt/models/m.py", c[1])] == expected
+
+
+TERMS_ON_COMPUTED_OBJECTS = [
+    ('importlib.import_module("sglang.srt.utils").is_sm100_supported()', True),  # on a module a call returns
+    ('BACKENDS["trtllm"]().is_sm100_supported()', True),  # on an object a factory makes
+    ("get_platform().is_sm100", True),
+    ("HOOKS[0]() and is_sm100_supported()", True),  # a call of a table entry is no SM term
+]
+
+
+@pytest.mark.parametrize(
+    ("expression", "reported"),
+    TERMS_ON_COMPUTED_OBJECTS,
+    ids=[expression for expression, _ in TERMS_ON_COMPUTED_OBJECTS],
+)
+def test_a_helper_called_on_a_computed_object_is_read(expression: str, reported: bool) -> None:
+    assert bool(found(f"def allreduce_fusion_ok():\n    if {expression}:\n        return 1\n")) is reported
+
+
+def test_a_class_attribute_that_defines_the_flag_is_no_check_in_a_file_read_whole() -> None:
+    """A string at the left margin cuts the class's lines short, so the whole file is parsed:
+    what defines the flag in the class body is still not a check, the method's gate is."""
+    source = '''\
+class FlashInferAllReduceFusionRunner:
+    _is_sm100_supported = is_sm100_supported()
+
+    def run(self):
+        doc = """
+left
+"""
+        if not is_sm90_supported():
+            return None
+'''
+    rel = "srt/layers/x.py"
+    checks = [c for c in found(source, rel) if on_path(rel, c[1])]
+    assert checks == [(8, "FlashInferAllReduceFusionRunner.run", "not is_sm90_supported()")]
+
+
+def test_a_warning_python_gives_about_a_file_read_whole_names_that_file() -> None:
+    """An invalid escape in sglang's source (a SyntaxWarning from Python 3.12): the warning
+    printed while the file is read says which file, not ``<unknown>``."""
+    import warnings
+
+    source = '''\
+class FlashInferAllReduceFusionRunner:
+    def run(self):
+        doc = """
+left
+"""
+        pattern = "\\d+"
+        if not is_sm90_supported():
+            return None
+'''
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert [c[:2] for c in found(source, "srt/layers/x.py")] == [(7, "FlashInferAllReduceFusionRunner.run")]
+    assert [(w.filename, w.lineno) for w in caught] == [("srt/layers/x.py", 6)]

@@ -511,6 +511,8 @@ def test_long_runtime_lines_are_not_wrapped(capsys: pytest.CaptureFixture[str]) 
     ]
     assert runtime_lines(capsys, a_check(TorchImport(False, error=LONG)))[1:] == [f"  torch: {LONG}"]
     assert runtime_lines(capsys, a_check(sglang=SglangImport(False, LONG)))[2:] == [f"  import sglang: {LONG}"]
+    probe = Sm120Probe(True, f"get_platform().{LONG}", True)  # the answer stays beside the question
+    assert runtime_lines(capsys, a_check(probe=probe))[2:] == [f"  get_platform().{LONG} = True"]
 
 
 # --- colours -------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from rich.console import Console
 
 from sm120patch.patcher.kit.model import Anchor, Edit, Kind, Releases, State
 from sm120patch.patcher.plan import registry
-from sm120patch.patcher.render.docs import patch_table_markdown, plain, render_docs
+from sm120patch.patcher.render.docs import patch_table_markdown, plain, render_docs, render_known_gates
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -163,4 +164,47 @@ def test_list_docs_fills_each_line_to_the_terminals_last_column(monkeypatch: pyt
         "  where it looks:",
         "    sglang/srt/layers/a.py: function fuse, 0.5.8 - now",
         "",
+    ]
+
+
+def test_list_docs_names_the_fused_path_and_each_known_gate_filling_the_terminal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each row indented 4 and exactly as wide as the terminal: nothing kept free on the right,
+    no blank line between rows; a known gate with every architecture it may name."""
+    from sm120patch.sglang import fusion_path
+
+    known = fusion_path.KnownGate(
+        "an SM100-only backend",
+        "srt/x.py",
+        "pick",
+        frozenset({"sm90", "sm100"}),
+        ("mnnvl",),
+        "mnnvl needs NVLink",
+        "0.5.19 - now",
+    )
+    gate_row = "an SM100-only backend: sglang/srt/x.py: pick (sm100, sm90), 0.5.19 - now — mnnvl needs NVLink"
+    path_row = "allreduce: the function names the allreduce fusion: its gate, the fused call and its backends"
+    assert len(path_row) == len(gate_row)  # one terminal width fits both exactly
+    monkeypatch.setattr(fusion_path, "ON_PATH", (fusion_path.OnPath(re.compile("allreduce"), path_row[11:]),))
+    monkeypatch.setattr(fusion_path, "KNOWN_GATES", (known,))
+    out = io.StringIO()
+    render_known_gates(Console(file=out, width=len(gate_row) + 4, no_color=True, highlight=False))
+    assert out.getvalue().split("\n") == [
+        "",
+        "the sweep of SM checks: on the fused path are",
+        f"    {path_row}",
+        "  known and deliberate, never reported:",
+        f"    {gate_row}",
+        "",
+    ]
+
+
+def test_list_docs_in_colour_the_fused_path_headings_in_bold(colour: None) -> None:
+    out = io.StringIO()
+    render_known_gates(Console(file=out, width=100, highlight=False))
+    bold, reset = "\x1b[1m", "\x1b[0m"
+    assert [line for line in out.getvalue().split("\n") if bold in line] == [
+        f"{bold}the sweep of SM checks: on the fused path are{reset}",
+        f"{bold}  known and deliberate, never reported:{reset}",
     ]

@@ -214,7 +214,8 @@ def refusal(probe: dict[str, Any], tp: int | None, python: str) -> str | None:
 
 
 def _names(gpus: list[dict[str, Any]]) -> str:
-    return " (" + "; ".join(f"GPU {g['index']}: {g['name']}" for g in gpus) + ")" if gpus else ""
+    """`` (GPU 0: NAME; ...)`` for a refusal; ``refusal`` calls it only once torch sees a GPU."""
+    return " (" + "; ".join(f"GPU {g['index']}: {g['name']}" for g in gpus) + ")"
 
 
 def free_port() -> int:

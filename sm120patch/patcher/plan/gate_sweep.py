@@ -423,8 +423,7 @@ def _on_sm12x(node: ast.AST, aliases: Mapping[str, str] | None = None, in_range:
 
 
 class _Reader:
-    def __init__(self, rel: str, data: bytes, aliases: Mapping[str, str]) -> None:
-        self.rel = rel
+    def __init__(self, data: bytes, aliases: Mapping[str, str]) -> None:
         self.data = data
         self.aliases = aliases
         self.words = (*_SM_WORDS, *aliases)
@@ -565,7 +564,7 @@ def checks_in(rel: str, data: bytes) -> list[_Check] | str:
             module = ast.parse(source, filename=rel)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return _whole(rel, data)
-        reader = _Reader(rel, source, aliases)
+        reader = _Reader(source, aliases)
         reader.visit(module.body, outer, within_function)
         checks += [replace(c, line=c.line + first - 1, end_line=c.end_line + first - 1) for c in reader.checks]
     return checks
@@ -581,7 +580,7 @@ def _whole(rel: str, data: bytes) -> list[_Check] | str:
         return f"sglang/{rel} is nested too deeply to parse: not swept for SM checks"
     except ValueError as exc:  # null bytes
         return f"sglang/{rel} cannot be read as Python source ({exc}): not swept for SM checks"
-    reader = _Reader(rel, data, _aliases(data))
+    reader = _Reader(data, _aliases(data))
     reader.visit(module.body, "", False)
     return reader.checks
 

@@ -144,9 +144,6 @@ class StateDir:
     def staged_path(self, rel: str) -> Path:
         return self.root / "staged" / rel
 
-    def exists(self) -> bool:
-        return self.manifest_path.exists() or self.journal_path.exists()
-
     # -- manifest ------------------------------------------------------------
     def load(self) -> Manifest | None:
         data = self._read_json(self.manifest_path, "manifest")
