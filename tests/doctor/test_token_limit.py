@@ -28,31 +28,44 @@ def package(tmp_path: Path) -> Path:
 
 
 def said(package: Path, gpus: tuple[Gpu, ...] = H200S, tp: int | None = 2) -> tuple[Severity, str, str]:
+    """The one finding's severity, summary and detail, as doctor's JSON gives them; every
+    answer names the command that checks it again on this tree as its source."""
     tree = from_directory(package)
     (finding,) = token_limit(tree, patch_states(tree), gpus, tp)
-    assert finding.id == "token-limit"
-    return finding.severity, finding.summary, finding.detail
+    shown = finding.to_json()
+    assert (shown["id"], shown["source"]) == ("token-limit", f"sm120patch verify ({package})")
+    return finding.severity, shown["summary"], shown["detail"]
+
+
+MEASURE_HERE = "`sm120patch bench`, then `sm120patch apply --fuse-up-to measured`"
 
 
 def test_sglangs_own_limit_is_told_with_how_to_measure_it(package: Path) -> None:
     severity, summary, detail = said(package)
     assert (severity, summary) == (Severity.INFO, "fusion token limit: sglang's own, 2048 tokens (not measured here)")
-    assert "`sm120patch apply --fuse-up-to measured`" in detail
+    assert detail == (
+        f"fusion pays at decode sizes and may lose at prefill sizes: {MEASURE_HERE} keeps it only where it wins "
+        "on this host"
+    )
 
 
 def test_a_given_limit_is_ok_and_named(package: Path) -> None:
     assert jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "300")[0] == 0
-    assert said(package)[:2] == (Severity.OK, "fusion token limit: limit 300, given as --fuse-up-to 300")
+    # an OK finding has no advice: its detail is empty (a string, as doctor's JSON promises), not a line
+    assert said(package) == (Severity.OK, "fusion token limit: limit 300, given as --fuse-up-to 300", "")
 
 
 def test_a_measured_limit_matches_this_host_or_says_what_changed(package: Path) -> None:
     save_recorded(package)
     assert jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "measured", "--tp", "2")[0] == 0
-    severity, summary, _ = said(package)
+    severity, summary, detail = said(package)
     assert severity is Severity.OK and summary.endswith("; the measurement matches this host")
     assert f"limit 512, measured by bench on {socket.gethostname()} at TP 2 on " in summary
-    assert said(package, tp=4)[0] is Severity.WARNING
-    assert "; the bench result was measured at TP 2, not TP 4" in said(package, tp=4)[1]
+    assert detail == ""
+    severity, summary, detail = said(package, tp=4)
+    assert severity is Severity.WARNING
+    assert "; the bench result was measured at TP 2, not TP 4" in summary
+    assert detail == f"measure again here: {MEASURE_HERE}"
     blackwell = (Gpu(0, "NVIDIA RTX PRO 6000 Blackwell", (12, 0)),) * 2
     assert "not on this host's GPUs" in said(package, gpus=blackwell)[1]
     severity, summary, _ = said(package, gpus=(), tp=None)  # nvidia-smi silent, no --tp: said, not hidden
@@ -109,3 +122,16 @@ def test_a_version_string_that_moved_keeps_the_recorded_limit(package: Path) -> 
     assert code == 0 and "fusion token limit in force: limit 512, given as --fuse-up-to 512" in out["messages"]
     assert jrun("apply", "--sglang-path", str(package))[0] == 0
     assert json.loads(state.manifest_path.read_text())["token_limit"]["limit"] == 512
+
+
+def test_no_limit_is_named_where_sglangs_own_cannot_be_read(package: Path) -> None:
+    """The file holds 512, no ask is recorded and the backup that holds sglang's own value is
+    gone: doctor cannot tell the two apart, so it names neither (never "sglang's own: None")."""
+    assert jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "512")[0] == 0
+    state = StateDir(package)
+    manifest = json.loads(state.manifest_path.read_text())
+    del manifest["token_limit"]
+    state.manifest_path.write_text(json.dumps(manifest))
+    (state.root / manifest["files"][COMM]["backup"]).unlink()
+    tree = from_directory(package)
+    assert token_limit(tree, patch_states(tree), H200S, 2) == []

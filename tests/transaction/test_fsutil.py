@@ -137,6 +137,26 @@ def test_atomic_symlink_stopped_before_the_rename_leaves_the_file_and_no_temp(
     assert temps_in(tmp_path) == []
 
 
+def test_atomic_symlink_interrupted_just_after_the_rename_passes_the_interrupt_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C lands once the link is in place (the temp name is gone): the caller sees the
+    KeyboardInterrupt itself, and the link stays."""
+    target = tmp_path / "communicator.py"
+    target.write_bytes(b"patched\n")
+
+    def interrupt_after_rename(op: Op) -> None:
+        """Fake Ctrl-C, delivered as fsutil reports the rename done."""
+        if op.kind == "rename":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(fsutil, "OP_HOOK", interrupt_after_rename)
+    with pytest.raises(KeyboardInterrupt):
+        fsutil.atomic_symlink(target, "elsewhere.py")
+    assert target.is_symlink() and os.readlink(target) == "elsewhere.py"
+    assert temps_in(tmp_path) == []
+
+
 @pytest.mark.parametrize("at", ["write", "fsync", "rename"])
 @pytest.mark.parametrize("error", [OSError(28, "No space left on device"), KeyboardInterrupt()])
 def test_a_failure_at_any_step_leaves_the_original_and_no_temp_file(
