@@ -316,6 +316,32 @@ def test_on_a_colour_terminal_only_the_verdict_words_are_coloured(
         assert plain in err, plain
 
 
+def test_on_a_colour_terminal_the_verdict_words_have_their_colours(
+    tmp_path: Path, scratch_tmp: Path, colour: None
+) -> None:
+    """Green for what passed, yellow for what to read, the demo's name in bold (escape codes
+    of an 8-colour xterm: 1 bold, 32 green, 33 yellow)."""
+    code, _, err = run("demo", "--wheel", str(mini_wheel(tmp_path)))
+    assert code == 0, err
+    assert err.startswith("\x1b[1msm120patch demo\x1b[0m: sglang-0.5.11-py3-none-any.whl unpacked into ")
+    assert "\n\x1b[32mok\x1b[0m sm120patch verify: all patches applied\n" in err
+    assert "\n\x1b[1;33mwarning: \x1b[0m\x1b[33mFlashInfer is not installed here; " in err
+    assert "\n\x1b[1;32mdemo ok\x1b[0m: sglang 0.5.11 patched, verified, re-applied as a no-op" in err
+
+
+def test_on_a_colour_terminal_what_failed_is_bold_red(tmp_path: Path, scratch_tmp: Path, colour: None) -> None:
+    """A release sm120patch refuses (no SM12x probe): each failed step and the verdict in
+    bold red (escape code 1;31), the step that passed (revert) in green."""
+    site = write_mini_sglang(tmp_path / "site").parent
+    utils = site / "sglang" / "srt/utils/common.py"
+    utils.write_text(utils.read_text().replace("def is_sm120_supported", "def _gone"))
+    code, _, err = run("demo", "--wheel", str(wheel_of(site, tmp_path / "sglang-0.5.11-py3-none-any.whl")))
+    assert code == 1, err
+    assert "\n\x1b[1;31mFAILED\x1b[0m sm120patch verify: sglang 0.5.11 has no SM12x probe" in err
+    assert "\n\x1b[32mok\x1b[0m sm120patch revert: nothing to revert" in err
+    assert err.endswith("\n\x1b[1;31mdemo failed\x1b[0m: failed: apply, verify, apply again (must change nothing)\n")
+
+
 def test_on_a_colour_terminal_the_files_that_differ_are_plain(tmp_path: Path, scratch_tmp: Path, colour: None) -> None:
     site = write_mini_sglang(tmp_path / "site").parent
     for rel in (COMM, SERVER_ARGS):

@@ -377,3 +377,17 @@ def test_a_plain_apply_after_a_reinstall_says_it_writes_the_recorded_limit_again
     ) in out["messages"]
     code, out = jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "256")  # asked: nothing to say
     assert code == 0 and not any("written again" in m for m in out["messages"])
+
+
+def test_a_refused_apply_shows_the_limit_it_would_have_written(package: Path) -> None:
+    """--strict refuses (FlashInfer is missing: a warning), nothing is written, and the report
+    says what the limit patch would have done with the limit asked, not sglang's own."""
+    before = hashes(package)
+    code, out = jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "512", "--strict")
+    assert code == 1 and out["headline"].startswith("--strict: nothing was written: ")
+    report = {r["id"]: r for r in out["patches"]}["fusion-token-limit"]
+    assert (report["state"], report["detail"]) == (
+        "pending",
+        "will set the fusion token limit to 512 (now FUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048)",
+    )
+    assert hashes(package) == before

@@ -405,6 +405,10 @@ def test_files_the_new_record_does_not_list_are_named_as_unknown(mini: Path) -> 
         f"cannot tell whether {COMM}, {SERVER_ARGS} are as released (not in sglang 0.5.12's RECORD)"
     )
     assert outcome.notes[1].startswith("the state of sglang 0.5.11 is kept in ")
+    assert outcome.headline == (
+        "nothing of sglang 0.5.12 to revert: the saved state is from sglang 0.5.11, and no sm120patch patch is in "
+        "the files it names"
+    )
 
 
 def test_without_a_usable_record_the_unknown_files_say_why(mini: Path) -> None:
@@ -796,3 +800,143 @@ def test_a_kept_aside_state_not_named_by_the_interrupted_restore_stays(
         f"kept {mini / '.sm120patch'}: it holds {other.name}; nothing else of sm120patch is left",
     ]
     assert other.is_dir() and not aside.exists()
+
+
+# -- a checkout, whose state may have been set aside by an earlier sm120patch ----------------
+
+
+def checkout(tmp_path: Path) -> Path:
+    """The miniature release as a git checkout's ``python/sglang``: no install metadata (so no
+    RECORD), version 0.5.11 from the ``_version.py`` setuptools-scm writes."""
+    package = write_mini_sglang(tmp_path / "repo" / "python")
+    without_install_metadata(package)
+    (package / "_version.py").write_text("__version__ = version = '0.5.11'\n")
+    (tmp_path / "repo" / ".git").mkdir()
+    return package
+
+
+def another_release_in_place(package: Path, aside: Path, version: str | None) -> None:
+    """A saved state of sglang ``version`` in place beside ``aside``: the kept state's files,
+    labelled ``version``, none of them holding what that apply wrote (they hold this one's)."""
+    root = package / ".sm120patch"
+    shutil.copytree(aside / "backups", root / "backups")
+    manifest = json.loads((aside / "manifest.json").read_text())
+    manifest["sglang_version"] = version
+    for record in manifest["files"].values():
+        record["sha256_after"] = "0" * 64
+    (root / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("version", ["0.5.10", None], ids=["versioned", "no-version"])
+def test_a_kept_state_in_place_is_restored_past_the_saved_state_of_another_release_which_is_set_aside(
+    tmp_path: Path, version: str | None
+) -> None:
+    """The files hold what the kept state's apply wrote, and the saved state is another
+    release's: revert restores from the kept one, setting the other aside on the way (named,
+    and what is left of sm120patch); a dry run moves nothing."""
+    from sm120patch.patcher.transaction.state import StateDir
+
+    package = checkout(tmp_path)
+    applied(package)
+    aside = StateDir(package).set_aside("0.5.11")
+    another_release_in_place(package, aside, version)
+    root = package / ".sm120patch"
+    unknown = (
+        f"cannot tell whether {', '.join(TARGETS)} are as released (no install metadata (not installed from a wheel))"
+    )
+    before = contents(package), state_files(package)
+    dry = revert(from_directory(package), dry_run=True)
+    assert (dry.exit_code, dry.headline) == (
+        ExitCode.OK,
+        f"dry run: would restore 3 file(s) from the state kept aside in {aside}; nothing written",
+    )
+    assert dry.notes == [unknown]
+    assert (contents(package), state_files(package)) == before
+    outcome = revert(from_directory(package))
+    assert (outcome.exit_code, outcome.headline) == (
+        ExitCode.OK,
+        f"restored 3 file(s) byte for byte from the state of sglang 0.5.11 kept aside in {aside}; state removed",
+    )
+    [moved] = (d for d in root.iterdir() if d.is_dir())
+    assert moved.name.startswith(f"stale-{version or 'unknown'}-")
+    assert outcome.notes == [
+        unknown,
+        f"the state of sglang {version or '(unknown version)'} is kept in {moved}",
+        f"kept {root}: it holds {moved.name}; nothing else of sm120patch is left",
+    ]
+    assert json.loads((moved / "manifest.json").read_text())["sglang_version"] == version
+    assert contents(package) == ORIGINAL and not aside.exists()
+
+
+def test_past_another_releases_state_a_kept_state_with_an_edited_file_needs_force(tmp_path: Path) -> None:
+    """As for the saved state: refused naming the kept state (the report shows that state),
+    nothing moved; --force keeps the edited file aside and restores from the kept state."""
+    from sm120patch.patcher.transaction.state import StateDir
+
+    package = checkout(tmp_path)
+    applied(package)
+    aside = StateDir(package).set_aside("0.5.11")
+    another_release_in_place(package, aside, "0.5.10")
+    edited = edit(package, COMM, "# hand edit\n")
+    before = contents(package), state_files(package)
+    outcome = revert(from_directory(package))
+    assert (outcome.exit_code, outcome.headline) == (
+        ExitCode.NOT_AS_ASKED,
+        f"refusing to revert (the state kept aside in {aside}): changed since apply (hash differs from the patched "
+        f"one): {COMM}. Nothing was written. --force restores the originals anyway (the changed files are kept "
+        "aside).",
+    )
+    assert outcome.state == saved_state(package)
+    assert (contents(package), state_files(package)) == before
+    forced = revert(from_directory(package), force=True)
+    assert forced.headline.startswith("restored 3 file(s) byte for byte from the state of sglang 0.5.11 kept aside")
+    [overwritten] = (package / ".sm120patch").glob("stale-overwritten*")
+    assert (overwritten / COMM).read_bytes() == edited
+    assert contents(package) == ORIGINAL
+
+
+def test_patched_files_no_kept_state_backed_up_have_no_backup_left_and_git_puts_them_back(tmp_path: Path) -> None:
+    """The kept state holds a backup of another file only (one back to its original): the two
+    files still patched have no backup anywhere, and in a git checkout git restores them."""
+    from sm120patch.patcher.transaction.state import StateDir
+
+    package = checkout(tmp_path)
+    applied(package)
+    aside = StateDir(package).set_aside("0.5.11")
+    manifest = json.loads((aside / "manifest.json").read_text())
+    manifest["files"] = {FUSION: manifest["files"][FUSION]}
+    (aside / "manifest.json").write_text(json.dumps(manifest))
+    (package / FUSION).write_bytes(ORIGINAL[FUSION])
+    before = contents(package)
+    outcome = revert(from_directory(package), force=True)
+    assert (outcome.exit_code, outcome.headline) == (
+        ExitCode.NOT_AS_ASKED,
+        f"no saved state in {package / '.sm120patch'}, but {COMM}, {SERVER_ARGS} hold sm120patch's patches and no "
+        f"backup of them is left; no sglang file was changed. Restore them with `git -C {package} checkout -- "
+        f"{COMM} {SERVER_ARGS}`",
+    )
+    assert contents(package) == before
+
+
+@pytest.mark.parametrize("filename", [True, False], ids=["names-the-file", "names-nothing"])
+def test_a_kept_state_restored_from_that_cannot_be_removed_says_the_files_are_back_and_what_to_remove(
+    mini: Path, monkeypatch: pytest.MonkeyPatch, filename: bool
+) -> None:
+    from sm120patch.patcher.transaction.state import StateDir
+
+    applied(mini)
+    aside = StateDir(mini).set_aside("0.5.11")
+    busy = aside / "backups"
+
+    def refused(directory: Path) -> None:
+        """Stands in for a kept folder the user may not delete (EACCES), naming a file or not."""
+        raise OSError(errno.EACCES, os.strerror(errno.EACCES), *([str(busy)] if filename else []))
+
+    monkeypatch.setattr("sm120patch.patcher.commands.revert.remove_tree", refused)
+    with pytest.raises(EnvironmentProblem) as raised:
+        revert(from_directory(mini))
+    assert str(raised.value) == (
+        f"the files are restored, but {busy if filename else aside} could not be removed (Permission denied); "
+        f"remove {aside} by hand"
+    )
+    assert contents(mini) == ORIGINAL

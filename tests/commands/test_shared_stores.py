@@ -361,3 +361,19 @@ def test_verify_says_what_apply_would_do_with_links_only_when_there_is_something
     done = verify_tree(a)
     assert not any("apply replaces the links" in n for n in done.notes)
     assert f"{', '.join('sglang/' + r for r in TARGETS)} are links into {store / 'sglang'}" in done.notes
+
+
+def test_links_into_a_store_kept_by_content_hash_name_the_store_folder(tmp_path: Path) -> None:
+    """A store that keeps each file under its hash (not under the package's own paths): the
+    note names the folder the links lead into, not a folder the package's layout would put
+    above them."""
+    package = write_mini_sglang(tmp_path / "site")
+    objects = tmp_path / "store" / "objects"
+    objects.mkdir(parents=True)
+    for rel in TARGETS:
+        stored = objects / fsutil.sha256((package / rel).read_bytes())
+        (package / rel).rename(stored)
+        (package / rel).symlink_to(stored)
+    names = ", ".join(f"sglang/{rel}" for rel in TARGETS)
+    [note] = [n for n in verify_tree(package).notes if n.startswith(f"{names} are links into ")]
+    assert note.startswith(f"{names} are links into {objects} (an installer's cache")

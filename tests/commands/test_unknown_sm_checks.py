@@ -238,6 +238,12 @@ def test_doctor_has_a_warning_per_gate(gated: Path) -> None:
         ("sm-check", "warning", COMM_WARNING),
         ("sm-check", "warning", NEW_WARNING),
     ]
+    # Each says what the gate may do and where doctor found it (doctor prints both under it).
+    for finding in findings:
+        assert finding.to_json()["detail"] == (
+            "a gate sglang added or moved since the patches were written; the fused path may stay shut on SM12x"
+        )
+        assert finding.to_json()["source"] == f"sm120patch's sweep of {tree.package_dir}"
 
 
 def test_doctor_reports_them_after_the_patches_and_they_do_not_make_it_fail(gated: Path) -> None:

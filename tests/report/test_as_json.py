@@ -10,7 +10,7 @@ import pytest
 
 from sm120patch import __version__
 from sm120patch.doctor.findings import DoctorReport, HostFinding, Severity
-from sm120patch.doctor.render import doctor_json
+from sm120patch.doctor.render import DoctorResult, doctor_json
 from sm120patch.errors import ExitCode
 from sm120patch.output.console import error_json, print_json
 from sm120patch.patcher.kit.model import State
@@ -267,3 +267,12 @@ def test_print_json_writes_one_indented_document_and_a_newline(capsys: pytest.Ca
     out = capsys.readouterr().out
     assert out == '{\n  "a": [\n    1\n  ],\n  "b": "\\u001b"\n}\n'
     assert json.loads(out) == {"a": [1], "b": "\x1b"}
+
+
+def test_doctor_with_a_problem_is_an_error_object_whose_ok_follows_its_exit_code() -> None:
+    """Why no sglang was found makes doctor exit 2; the document says so as every error
+    object does (``ok`` false, ``error`` why), beside the findings, whatever they judged."""
+    report = DoctorReport([HostFinding("gpus", Severity.OK, "fine")])
+    data = DoctorResult(None, report, problem="no sglang found in /usr/bin/python3").to_json()
+    assert (data["ok"], data["exit_code"], data["error"]) == (False, 2, "no sglang found in /usr/bin/python3")
+    assert data["findings"] == [report.findings[0].to_json()]
