@@ -8,22 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.commands.test_verify_and_apply_verdicts import applied, edit_manifest
 from tests.support.cli import jrun
 
 MOVED = "the saved state was written when this sglang read as"
-
-
-def applied(mini: Path) -> Path:
-    """apply on the miniature release; its saved state's manifest."""
-    code, data = jrun("apply", "--sglang-path", str(mini))
-    assert code == 0, data
-    return mini / ".sm120patch" / "manifest.json"
-
-
-def edit_manifest(manifest: Path, **fields: object) -> None:
-    data = json.loads(manifest.read_text())
-    data.update(fields)
-    manifest.write_text(json.dumps(data))
 
 
 def test_a_state_saved_under_another_version_names_it_and_records_this_tree(mini: Path) -> None:

@@ -12,18 +12,8 @@ from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.plan import gate_sweep
 from sm120patch.patcher.states import tree_states
 from sm120patch.sglang.tree import from_directory
+from tests.commands.test_unknown_sm_checks import NEW_MODULE, NEW_SOURCE
 from tests.support.cli import jrun
-
-#: A module no patch reads, named as sglang 0.5.21+ names its fusions, with a gate of its own.
-NEW_MODULE = "srt/layers/layer_boundary/fusions/allreduce.py"
-NEW_SOURCE = (
-    "from sglang.srt.utils import is_sm90_supported, is_sm100_supported\n\n\n"
-    "class FusedAllReduce:\n"
-    "    def forward(self, x):\n"
-    "        if not (is_sm90_supported() or is_sm100_supported()):\n"
-    "            return None\n"
-    "        return x\n"
-)
 
 
 def test_doctor_reports_the_recorded_gates_of_a_trusted_tree_without_sweeping_it(

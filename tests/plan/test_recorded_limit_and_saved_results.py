@@ -26,21 +26,9 @@ from sm120patch.patcher.plan.token_limit import (
 )
 from sm120patch.patcher.plan.types import PatchReport
 from sm120patch.sglang.tree import SglangTree, from_directory
+from tests.commands.test_fuse_up_to import LIMITED
 from tests.support.cli import jrun
 from tests.support.mini_sglang import COMM, FILES, write_mini_sglang
-
-#: The miniature release's gate module with sglang's limit (as 0.5.8 - 0.5.20 write it).
-LIMITED = (
-    FILES[COMM]
-    .replace(
-        "def apply_flashinfer_allreduce_fusion(batch_size: int):\n",
-        "FUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048\n\n\ndef apply_flashinfer_allreduce_fusion(batch_size: int):\n",
-    )
-    .replace(
-        "        and batch_size > 0\n",
-        "        and batch_size > 0\n        and batch_size <= FUSE_ALLREDUCE_MAX_BATCH_SIZE\n",
-    )
-)
 
 MEASURED_ASK = LimitAsk(
     512,
