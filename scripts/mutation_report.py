@@ -6,6 +6,7 @@
     python3 scripts/mutation_report.py sm120patch.patcher.plan.trust  # some modules (dotted names)
     python3 scripts/mutation_report.py --open                 # only what is not killed yet
     python3 scripts/mutation_report.py --together --children 16  # one mutmut run over every module
+    python3 scripts/mutation_report.py --together --open      # after it: what is still not answered
     python3 scripts/mutation_report.py --render               # only rewrite the report
 
 mutmut (configured in pyproject.toml, ``[tool.mutmut]``) copies the tree into ``mutants/``,
@@ -114,62 +115,65 @@ def generate() -> None:
         sys.exit("mutmut could not make the mutants:\n" + "\n".join((made.stdout + made.stderr).splitlines()[-15:]))
 
 
-def run_module(module: str, budget_s: float, open_only: bool, children: int) -> tuple[dict[str, str], int]:
-    """Each mutant of ``module`` and its status (killed, survived, timeout, ...), and how many
-    of them this run checked (all of them, or with ``open_only`` those not killed before)."""
-    clear_leftovers()
-    targets = [f"{module}.x_*", f"{module}.xǁ*"]
-    if open_only:
-        # A mutant killed once stays killed while the tests only grow; mutmut makes new
-        # mutants (status "not checked") for each function whose code changed -- but only
-        # when it runs, so they are made first: else a changed function reads as done.
-        generate()
-        # A survivor triage.toml names as equivalent stays one: not run again (each costs every
-        # test that reaches it).
-        equivalent = load_triage()
-        cache = load_lines()
-        mine = {name: status for name, status in statuses_now().items() if in_module(name, module)}
-        lines = changed_lines([name for name, status in mine.items() if status == "survived"], cache)
-        save_lines(cache)
-        targets = [
-            name
-            for name, status in mine.items()
-            if status != "killed" and not (status == "survived" and triage_key(name, lines[name]) in equivalent)
-        ]
-    if targets:
-        # On timeout, what finished is in mutmut's own records; the rest reads "not checked".
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            ran = subprocess.run(
-                [*MUTMUT, "run", "--max-children", str(children), *targets],
-                cwd=REPO,
-                timeout=budget_s,
-                capture_output=True,
-                text=True,
-            )
-            if ran.returncode != 0:  # e.g. "failed to collect stats": a test fails in mutants/
-                tail = (ran.stdout + ran.stderr).replace("\r", "\n").strip().splitlines()[-15:]
-                sys.exit(f"{module}: mutmut run ended with {ran.returncode}:\n" + "\n".join(tail))
-    statuses = {name: status for name, status in statuses_now().items() if in_module(name, module)}
-    return statuses, len(targets) if open_only else len(statuses)
+def open_targets() -> list[str]:
+    """Every mutant not killed yet nor named equivalent in triage.toml.  A mutant killed once
+    stays killed while the tests only grow; mutmut makes new mutants (status "not checked")
+    for each function whose code changed -- but only when it runs, so they are made first:
+    else a changed function reads as done.  A survivor triage.toml names as equivalent stays
+    one: not run again (each costs every test that reaches it)."""
+    generate()
+    equivalent = load_triage()
+    cache = load_lines()
+    statuses = statuses_now()
+    lines = changed_lines([name for name, status in statuses.items() if status == "survived"], cache)
+    save_lines(cache)
+    return [
+        name
+        for name, status in statuses.items()
+        if status != "killed" and not (status == "survived" and triage_key(name, lines[name]) in equivalent)
+    ]
 
 
-def run_together(budget_s: float, children: int) -> float:
-    """One mutmut run over every mutant of the package (its tests' stats and the clean run
-    once, not once per module): seconds it took.  Run again after a timeout, it goes on
-    where it stopped (mutmut keeps each mutant's status)."""
+def run_mutmut(targets: list[str], budget_s: float, children: int, what: str) -> None:
+    """``mutmut run`` over ``targets`` (every mutant not checked yet when empty) for at most
+    ``budget_s``: on timeout, what finished is in mutmut's own records, the rest reads "not
+    checked", and the next run goes on from there."""
     clear_leftovers()
-    start = time.monotonic()
     with contextlib.suppress(subprocess.TimeoutExpired):
         ran = subprocess.run(
-            [*MUTMUT, "run", "--max-children", str(children)],
+            [*MUTMUT, "run", "--max-children", str(children), *targets],
             cwd=REPO,
             timeout=budget_s,
             capture_output=True,
             text=True,
         )
-        if ran.returncode != 0:
+        if ran.returncode != 0:  # e.g. "failed to collect stats": a test fails in mutants/
             tail = (ran.stdout + ran.stderr).replace("\r", "\n").strip().splitlines()[-15:]
-            sys.exit(f"mutmut run ended with {ran.returncode}:\n" + "\n".join(tail))
+            sys.exit(f"{what}: mutmut run ended with {ran.returncode}:\n" + "\n".join(tail))
+
+
+def run_module(module: str, budget_s: float, open_only: bool, children: int) -> tuple[dict[str, str], int]:
+    """Each mutant of ``module`` and its status (killed, survived, timeout, ...), and how many
+    of them this run checked (all of them, or with ``open_only`` those not answered before)."""
+    targets = [f"{module}.x_*", f"{module}.xǁ*"]
+    if open_only:
+        targets = [name for name in open_targets() if in_module(name, module)]
+    if targets:
+        run_mutmut(targets, budget_s, children, module)
+    statuses = {name: status for name, status in statuses_now().items() if in_module(name, module)}
+    return statuses, len(targets) if open_only else len(statuses)
+
+
+def run_together(budget_s: float, children: int, open_only: bool) -> float:
+    """One mutmut run over every mutant of the package (its tests' stats and the clean run
+    once, not once per module): seconds it took.  Run again after a timeout, it goes on
+    where it stopped (mutmut keeps each mutant's status).  With ``open_only``, the mutants
+    not answered yet, named (mutmut matches each of its mutants against every name given:
+    for after a whole run, when a few hundred are left)."""
+    start = time.monotonic()
+    targets = open_targets() if open_only else []
+    if targets or not open_only:
+        run_mutmut(targets, budget_s, children, "every module")
     return time.monotonic() - start
 
 
@@ -397,7 +401,7 @@ def main() -> int:
     args = parser.parse_args()
     results: dict[str, dict] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     if args.together:
-        seconds = run_together(args.budget, args.children)
+        seconds = run_together(args.budget, args.children, args.open)
         results = record_together(results, seconds, args.children)
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
