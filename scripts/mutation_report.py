@@ -115,7 +115,7 @@ def generate() -> None:
         sys.exit("mutmut could not make the mutants:\n" + "\n".join((made.stdout + made.stderr).splitlines()[-15:]))
 
 
-def open_targets() -> list[str]:
+def open_targets() -> dict[str, str]:
     """Every mutant not killed yet nor named equivalent in triage.toml.  A mutant killed once
     stays killed while the tests only grow; mutmut makes new mutants (status "not checked")
     for each function whose code changed -- but only when it runs, so they are made first:
@@ -127,11 +127,11 @@ def open_targets() -> list[str]:
     statuses = statuses_now()
     lines = changed_lines([name for name, status in statuses.items() if status == "survived"], cache)
     save_lines(cache)
-    return [
-        name
+    return {
+        name: status
         for name, status in statuses.items()
         if status != "killed" and not (status == "survived" and triage_key(name, lines[name]) in equivalent)
-    ]
+    }
 
 
 def run_mutmut(targets: list[str], budget_s: float, children: int, what: str) -> None:
@@ -168,10 +168,12 @@ def run_together(budget_s: float, children: int, open_only: bool) -> float:
     """One mutmut run over every mutant of the package (its tests' stats and the clean run
     once, not once per module): seconds it took.  Run again after a timeout, it goes on
     where it stopped (mutmut keeps each mutant's status).  With ``open_only``, the mutants
-    not answered yet, named (mutmut matches each of its mutants against every name given:
-    for after a whole run, when a few hundred are left)."""
+    checked and not answered yet (survivors, timeouts), named: for after a whole run, when
+    tests were added for them."""
     start = time.monotonic()
-    targets = open_targets() if open_only else []
+    # the mutants never checked (and those of changed functions) are left to a run without
+    # names: named, thousands of them would cost mutmut more to match than to run
+    targets = [name for name, status in open_targets().items() if status != "not checked"] if open_only else []
     if targets or not open_only:
         run_mutmut(targets, budget_s, children, "every module")
     return time.monotonic() - start
