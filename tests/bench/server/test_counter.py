@@ -160,3 +160,18 @@ def test_a_process_is_a_fused_rank_by_the_sum_of_its_fused_calls(tmp_path: Path)
     assert (counts.processes, counts.ranks_fused) == (4, 3)
     assert counts.fused.as_json() == {"eager": 3, "capture": 1, "fell_back": 0}
     assert counts.describe() == "fused kernel called 4x in 3 processes (3 eager, 1 in graph capture)"
+
+
+def test_read_keeps_only_the_whole_number_limits_the_hook_set(tmp_path: Path) -> None:
+    """The limits a run's processes set (``token_limit``, one entry per gate module); an entry
+    that is not the hook's shape is passed over rather than read as a limit or a crash."""
+    write(tmp_path, "1.json", {"token_limit": [{"module": "gate", "was": 2048, "now": 256}]})
+    write(
+        tmp_path,
+        "2.json",
+        {"token_limit": [512, ["now", 128], {"now": None}, {"now": "64"}, {"now": 32.0}, {"now": True}, {}]},
+    )
+    write(tmp_path, "3.json", {"token_limit": None})
+    counts = read(tmp_path)
+    assert (counts.processes, counts.token_limits) == (3, {256})
+    assert counts.as_json()["token_limits"] == [256]

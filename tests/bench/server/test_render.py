@@ -162,6 +162,37 @@ def test_the_json_of_a_result_with_problems_a_user_model_and_kept_logs(tmp_path:
     assert data["verdict"] == {"kind": "none", "advice": "no verdict: the on run never fused"}
 
 
+def test_the_json_of_three_settings_names_each_setting_per_batch_size() -> None:
+    """With --fuse-up-to 256 at sglang's 2048: per batch size, the decode and prefill medians of
+    off, on (sglang's limit) and limit (256), and the limit runs one by one."""
+    rows = [
+        Row(1, [10.0, 10.2], [9.0, 9.2], [9.5, 9.7], {"off": [0.040], "on": [0.050], "limit": [0.041, 0.043]}),
+        Row(8, [12.0, 12.2], [11.0, 11.2], [11.5, 11.5], {"off": [0.32], "on": [0.384]}),  # no limit prefill read
+    ]
+    done = result(rows=rows, verdict=Verdict(Kind.MIXED, "the advice"), fuse_up_to=256, sglang_limit=2048)
+    three = json.loads(json.dumps(render.to_json(done)))["three_settings"]  # plain JSON types only
+    assert three == {
+        "sglang_limit": 2048,
+        "fuse_up_to": 256,
+        "rows": [
+            {
+                "batch_size": 1,
+                "prefill_tokens": 256,
+                "decode_ms": {"off": pytest.approx(10.1), "on": pytest.approx(9.1), "limit": pytest.approx(9.6)},
+                "prefill_ms": {"off": 40.0, "on": 50.0, "limit": pytest.approx(42.0)},
+                "limit_runs_ms": [9.5, 9.7],
+            },
+            {
+                "batch_size": 8,
+                "prefill_tokens": 2048,
+                "decode_ms": {"off": pytest.approx(12.1), "on": pytest.approx(11.1), "limit": 11.5},
+                "prefill_ms": {"off": 320.0, "on": 384.0, "limit": None},
+                "limit_runs_ms": [11.5, 11.5],
+            },
+        ],
+    }
+
+
 GOLDEN = (
     "sglang 0.5.14 bench_one_batch, TP 2, in 256 / out 64: decode, median of runs    \n"
     "┏━━━━━━━━┳━━━━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━┓\n"
