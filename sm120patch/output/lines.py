@@ -48,10 +48,9 @@ def wrap(text: Text | str, width: int) -> list[Text]:
     return lines
 
 
-def longest_word(text: Text | str) -> int:
+def longest_word(text: Text) -> int:
     """The width of the widest word of ``text``: the narrowest column it fits whole."""
-    plain = text.plain if isinstance(text, Text) else text
-    return max((cell_len(word) for word in plain.split()), default=0)
+    return max((cell_len(word) for word in text.plain.split()), default=0)
 
 
 def put(out: Console, text: Text | str, lead: Text | str = "", style: str = "", whole_in_logs: bool = False) -> None:

@@ -33,3 +33,25 @@ def test_doctor_reports_the_recorded_gates_of_a_trusted_tree_without_sweeping_it
         f"an SM check this tool does not know: sglang/{NEW_MODULE}:6 FusedAllReduce.forward: "
         "not (is_sm90_supported() or is_sm100_supported())"
     ]
+
+
+def test_the_recalled_sweep_is_the_sweep_apply_recorded(mini: Path) -> None:
+    """What a trusted tree is judged by later is the whole record: the unknown gate, and the
+    directories, files and kept files that tell whether the tree is still as it was swept."""
+    from sm120patch.patcher.commands.planning import plan_tree
+    from sm120patch.patcher.plan.registry import all_patches
+    from sm120patch.patcher.transaction.state import StateDir
+
+    (mini / NEW_MODULE).parent.mkdir(parents=True)
+    (mini / NEW_MODULE).write_text(NEW_SOURCE)
+    assert jrun("apply", "--sglang-path", str(mini))[0] == 0
+    tree, state = from_directory(mini), StateDir(mini)
+    found = gate_sweep.recalled(tree, state, state.load())
+    fresh = gate_sweep.sweep(tree, plan_tree(tree, list(all_patches()), change=False))
+    assert found is not None and found.recalled and not fresh.recalled
+    assert (found.unknown, found.unread) == (fresh.unknown, fresh.unread)
+    # the record keeps each name once, in its own order
+    assert [sorted(f) for f in (found.dirs, found.files, found.kept)] == [
+        sorted(f) for f in (fresh.dirs, fresh.files, fresh.kept)
+    ]
+    assert found.dirs and found.files and found.kept  # a record that tells something

@@ -69,6 +69,12 @@ GATE_TESTS = [
     ("90 <= get_device_sm() <= 120", False),  # the constant at SM scale: SM120 is 120
     ("20 <= get_device_sm() < 130", False),  # from sm_20 (Fermi) on: 20 is at SM scale too
     ("TABLE[get_device_capability()]", True),  # the helper imported by name
+    ("_is_sm100_supported and major >= 9", True),  # the SM100 term fails on SM12x, the threshold does not save it
+    ("major >= 9 and TABLE[torch.cuda.get_device_capability()]", True),  # the table fails on SM12x
+    ("(x and tp) or is_sm100_supported()", True),  # no SM check on the left: SM12x only where x and tp hold
+    ("major < 11 and x", False),  # one threshold and-ed with no other: alone, which way is the statement's
+    ("tp < 8 and major < 11", False),  # tp is no capability: its threshold makes no range
+    ("get_device_capability() < (12, 0) and get_device_capability() in [(10, 0), (12, 0)]", False),  # `in`: no range
 ]
 
 
@@ -92,6 +98,15 @@ def test_raw_comparisons_and_tables(expression: str, reported: bool) -> None:
 )
 def test_a_term_imported_under_another_name_or_called_on_its_module_is_read(source: str) -> None:
     assert [(line, function) for line, function, _ in found(source, "srt/x.py")] == [(4, "allreduce_fusion_ok")]
+
+
+def test_a_term_imported_under_another_name_is_read_inside_and_or() -> None:
+    """An aliased SM100 flag ``and``-ed with a threshold still fails on SM12x: reported."""
+    source = (
+        "from sglang.srt.utils import _is_sm100_supported as sm100\n\n"
+        "def allreduce_fusion_ok(major):\n    return sm100 and major >= 9\n"
+    )
+    assert [(line, expression) for line, _, expression in found(source, "srt/x.py")] == [(4, "sm100 and major >= 9")]
 
 
 def test_a_camelcase_class_is_on_the_path_by_its_words() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from hypothesis import strategies as st
 from rich.cells import cell_len
 from rich.console import Console
@@ -81,3 +82,31 @@ def test_however_narrow_the_terminal_a_line_keeps_its_minimum_room() -> None:
     lines = printed(10, "alpha beta gamma delta epsilon", lead="warning ")
     assert lines[0] == "warning alpha beta gamma"
     assert all(len(line) <= 8 + MIN_ROOM for line in lines)
+
+
+def test_an_indented_paragraph_counts_its_indent() -> None:
+    """The paragraph's own indent takes cells of the first line: no line is wider than asked."""
+    lines = [line.plain for line in wrap("intro\n    alpha beta gamma", 12)]
+    assert lines[:2] == ["intro", "    alpha"]
+    assert all(cell_len(line) <= 12 for line in lines), lines
+
+
+def test_a_text_ending_in_a_newline_ends_in_a_blank_line_on_a_terminal_as_in_a_log() -> None:
+    assert printed(80, "done\n", terminal=True) == printed(80, "done\n", terminal=False, whole_in_logs=True)
+    assert printed(80, "done\n", terminal=True) == ["done", ""]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # The space before the path takes no cells, the "x" one: the path still gets a line of its own.
+        (f"x\u2028{PATH}", ["x", PATH]),
+        # Nothing before the path takes a cell: a break there would leave a line that shows nothing.
+        (f"\u0301\u2028{PATH}", [f"\u0301\u2028{PATH}"]),
+    ],
+    ids=["one-cell-word-then-zero-cell-space", "only-zero-cell-characters-before"],
+)
+def test_characters_that_take_no_cells_count_as_none(text: str, expected: list[str]) -> None:
+    """Another program's text may hold a combining mark or a line separator (U+2028), which
+    ``printable`` leaves as they are: the room is counted in cells, as the terminal shows them."""
+    assert [line.plain for line in wrap(text, 40)] == expected
