@@ -85,3 +85,18 @@ def test_a_journal_keeps_a_link_entry_and_leaves_a_file_entry_as_older_journals_
     written = Journal(Op.REVERT, [relink, replace], None).to_json()
     assert written["entries"][0]["link"] == "/store/a.py" and "link" not in written["entries"][1]
     assert Journal.from_json(written).entries == [relink, replace]
+
+
+def test_a_link_text_that_now_names_a_folder_leads_to_no_release_file(package: Path, tmp_path: Path) -> None:
+    """The installer's cache rebuilt with a folder where the file was: revert cannot put the
+    link back (it would lead to no file), so it restores the backup as a file of its own."""
+    (tmp_path / "store" / "a.py").mkdir(parents=True)  # a folder where the cached file was
+    assert links.leads_to(package / "srt" / "a.py", "../../../store/a.py", sha256(b"a\n")) is False
+
+
+def test_a_link_text_that_leads_to_the_release_file_is_put_back(package: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store" / "a.py"
+    store.parent.mkdir()
+    store.write_bytes(b"a\n")
+    assert links.leads_to(package / "srt" / "a.py", "../../../store/a.py", sha256(b"a\n")) is True
+    assert links.leads_to(package / "srt" / "a.py", "../../../store/a.py", sha256(b"b\n")) is False
