@@ -271,9 +271,9 @@ def triage_key(name: str, line: str) -> str:
 
 def table(results: dict[str, dict], equivalent: dict[str, str]) -> str:
     lines = [
-        "| module | mutants | killed | survived | no test reaches it | equivalent | not answered | other | score "
-        "| time |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| module | mutants | killed | survived | no test reaches it | equivalent | not answered | other "
+        "| not checked yet | score | time |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for module, entry in sorted(results.items()):
         statuses: dict[str, str] = entry["statuses"]
@@ -281,12 +281,13 @@ def table(results: dict[str, dict], equivalent: dict[str, str]) -> str:
         killed = counts.get("killed", 0)
         missed = [name for name, status in statuses.items() if status in MISSED]
         same = sum(1 for name in missed if name in equivalent)
-        other = len(statuses) - killed - len(missed)
+        unchecked = counts.get("not checked", 0)
+        other = len(statuses) - killed - len(missed) - unchecked
         judged = killed + len(missed) - same
         score = f"{100 * killed / judged:.0f} %" if judged else "—"
         lines.append(
             f"| `{module}` | {len(statuses)} | {killed} | {counts.get('survived', 0)} | {counts.get('no tests', 0)} "
-            f"| {same} | {len(missed) - same} | {other} | {score} | {_time(entry)} |"
+            f"| {same} | {len(missed) - same} | {other} | {unchecked} | {score} | {_time(entry)} |"
         )
     return "\n".join(lines)
 
@@ -315,7 +316,12 @@ def timing(results: dict[str, dict]) -> str:
         return (
             f"One mutmut run over every module took {together['seconds'] / 60:.0f} min for {mutants} mutants "
             f"({together['children']} at a time, on a {together['cpus']}-core machine)"
-            + ("; it stopped before every mutant was checked" if together["unfinished"] else "")
+            + (
+                f"; it stopped with {_not_checked(results)} of them not checked yet (the slowest: mutmut "
+                "checks the quickest first)"
+                if together["unfinished"]
+                else ""
+            )
             + ". A killed mutant costs about a second; one that survives costs every test that reaches it."
         )
     kept = {m: e.get("full_seconds", e["seconds"] if "checked" not in e else None) for m, e in results.items()}
@@ -332,6 +338,10 @@ def timing(results: dict[str, dict]) -> str:
             f"for {sum(e['checked'] for e in reruns)} mutants in {len(reruns)} modules"
         )
     return text + ". A killed mutant costs about a second; one that survives costs every test that reaches it."
+
+
+def _not_checked(results: dict[str, dict]) -> int:
+    return sum(status == "not checked" for e in results.values() for status in e["statuses"].values())
 
 
 def not_run(results: dict[str, dict]) -> str:
@@ -355,7 +365,15 @@ def render(results: dict[str, dict], output: Path) -> list[str]:
         name: triage[triage_key(name, lines[name])] for name in missed if triage_key(name, lines[name]) in triage
     }
     open_ = [name for name in missed if name not in equivalent]
-    stale = sorted(set(triage) - {triage_key(name, lines[name]) for name in missed})
+    # a key of a function with mutants not checked yet may name one of those
+    waiting = {
+        name.rsplit("__mutmut_", 1)[0]
+        for entry in results.values()
+        for name, status in entry["statuses"].items()
+        if status == "not checked"
+    }
+    live = {triage_key(name, lines[name]) for name in missed}
+    stale = sorted(key for key in set(triage) - live if key.split(": ", 1)[0] not in waiting)
     reasons: dict[str, list[str]] = {}
     for name, why in equivalent.items():
         reasons.setdefault(why, []).append(name)
@@ -365,8 +383,9 @@ def render(results: dict[str, dict], output: Path) -> list[str]:
         "(`[tool.mutmut]`: the fast tier and the `offline` tests, `-x`; the remote scripts are not mutated, "
         "they run in other interpreters without mutmut's trampolines; `runner/__init__`, which runs them, is). "
         "Raw statuses: `docs/mutation/results.json`; the equivalent mutants and why: `docs/mutation/triage.toml`.\n",
-        "Score = killed / (killed + survived + no test reaches it − equivalent). *Other* is timeouts and "
-        "mutants mutmut could not check. *Time* is the module's last run; a run with `--open` checks only "
+        "Score = killed / (killed + survived + no test reaches it − equivalent), over the mutants checked. "
+        "*Other* is timeouts and mutants mutmut could not check; *not checked yet*, those a run stopped "
+        "before (mutmut checks the quickest first). *Time* is the module's last run; a run with `--open` checks only "
         "the mutants not killed before (their number in brackets), so it is shorter than a first run.\n",
         timing(results) + "\n",
         table(results, equivalent) + "\n",
