@@ -16,17 +16,26 @@ from tests.commands.test_unknown_sm_checks import NEW_MODULE, NEW_SOURCE
 from tests.support.cli import jrun
 
 
-def test_doctor_reports_the_recorded_gates_of_a_trusted_tree_without_sweeping_it(
-    mini: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def applied_with_a_gate_no_patch_owns(mini: Path) -> None:
     (mini / NEW_MODULE).parent.mkdir(parents=True)
     (mini / NEW_MODULE).write_text(NEW_SOURCE)
     assert jrun("apply", "--sglang-path", str(mini))[0] == 0
 
-    def no_sweep(*args: object) -> NoReturn:  # stand-in for the sweep: reading the package again fails the test
+
+def forbid_sweeping(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stand-in for the sweep: reading the package again fails the test."""
+
+    def no_sweep(*args: object) -> NoReturn:
         raise AssertionError("the package was swept again")
 
     monkeypatch.setattr(gate_sweep, "sweep", no_sweep)
+
+
+def test_doctor_reports_the_recorded_gates_of_a_trusted_tree_without_sweeping_it(
+    mini: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    applied_with_a_gate_no_patch_owns(mini)
+    forbid_sweeping(monkeypatch)
     states, warnings = tree_states(from_directory(mini))
     assert set(states.values()) <= {State.APPLIED, State.NOT_NEEDED}
     assert warnings == [
@@ -42,9 +51,7 @@ def test_the_recalled_sweep_is_the_sweep_apply_recorded(mini: Path) -> None:
     from sm120patch.patcher.plan.registry import all_patches
     from sm120patch.patcher.transaction.state import StateDir
 
-    (mini / NEW_MODULE).parent.mkdir(parents=True)
-    (mini / NEW_MODULE).write_text(NEW_SOURCE)
-    assert jrun("apply", "--sglang-path", str(mini))[0] == 0
+    applied_with_a_gate_no_patch_owns(mini)
     tree, state = from_directory(mini), StateDir(mini)
     found = gate_sweep.recalled(tree, state, state.load())
     fresh = gate_sweep.sweep(tree, plan_tree(tree, list(all_patches()), change=False))

@@ -5,13 +5,12 @@ tree taken as apply left it."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NoReturn
 
 import pytest
 
 from sm120patch.errors import ExitCode
-from sm120patch.patcher.plan import gate_sweep
-from tests.commands.test_unknown_sm_checks import NEW_MODULE, NEW_SOURCE
+from tests.commands.test_doctor_recalls_the_sweep import applied_with_a_gate_no_patch_owns, forbid_sweeping
+from tests.commands.test_unknown_sm_checks import NEW_MODULE
 from tests.commands.test_verify_and_apply_verdicts import applied, edit_manifest
 from tests.support.cli import apply_all, jrun, verify_tree
 from tests.support.mini_sglang import COMM, write_mini_sglang
@@ -47,14 +46,8 @@ def test_verify_of_a_trusted_tree_reports_the_recorded_gates_without_sweeping_it
 ) -> None:
     """After apply, verify takes the sweep apply recorded: the package (some 70 MB in 0.5.23)
     is not read again, and the gate no patch owns is still a warning."""
-    (mini / NEW_MODULE).parent.mkdir(parents=True)
-    (mini / NEW_MODULE).write_text(NEW_SOURCE)
-    assert jrun("apply", "--sglang-path", str(mini))[0] == 0
-
-    def no_sweep(*args: object) -> NoReturn:  # stand-in for the sweep: reading the package again fails the test
-        raise AssertionError("the package was swept again")
-
-    monkeypatch.setattr(gate_sweep, "sweep", no_sweep)
+    applied_with_a_gate_no_patch_owns(mini)
+    forbid_sweeping(monkeypatch)
     seen = verify_tree(mini)
     assert seen.exit_code == ExitCode.OK, seen.headline
     assert [c["file"] for c in seen.sm_checks] == [f"sglang/{NEW_MODULE}"]

@@ -100,3 +100,16 @@ def result(
         notes or [],
         kept,
     )
+
+
+GiB = 1 << 30
+
+
+def gpu(index: int, free: Any = 90 * GiB, total: Any = 95 * GiB) -> dict[str, Any]:
+    """One GPU as the serving interpreter's probe reports it."""
+    return {"index": index, "name": "NVIDIA RTX PRO 6000", "free_bytes": free, "total_bytes": total}
+
+
+def probe(gpus: list[dict[str, Any]], **torch: Any) -> dict[str, Any]:
+    """The probe's answer: torch and the GPUs it sees."""
+    return {"torch": {"ok": True, "version": "2.11.0", **torch}, "gpus": gpus}

@@ -21,10 +21,22 @@ from sm120patch.bench.server.verdict import Kind, Row
 from sm120patch.errors import EnvironmentProblem, ExitCode
 from sm120patch.runner import ProbeError
 from sm120patch.sglang.options import BACKEND, ENABLE, HATCH
-from tests.bench.server.hand import FLAGS, MODEL, PACKAGE, PYTHON, fused, measurement, result, run, settings
+from tests.bench.server.hand import (
+    FLAGS,
+    MODEL,
+    PACKAGE,
+    PYTHON,
+    GiB,
+    fused,
+    gpu,
+    measurement,
+    probe,
+    result,
+    run,
+    settings,
+)
 
 NO_HATCH = Flags((ENABLE,), ())
-GiB = 1 << 30
 
 
 # --- the release ---------------------------------------------------------------------------
@@ -86,14 +98,6 @@ def test_a_release_without_benchmark_or_fusion_is_refused(tmp_path: Path) -> Non
 )
 def test_the_free_share_a_run_needs(args: tuple[str, ...], need: float) -> None:
     assert driver.required_free(args) == pytest.approx(need)
-
-
-def gpu(index: int, free: Any = 90 * GiB, total: Any = 95 * GiB) -> dict[str, Any]:
-    return {"index": index, "name": "NVIDIA RTX PRO 6000", "free_bytes": free, "total_bytes": total}
-
-
-def probe(gpus: list[dict[str, Any]], **torch: Any) -> dict[str, Any]:
-    return {"torch": {"ok": True, "version": "2.11.0", **torch}, "gpus": gpus}
 
 
 def test_what_the_host_refuses_in_one_sentence() -> None:
@@ -481,16 +485,6 @@ PAYS: dict[tuple[str, int], dict[str, Any]] = {
     ("on", 2): {"decode_ms": {1: 9.1, 8: 11.1}, "counts": fused()},
     ("off", 2): {"decode_ms": {1: 10.1, 8: 12.1}},
 }
-
-
-@pytest.fixture
-def host(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """A release with the benchmark (a file), and a probe stand-in answering two idle GPUs."""
-    package = tmp_path / "site" / "sglang"
-    package.mkdir(parents=True)
-    (package / "bench_one_batch.py").write_text("")
-    monkeypatch.setattr(driver, "run_probe", lambda s: probe([gpu(0), gpu(1)]))
-    return package
 
 
 def server_run(

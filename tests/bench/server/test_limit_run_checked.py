@@ -16,7 +16,7 @@ from sm120patch.bench.server import driver
 from sm120patch.bench.server.counter import Counts
 from sm120patch.bench.server.verdict import Kind
 from tests.bench.server.hand import FLAGS, fused, run, settings
-from tests.bench.server.test_driver_steps import fake_one, gpu, probe
+from tests.bench.server.test_driver_steps import fake_one
 
 
 def limited(*limits: int) -> Counts:
@@ -45,16 +45,6 @@ def test_a_limit_run_that_took_its_limit_passes() -> None:
     # no process wrote its counts: the counter's absence is said instead of a limit nobody read
     unreached = driver._check(run("limit", 1, {}, counts=Counts()), FLAGS, 2, 256)
     assert unreached is not None and unreached.endswith("the call counter did not reach sglang's processes")
-
-
-@pytest.fixture
-def host(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """A release with the benchmark, and a stand-in for the GPU probe answering two idle GPUs."""
-    package = tmp_path / "site" / "sglang"
-    package.mkdir(parents=True)
-    (package / "bench_one_batch.py").write_text("")
-    monkeypatch.setattr(driver, "run_probe", lambda s: probe([gpu(0), gpu(1)]))
-    return package
 
 
 def three_settings(
