@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from sm120patch.errors import EnvironmentProblem, ExitCode
+from sm120patch.patcher.commands import shared_files
 from sm120patch.patcher.commands.apply import apply
 from sm120patch.patcher.commands.revert import revert
 from sm120patch.patcher.plan.registry import all_patches
-from sm120patch.patcher.transaction import fsutil, journal
+from sm120patch.patcher.transaction import fsutil, journal, links
 from sm120patch.patcher.transaction import state as state_module
 from sm120patch.patcher.transaction.state import StateDir
 from sm120patch.runner.locate import _from_probe
@@ -377,3 +378,46 @@ def test_links_into_a_store_kept_by_content_hash_name_the_store_folder(tmp_path:
     names = ", ".join(f"sglang/{rel}" for rel in TARGETS)
     [note] = [n for n in verify_tree(package).notes if n.startswith(f"{names} are links into ")]
     assert note.startswith(f"{names} are links into {objects} (an installer's cache")
+
+
+def _linked(rel: str) -> links.Target:
+    """A file of the package that is a symlink into a store at /cache/abc (none is read)."""
+    return links.Target(
+        Path("/site") / rel, link=f"/cache/abc/sglang/{rel}", store_file=Path("/cache/abc/sglang") / rel
+    )
+
+
+@pytest.mark.parametrize(
+    ("rels", "written", "brief", "start"),
+    [
+        ([COMM], False, True, f"sglang/{COMM} is a link into /cache/abc/sglang"),
+        ([COMM, FUSION], False, True, f"sglang/{COMM}, sglang/{FUSION} are links into /cache/abc/sglang"),
+        ([COMM], False, False, f"sglang/{COMM} is a link into /cache/abc/sglang (an installer's cache"),
+        ([COMM], True, False, f"sglang/{COMM} was a link into /cache/abc/sglang: each link here was replaced"),
+        ([COMM, FUSION], True, False, f"sglang/{COMM}, sglang/{FUSION} were links into /cache/abc/sglang: each"),
+    ],
+    ids=["one, verify", "two, verify", "one, before apply", "one, applied", "two, applied"],
+)
+def test_the_sentence_about_links_agrees_with_how_many_files_are_links(
+    rels: list[str], written: bool, brief: bool, start: str
+) -> None:
+    [line] = shared_files.notes({rel: _linked(rel) for rel in rels}, written=written, brief=brief)
+    assert line.startswith(start)
+
+
+@pytest.mark.parametrize(
+    ("rels", "written", "said"),
+    [
+        ([COMM], False, f"sglang/{COMM} has other hard links"),
+        ([COMM, FUSION], False, f"sglang/{COMM}, sglang/{FUSION} have other hard links"),
+        ([COMM], True, f"sglang/{COMM} shared its data with other hard links"),
+        ([COMM, FUSION], True, f"sglang/{COMM}, sglang/{FUSION} shared their data with other hard links"),
+    ],
+    ids=["one", "two", "one, applied", "two, applied"],
+)
+def test_the_sentence_about_hard_links_agrees_with_how_many_files_have_them(
+    rels: list[str], written: bool, said: str
+) -> None:
+    found = {rel: links.Target(Path("/site") / rel, shared=2) for rel in rels}
+    [line] = shared_files.notes(found, written=written)
+    assert said in line

@@ -10,7 +10,7 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
-from sm120patch.output.lines import MIN_ROOM, put, wrap
+from sm120patch.output.lines import MIN_ROOM, longest_word, put, wrap
 from tests.support.properties import fast_and_slow
 
 PATH = "/opt/conda/envs/serve/lib/python3.11/site-packages/sglang/srt/layers/communicator.py"
@@ -110,3 +110,18 @@ def test_characters_that_take_no_cells_count_as_none(text: str, expected: list[s
     """Another program's text may hold a combining mark or a line separator (U+2028), which
     ``printable`` leaves as they are: the room is counted in cells, as the terminal shows them."""
     assert [line.plain for line in wrap(text, 40)] == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "width"),
+    [
+        ("applied  not-needed", len("not-needed")),
+        (f"kept {PATH}", len(PATH)),
+        ("sglang 模型模型", 8),  # wide characters take two cells each, as on the terminal
+        ("", 0),  # nothing to fit: no column needed
+        ("  \n\t ", 0),
+    ],
+    ids=["two words", "a path", "wide characters", "empty", "only spaces"],
+)
+def test_the_narrowest_column_a_text_fits_whole_is_its_widest_word(text: str, width: int) -> None:
+    assert longest_word(Text(text)) == width

@@ -38,8 +38,9 @@ def targets(tree: SglangTree, rels: list[str]) -> dict[str, links.Target]:
     return found
 
 
-def _names(rels: list[str]) -> str:
-    return ", ".join(f"sglang/{rel}" for rel in sorted(rels))
+def _names(rels: list[str], plural: str, singular: str) -> str:
+    """``rels`` as a sentence's subject, with the verb that agrees: "a, b are", "a is"."""
+    return ", ".join(f"sglang/{rel}" for rel in sorted(rels)) + " " + (plural if len(rels) > 1 else singular)
 
 
 def _store_package(rel: str, target: links.Target) -> str:
@@ -60,31 +61,33 @@ def notes(found: dict[str, links.Target], written: bool, brief: bool = False) ->
     if brief:
         if into:
             store = os.path.commonpath([_store_package(rel, t) for rel, t in into.items()])
-            lines.append(f"{_names(list(into))} are links into {store}")
+            lines.append(f"{_names(list(into), 'are links', 'is a link')} into {store}")
         if shared:
-            lines.append(f"{_names(list(shared))} have other hard links (an installer's cache)")
+            lines.append(f"{_names(list(shared), 'have', 'has')} other hard links (an installer's cache)")
         return lines
     if into:
         store = os.path.commonpath([_store_package(rel, t) for rel, t in into.items()])
         if written:
             lines.append(
-                f"{_names(list(into))} were links into {store}: each link here was replaced by a patched file, "
-                f"and {store} was not written; `sm120patch revert` puts the links back"
+                f"{_names(list(into), 'were links', 'was a link')} into {store}: each link here was replaced "
+                f"by a patched file, and {store} was not written; `sm120patch revert` puts the links back"
             )
         else:
             lines.append(
-                f"{_names(list(into))} are links into {store} (an installer's cache, as uv's --link-mode=symlink "
-                "makes): apply replaces the links in this environment only, never the files they lead to"
+                f"{_names(list(into), 'are links', 'is a link')} into {store} (an installer's cache, as uv's "
+                "--link-mode=symlink makes): apply replaces the links in this environment only, never the files "
+                "they lead to"
             )
     if shared:
         if written:
             lines.append(
-                f"{_names(list(shared))} shared their data with other hard links (an installer's cache: uv's "
-                "default, conda's pkgs): each got a file of its own, the other links keep the release's bytes"
+                f"{_names(list(shared), 'shared their', 'shared its')} data with other hard links (an installer's "
+                "cache: uv's default, conda's pkgs): each got a file of its own, the other links keep the release's "
+                "bytes"
             )
         else:
             lines.append(
-                f"this install shares files with a cache: {_names(list(shared))} have other hard links (uv's "
+                f"this install shares files with a cache: {_names(list(shared), 'have', 'has')} other hard links (uv's "
                 "default, conda's pkgs); apply gives each a file of its own and leaves the others' bytes as they are"
             )
     return lines
@@ -123,7 +126,7 @@ def patched_store(tree: SglangTree, found: dict[str, links.Target], files: list[
         return None
     store = os.path.commonpath([_store_package(rel, found[rel]) for rel in differ])
     return (
-        f"{_names(differ)} are links into {store}, whose files differ from sglang {tree.version}'s RECORD: the "
-        "installer's cache holds patched files, written by an earlier sm120patch, shared by every environment "
-        "linked to it. Clean it (uv: `uv cache clean sglang`), then reinstall sglang"
+        f"{_names(differ, 'are links', 'is a link')} into {store}, whose files differ from sglang "
+        f"{tree.version}'s RECORD: the installer's cache holds patched files, written by an earlier sm120patch, "
+        "shared by every environment linked to it. Clean it (uv: `uv cache clean sglang`), then reinstall sglang"
     )
