@@ -16,7 +16,7 @@ baselines run once, on the same files:
 The budget (issue "as fast as its work allows"): --help <= 2.5 x floor; verify and list on a
 patched tree <= 3 x floor; apply and apply --dry-run <= 1.5 x naive; peak RSS of apply
 <= 150 MB; stretch: verify <= 0.10 s.  list and verify on a patched tree never load libcst
-(tests/plan/test_trust.py).
+(tests/patcher/plan/test_trust.py).
 
 The timings are kept in docs/performance.json and the page is rendered from them, so
 ``--check`` (the fast tier, tests/test_docs.py) tells a page the code would now write

@@ -128,7 +128,7 @@ def page(data: dict) -> str:
         "flashinfer#3903). The last columns say whether the FlashInfer each release pins has it, and "
         "what the patched release does on SM12x when fusion is on and the FlashInfer beside it lacks "
         "the kernel, read from its `flashinfer_comm_fusion.py` by structure (`startup_risk`) and "
-        "established by running each release's own code (`tests/plan/test_startup_risk.py`): up to 0.5.9 the "
+        "established by running each release's own code (`tests/patcher/plan/test_startup_risk.py`): up to 0.5.9 the "
         "workspace is created inside CUDA-graph capture with no fallback, so the server does not start; "
         "from 0.5.10 sglang catches the failure and runs unfused.  That is why `apply` refuses while the "
         "FlashInfer installed beside sglang lacks the kernel (`--allow-missing-kernel` writes anyway): "

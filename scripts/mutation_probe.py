@@ -85,7 +85,7 @@ MUTANTS = [
     ),
 ]
 
-FAST = ["tests/patches", "tests/commands/test_cli_on_mini_release.py", "tests/commands/test_verify_runtime.py"]
+FAST = ["tests/patcher/patches", "tests/cli/test_cli_on_mini_release.py", "tests/cli/test_verify_runtime.py"]
 
 
 def main() -> int:

@@ -72,10 +72,10 @@ def pytest_counts(files: list[str]) -> dict:
 
 
 HOSTILE_FILES = [
-    "tests/commands/test_hostile.py",
-    "tests/commands/test_hand_edits.py",
-    "tests/patches/test_communicator_fusion_gate.py::test_generated_gate_variants_are_widened_exactly_or_refused_as_drift",
-    "tests/patches/test_server_args_auto_enable.py::test_generated_auto_enable_blocks_are_widened_unless_they_also_pick_sm100_kernels",
+    "tests/cli/test_hostile.py",
+    "tests/cli/test_hand_edits.py",
+    "tests/patcher/patches/test_communicator_fusion_gate.py::test_generated_gate_variants_are_widened_exactly_or_refused_as_drift",
+    "tests/patcher/patches/test_server_args_auto_enable.py::test_generated_auto_enable_blocks_are_widened_unless_they_also_pick_sm100_kernels",
 ]
 DATA = REPO / "docs" / "reliability.json"
 PAGE = REPO / "docs" / "reliability.md"
@@ -93,7 +93,7 @@ def main() -> int:
     suites = {op: dataclasses.asdict(run_suite(args.release, op)) for op in ("apply", "revert")}
     concurrency = concurrent_rounds(args.release, args.rounds)
     hostile = pytest_counts(HOSTILE_FILES)
-    upgrades = pytest_counts(["tests/transaction/test_concurrency_and_upgrades.py"])
+    upgrades = pytest_counts(["tests/patcher/transaction/test_concurrency_and_upgrades.py"])
     data = {
         "tool_version": __version__,
         "release": args.release,
@@ -130,8 +130,8 @@ managers and databases test themselves: by breaking it on purpose. Figures below
 `python3 scripts/reliability_report.py` (sm120patch {data["tool_version"]}, sglang {data["release"]},
 pip-installed from the package index; {data["date"]}, {data["seconds"]} s; the figures:
 `docs/reliability.json`). The same suite runs in CI
-(`tests/transaction/test_faults.py`, `tests/commands/test_hostile.py`,
-`tests/transaction/test_concurrency_and_upgrades.py`, the generated variants in `tests/patches/`).
+(`tests/patcher/transaction/test_faults.py`, `tests/cli/test_hostile.py`,
+`tests/patcher/transaction/test_concurrency_and_upgrades.py`, the generated variants in `tests/patcher/patches/`).
 
 ## How a write can fail, and what happens
 
@@ -183,7 +183,7 @@ corrupted manifest or one from a newer sm120patch (exit 2), a re-apply over a ha
 earlier backup is kept aside), a `--python` that is not an interpreter, the seed's `sed` run once or twice, a renamed gate and a file that does not parse
 (drift, nothing written), and generated variants of the gate code (property tests).
 
-`tests/transaction/test_concurrency_and_upgrades.py`: {upgrades["summary"]} — real `pip install -U`
+`tests/patcher/transaction/test_concurrency_and_upgrades.py`: {upgrades["summary"]} — real `pip install -U`
 upgrades and downgrades (0.5.8 ⇄ 0.5.9) under a patched tree: `verify` reports the pristine
 release files and the stale state, `apply` keeps the old state aside in `stale-<version>-<time>/`
 and patches the new release, `revert` restores the new release's files.

@@ -4,7 +4,7 @@ Why this exists: FlashInfer before 0.6.17 has no SM12x build of its trtllm allre
 The first time the fusion workspace is created, its JIT raises ``RuntimeError("No supported
 CUDA architectures found for major versions [9, 10]")``.  Once sm120patch has opened sglang's
 gates, what follows depends on the release, as running each release's own code shows
-(tests/plan/test_startup_risk.py):
+(tests/patcher/plan/test_startup_risk.py):
 
 * 0.5.4 - 0.5.9 create the workspace lazily, inside the first fused call (during CUDA-graph
   capture), and nothing catches the error: "Capture cuda graph failed", the server does not

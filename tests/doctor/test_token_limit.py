@@ -15,7 +15,7 @@ from sm120patch.patcher.states import patch_states
 from sm120patch.patcher.transaction.state import StateDir
 from sm120patch.runner.gpus import Gpu
 from sm120patch.sglang.tree import from_directory
-from tests.commands.test_fuse_up_to import LIMITED, save_recorded
+from tests.cli.test_fuse_up_to import LIMITED, save_recorded
 from tests.support.cli import jrun
 from tests.support.mini_sglang import COMM, FILES, write_mini_sglang
 

@@ -6,7 +6,7 @@ sm120patch process (tests/support/faulty_cli.py) is SIGKILLed there, or gets ENO
 each fault every target must be the release's original or the fully patched file, and the
 next run must recover (finish the job) and leave no temp file behind.
 
-Used by ``tests/transaction/test_faults.py`` (CI) and ``scripts/reliability_report.py`` (the figures in
+Used by ``tests/patcher/transaction/test_faults.py`` (CI) and ``scripts/reliability_report.py`` (the figures in
 docs/reliability.md).
 """
 

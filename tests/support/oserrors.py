@@ -1,5 +1,5 @@
 """An OSError at a chosen point where sm120patch touches the user's files or the environment
-(tests only; tests/commands/test_no_raw_oserror.py).
+(tests only; tests/cli/test_no_raw_oserror.py).
 
 The points are what the running command does under one folder (``root``: the miniature
 release, its dist-info, the state folder, the scratch folders, a ``--model-config``, a

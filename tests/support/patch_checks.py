@@ -1,4 +1,4 @@
-"""What the tests of the patches share (the contract itself: tests/patches/test_contract.py).
+"""What the tests of the patches share (the contract itself: tests/patcher/patches/test_contract.py).
 
 * ``ERAS``: the real releases the release-matrix rows are checked on (slow tier).
 * ``every_example``: every registered patch's named examples, as pytest parameters.

@@ -25,9 +25,9 @@ from sm120patch.sglang.fusion_call import read_call
 from sm120patch.sglang.options import BACKEND, ENABLE, HATCH, pcie_ipc_option
 from sm120patch.sglang.tree import from_directory
 from tests.bench.fakes import StatusRecorder, Terminal
+from tests.bench.kernel.test_render import result as kernel_result
 from tests.bench.server.fakes import fake_server_site
 from tests.bench.server.hand import result
-from tests.bench.test_render import result as kernel_result
 from tests.support.cli import run
 
 KERNEL_ONLY = ("--tokens", "--replays", "--model-config", "--baseline", "--disable-custom-all-reduce")

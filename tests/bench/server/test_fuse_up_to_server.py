@@ -17,7 +17,7 @@ from sm120patch.bench.server import driver
 from tests.bench.server.fakes import fake_server_site
 from tests.bench.server.hand import result
 from tests.bench.server.test_driver import GATE
-from tests.commands.test_fuse_up_to_measured import recorded, save_result
+from tests.cli.test_fuse_up_to_measured import recorded, save_result
 from tests.support.cli import run
 
 #: 0.5.7's gate method as FakeSglang's gate module: it compares the batch with 2048 itself,

@@ -15,9 +15,9 @@ from types import SimpleNamespace
 import pytest
 
 from sm120patch.bench.server.command import _kernel_json, kernel_beside
+from tests.bench.kernel.test_render import SGLANG, result
 from tests.bench.server.fakes import fake_server_site
 from tests.bench.server.test_driver import FAST
-from tests.bench.test_render import SGLANG, result
 from tests.support.cli import run
 
 

@@ -16,8 +16,8 @@ from sm120patch.bench.server import config, render
 from sm120patch.bench.server.counter import Calls, Counts
 from sm120patch.bench.server.parse import Measurement
 from sm120patch.bench.server.verdict import Kind, Row, Verdict, no_verdict
+from tests.bench.kernel.test_render import Recorder
 from tests.bench.server.hand import FLAGS, PYTHON, fused, result, run
-from tests.bench.test_render import Recorder
 
 
 def text(done: object, width: int = 200, **console: object) -> str:
@@ -324,7 +324,7 @@ def test_each_verdict_has_its_style_and_the_facts_are_dim(kind: Kind, style: str
 
 
 def test_the_plot_draws_off_and_on_with_the_runs_range(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """matplotlib is the Recorder of tests/bench/test_render.py: every call recorded, nothing drawn."""
+    """matplotlib is the Recorder of tests/bench/kernel/test_render.py: every call recorded, nothing drawn."""
     calls: list[tuple] = []
     fake = Recorder(calls)
     monkeypatch.setitem(sys.modules, "matplotlib", fake)

@@ -14,8 +14,8 @@ from rich.console import Console
 from sm120patch.bench.server import render
 from sm120patch.bench.server.driver import ServerResult
 from sm120patch.bench.server.verdict import Kind, Row, Verdict
+from tests.bench.kernel.test_render import Recorder
 from tests.bench.server.hand import result
-from tests.bench.test_render import Recorder
 
 
 def three_settings(limit: bool = True) -> ServerResult:
@@ -81,7 +81,7 @@ def test_a_setting_that_never_ran_shows_a_dash() -> None:
 
 def plotted(done: ServerResult, path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     """The lines ``plot`` draws (``ax.errorbar``'s arguments), matplotlib being the Recorder of
-    tests/bench/test_render.py: every call recorded, nothing drawn."""
+    tests/bench/kernel/test_render.py: every call recorded, nothing drawn."""
     calls: list[tuple] = []
     fake = Recorder(calls)
     monkeypatch.setitem(sys.modules, "matplotlib", fake)

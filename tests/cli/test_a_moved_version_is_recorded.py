@@ -1,0 +1,39 @@
+"""apply over a saved state of this very tree: where the state names another version (a
+checkout's tag moved, ``_version.py`` rewritten) apply records the tree's version and place
+and says which version the state named; where it names this release, apply says nothing of
+the kind (the miniature release, sglang 0.5.11)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.cli.test_verify_and_apply_verdicts import applied, edit_manifest
+from tests.support.cli import jrun
+
+MOVED = "the saved state was written when this sglang read as"
+
+
+def test_a_state_saved_under_another_version_names_it_and_records_this_tree(mini: Path) -> None:
+    manifest = applied(mini)
+    edit_manifest(manifest, sglang_version="0.5.10")  # the files still hold what apply wrote
+    code, data = jrun("apply", "--sglang-path", str(mini))
+    assert (code, data["headline"]) == (0, "already applied: nothing to change")
+    assert data["messages"][-1] == (
+        f"{MOVED} 0.5.10; its files still hold what apply wrote, so it is this tree's state, now recorded as "
+        "sglang 0.5.11"
+    )
+    saved = json.loads(manifest.read_text())
+    # the next revert and verify find the state where it says it is
+    assert (saved["sglang_version"], saved["sglang_location"]) == ("0.5.11", str(mini))
+
+
+def test_a_stale_record_of_this_release_is_rewritten_without_a_moved_version_note(mini: Path) -> None:
+    """The record is of an older sm120patch (another fingerprint) but of this release: apply
+    records it again and does not claim the version moved."""
+    manifest = applied(mini)
+    edit_manifest(manifest, fingerprint="0" * 64)
+    code, data = jrun("apply", "--sglang-path", str(mini))
+    assert (code, data["headline"]) == (0, "already applied: nothing to change")
+    assert json.loads(manifest.read_text())["fingerprint"] != "0" * 64  # recorded again
+    assert not any(MOVED in line for line in data["messages"])

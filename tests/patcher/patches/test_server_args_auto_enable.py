@@ -1,0 +1,154 @@
+"""server-args-auto-enable beyond the contract every patch meets (tests/patcher/patches/test_contract.py):
+where its findings are, every anchored function in one file, and generated variants of the
+auto-enable block.
+
+The variants (operand order, layout, other conditions in any
+place, a nested enable, a body that also does something else) are widened exactly, or left
+alone where the block also picks SM100-only kernels.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+from hypothesis import HealthCheck
+from hypothesis import strategies as st
+
+from sm120patch.patcher.kit.model import State
+from sm120patch.patcher.plan.registry import by_id
+from tests.support.patch_checks import bare_context, sm_clause
+from tests.support.properties import fast_and_slow
+from tests.support.realtrees import intended_changes
+
+PATCH = by_id()["server-args-auto-enable"]
+
+
+@pytest.mark.parametrize(
+    ("name", "where"),
+    [
+        (
+            "a hand edit that added the SM120 check as a second conjunct",
+            "ServerArgs._handle_model_specific_adjustments",
+        ),
+        ("nothing turns fusion on under an SM check", "ServerArgs._handle_model_specific_adjustments"),
+        ("overrides that also pick other backends are left alone", "_flashinfer_allreduce_fusion_auto_enable"),
+    ],
+    ids=["second conjunct by hand", "no SM check turns fusion on", "overrides that pick other backends"],
+)
+def test_findings_that_change_nothing_name_the_function_they_read(name: str, where: str) -> None:
+    (example,) = [e for e in PATCH.examples if e.name == name]
+    finding = PATCH.check(cst.parse_module(example.before), example.context())
+    assert (finding.state, finding.where) == (example.state, where)
+
+
+def test_every_anchored_function_in_the_file_is_widened_and_named() -> None:
+    """A file holding both the method (up to 0.5.14) and the override function (0.5.15+), as a
+    backport could: both auto-enables are widened, and ``where`` names both, once each."""
+    source = (
+        "def _flashinfer_allreduce_fusion_auto_enable(view):\n"
+        "    if get_platform().is_sm90 or get_platform().is_sm100:\n"
+        "        return {'flashinfer_allreduce_fusion_backend': 'auto'}\n"
+        "    return {}\n"
+        "class ServerArgs:\n"
+        "    def _handle_model_specific_adjustments(self):\n"
+        "        if get_platform().is_sm90 or get_platform().is_sm100:\n"
+        "            self.enable_flashinfer_allreduce_fusion = True\n"
+    )
+    module = cst.parse_module(source)
+    finding = PATCH.check(module, bare_context(PATCH))
+    assert finding.where == "_flashinfer_allreduce_fusion_auto_enable, ServerArgs._handle_model_specific_adjustments"
+    assert finding.apply is not None
+    assert finding.apply(module).code == source.replace(
+        "get_platform().is_sm100:", "get_platform().is_sm100 or get_platform().is_sm120:"
+    )
+
+
+# --- generated variants of the auto-enable block -----------------------------------------
+
+
+@st.composite
+def auto_enable_source(draw) -> tuple[str, str]:
+    """An auto-enable ``if``; the expected verdict depends on what its body does."""
+    probes = ("is_sm90_supported()", "is_sm100_supported()")
+    clause = draw(sm_clause(probes))
+    terms = draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    "not self.enable_flashinfer_allreduce_fusion",
+                    "model_arch in ['DeepseekV3ForCausalLM']",
+                    "(self.nnodes == 1 or is_sm100_supported())",
+                    "self.tp_size > 1",
+                    "not self.enable_dp_attention",
+                ]
+            ),
+            max_size=4,
+            unique=True,
+        )
+    )
+    terms.insert(draw(st.integers(0, len(terms))), clause)
+    test = "\n            and ".join(t.replace("\n", "\n        ") for t in terms)
+    extra = draw(
+        st.sampled_from(
+            ["", "            logger.info('auto-enabled')\n", "            self.attention_backend = 'trtllm_mla'\n"]
+        )
+    )
+    nested = draw(st.booleans())
+    enable = (
+        "            if not self.enable_dp_attention:\n                self.enable_flashinfer_allreduce_fusion = True\n"
+        if nested
+        else "            self.enable_flashinfer_allreduce_fusion = True\n"
+    )
+    source = (
+        "from sglang.srt.utils import is_sm90_supported, is_sm100_supported, is_sm120_supported\n"
+        "class ServerArgs:\n"
+        "    def _handle_model_specific_adjustments(self):\n"
+        f"        if (\n            {test}\n        ):\n{extra}{enable}"
+    )
+    expected = "mixed" if "attention_backend" in extra else "patch"
+    return source, expected
+
+
+def check_auto_enable_variant(case: tuple[str, str]) -> None:
+    source, expected = case
+    compile(source, "<variant>", "exec")
+    ctx = bare_context(PATCH)
+    module = cst.parse_module(source)
+    finding = PATCH.check(module, ctx)
+    if expected == "mixed":  # the block also picks SM100-only kernels: never widened
+        assert finding.state is State.NOT_NEEDED and finding.apply is None
+        return
+    assert finding.state is State.PENDING, finding.detail
+    patched = finding.apply(module).code
+    assert intended_changes(source.encode(), patched.encode()) == ["or-term"]
+    assert patched.count("(self.nnodes == 1 or is_sm100_supported())") == source.count(
+        "(self.nnodes == 1 or is_sm100_supported())"
+    )
+    assert PATCH.check(cst.parse_module(patched), ctx).state is State.APPLIED
+
+
+(
+    test_generated_auto_enable_blocks_are_widened_unless_they_also_pick_sm100_kernels,
+    test_many_more_generated_auto_enable_blocks_are_widened_unless_they_also_pick_sm100_kernels,
+) = fast_and_slow(
+    check_auto_enable_variant, auto_enable_source(), fast=70, slow=200, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+def test_an_else_branch_that_turns_fusion_on_is_gated_by_the_ifs_around_it() -> None:
+    """The ``else`` of an inner ``if`` runs under the outer SM test, so that test is widened."""
+    source = (
+        "def _flashinfer_allreduce_fusion_auto_enable(view):\n"
+        "    if get_platform().is_sm90 or get_platform().is_sm100:\n"
+        "        if view.nnodes > 1:\n"
+        "            return {}\n"
+        "        else:\n"
+        "            return {'flashinfer_allreduce_fusion_backend': 'auto'}\n"
+        "    return {}\n"
+    )
+    module = cst.parse_module(source)
+    finding = PATCH.check(module, bare_context(PATCH))
+    assert finding.state is State.PENDING and finding.apply is not None
+    assert finding.apply(module).code == source.replace(
+        "get_platform().is_sm100:", "get_platform().is_sm100 or get_platform().is_sm120:"
+    )
