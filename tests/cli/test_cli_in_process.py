@@ -383,6 +383,11 @@ def test_doctor_without_sglang_still_runs_the_host_checks_then_exits_2(tmp_path:
 MEASURED_NOTHING = ShownBench({}, lambda out: None, 0)
 
 
+def keywords(**asked: Any) -> tuple[tuple[()], dict[str, Any]]:
+    """A call as the recorder keeps it, made with keywords only (as the commands call bench)."""
+    return (), asked
+
+
 def kernel_bench(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     from sm120patch.bench.kernel import command as bench
 
@@ -403,9 +408,21 @@ def test_bench_hands_over_its_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     bench = kernel_bench(monkeypatch)
     assert run("bench", "kernel")[0] == 0
     assert bench.calls == [
-        (
-            (None, None, False, None, TOKENS, None, "bf16", 40, 300.0, None),
-            {"model_config": None, "layers": None, "baseline": "auto", "custom_allreduce": True},
+        keywords(
+            python=None,
+            sglang_path=None,
+            as_json=False,
+            tp=None,
+            tokens=TOKENS,
+            hidden=None,
+            dtype="bf16",
+            replays=40,
+            timeout=300.0,
+            plot=None,
+            model_config=None,
+            layers=None,
+            baseline="auto",
+            custom_allreduce=True,
         )
     ]
 
@@ -421,9 +438,21 @@ def test_bench_hands_over_each_option(tmp_path: Path, monkeypatch: pytest.Monkey
     )  # fmt: skip
     assert code == 0, err
     assert bench.calls == [
-        (
-            (None, tmp_path, True, 4, (8, 64), 4096, "fp16", 30, 1.0, tmp_path / "p.svg"),
-            {"model_config": config, "layers": 3, "baseline": "stand-in", "custom_allreduce": False},
+        keywords(
+            python=None,
+            sglang_path=tmp_path,
+            as_json=True,
+            tp=4,
+            tokens=(8, 64),
+            hidden=4096,
+            dtype="fp16",
+            replays=30,
+            timeout=1.0,
+            plot=tmp_path / "p.svg",
+            model_config=config,
+            layers=3,
+            baseline="stand-in",
+            custom_allreduce=False,
         )
     ]
 
@@ -431,9 +460,24 @@ def test_bench_hands_over_each_option(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_bench_server_hands_over_its_defaults_and_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bench = server_bench(monkeypatch)
     assert run("bench", "server")[0] == 0
-    assert bench.calls[-1] == (
-        (None, None, False, None, "1,8,32,64", 256, 64, 2, 300.0, None, 7168, 4, "bf16", (), None),
-        {"kernel": True, "fuse_up_to": None},
+    assert bench.calls[-1] == keywords(
+        python=None,
+        sglang_path=None,
+        as_json=False,
+        tp=None,
+        batch_sizes="1,8,32,64",
+        input_len=256,
+        output_len=64,
+        repeat=2,
+        timeout=300.0,
+        model_path=None,
+        hidden=7168,
+        layers=4,
+        dtype="bf16",
+        server_args=(),
+        plot=None,
+        kernel=True,
+        fuse_up_to=None,
     )
     code, _, err = run(
         "bench", "server", "--python", str(tmp_path / "py"), "--tp", "1", "--batch-sizes", "1,2",
@@ -442,13 +486,25 @@ def test_bench_server_hands_over_its_defaults_and_options(tmp_path: Path, monkey
         "--plot", str(tmp_path / "p.png"), "--no-kernel",
     )  # fmt: skip
     assert code == 0, err
-    assert bench.calls[-1] == (
-        (
-            str(tmp_path / "py"), None, False, 1, "1,2", 1, 2, 1, 5.0, tmp_path, 1024, 2, "fp16", ("--a", "b"),
-            tmp_path / "p.png",
-        ),
-        {"kernel": False, "fuse_up_to": None},
-    )  # fmt: skip
+    assert bench.calls[-1] == keywords(
+        python=str(tmp_path / "py"),
+        sglang_path=None,
+        as_json=False,
+        tp=1,
+        batch_sizes="1,2",
+        input_len=1,
+        output_len=2,
+        repeat=1,
+        timeout=5.0,
+        model_path=tmp_path,
+        hidden=1024,
+        layers=2,
+        dtype="fp16",
+        server_args=("--a", "b"),
+        plot=tmp_path / "p.png",
+        kernel=False,
+        fuse_up_to=None,
+    )
 
 
 @pytest.mark.parametrize(
@@ -572,7 +628,14 @@ def test_boundary_values_are_accepted(mini: Path, monkeypatch: pytest.MonkeyPatc
     bench = kernel_bench(monkeypatch)
     assert jrun("verify", "--sglang-path", str(mini), "--timeout", "1")[0] == 1  # not patched: judged
     assert run("bench", "--tp", "2", "--tokens", "1,2048", "--hidden", "8", "--replays", "30", "--layers", "1")[0] == 0
-    assert bench.calls[-1][0][3:8] == (2, (1, 2048), 8, "bf16", 30)
+    asked = bench.calls[-1][1]
+    assert (asked["tp"], asked["tokens"], asked["hidden"], asked["dtype"], asked["replays"]) == (
+        2,
+        (1, 2048),
+        8,
+        "bf16",
+        30,
+    )
 
 
 def test_paths_of_the_wrong_kind_are_usage_errors(mini: Path, tmp_path: Path) -> None:

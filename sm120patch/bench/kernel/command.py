@@ -45,6 +45,7 @@ def model_for(config: Path | None, layers: int | None, hidden: int | None) -> Mo
 
 
 def bench(
+    *,
     python: str | None,
     sglang_path: Path | None,
     as_json: bool,

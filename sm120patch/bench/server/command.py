@@ -29,6 +29,7 @@ def parse_sizes(value: str) -> tuple[int, ...]:
 
 
 def bench_server(
+    *,
     python: str | None,
     sglang_path: Path | None,
     as_json: bool,

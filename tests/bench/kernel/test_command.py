@@ -297,6 +297,18 @@ def test_the_status_line_shows_on_a_terminal_unless_json(
 ) -> None:
     monkeypatch.setattr(sys, "stderr", Terminal())
     monkeypatch.setattr(sys, "stdout", io.StringIO())
-    code = _shown(command.bench(None, measured["package"], as_json, 2, (1, 8), None, "bf16", 40, 300.0, None), as_json)
+    asked = command.bench(
+        python=None,
+        sglang_path=measured["package"],
+        as_json=as_json,
+        tp=2,
+        tokens=(1, 8),
+        hidden=None,
+        dtype="bf16",
+        replays=40,
+        timeout=300.0,
+        plot=None,
+    )
+    code = _shown(asked, as_json)
     assert code == 0
     assert measured["status"].made == [(shown, "starting the ranks")]
