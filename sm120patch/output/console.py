@@ -67,7 +67,7 @@ def usage_error(shown: str) -> None:
     wrapped as every error is (click leaves it one line however wide the terminal); the other
     lines as click laid them out (the help, for ``sm120patch`` alone, indented as ``--help``'s)."""
     out = console()
-    for line in shown.splitlines():
+    for line in shown.removesuffix("\n").split("\n"):  # not splitlines(): a typed \r is no line break
         head, colon, rest = line.partition("Error: ")
         if colon and not head:
             put(out, printable(rest), lead="Error: ", whole_in_logs=True)
