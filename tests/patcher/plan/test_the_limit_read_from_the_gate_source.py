@@ -182,6 +182,59 @@ GATE_MODULES = [
         """,
         2048,
     ),
+    (
+        "the gate method's literal at the end of a chained comparison",
+        """
+        class CommunicateWithAllReduceAndLayerNormFn:
+            def _gather_hidden_states_and_residual(self, hidden_states):
+                if _is_sm100_supported and 0 < hidden_states.shape[0] <= 4096:
+                    pass
+        """,
+        4096,
+    ),
+    (
+        "a lower bound on the batch beside the gate method's literal is not a limit",
+        """
+        class CommunicateWithAllReduceAndLayerNormFn:
+            def _gather_hidden_states_and_residual(self, hidden_states):
+                if hidden_states.shape[0] > 0 and hidden_states.shape[0] <= 4096:
+                    pass
+        """,
+        4096,
+    ),
+    (
+        "another size compared with a literal in the gate method is not the batch's limit",
+        """
+        class CommunicateWithAllReduceAndLayerNormFn:
+            def _gather_hidden_states_and_residual(self, hidden_states):
+                if self.attn_tp_size <= 8 and hidden_states.shape[0] <= 4096:
+                    pass
+        """,
+        4096,
+    ),
+    (
+        "the batch below a literal with < is not the form of sglang's limit: none read",
+        """
+        class CommunicateWithAllReduceAndLayerNormFn:
+            def _gather_hidden_states_and_residual(self, hidden_states):
+                if _is_sm100_supported and hidden_states.shape[0] < 4096:
+                    pass
+        """,
+        None,
+    ),
+    (
+        "the batch compared with a name or a float in the gate method: only the constant is a limit",
+        """
+        FUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048
+
+
+        class CommunicateWithAllReduceAndLayerNormFn:
+            def _gather_hidden_states_and_residual(self, hidden_states):
+                if hidden_states.shape[0] <= self.max_tokens and hidden_states.shape[0] <= 1024.0:
+                    pass
+        """,
+        2048,
+    ),
 ]
 
 
