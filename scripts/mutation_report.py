@@ -99,10 +99,13 @@ def in_module(name: str, module: str) -> bool:
 def clear_leftovers() -> None:
     """Remove what mutants wrote into ``mutants/`` itself (a path joined without its folder
     lands in mutmut's working directory): a ``mutants/sglang`` left there is imported by the
-    next run's tests, one fails, and mutmut stops with "failed to collect stats"."""
+    next run's tests, one fails, and mutmut stops with "failed to collect stats".  And its
+    copy of ``tests/``: mutmut copies the tests over it, so a test file moved or removed since
+    would still run there (twice, under its old name and its new)."""
     top = REPO / "mutants"
     if not top.is_dir():
         return
+    shutil.rmtree(top / "tests", ignore_errors=True)
     tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
     keep = {line.split("/", 1)[0] for line in tracked.splitlines()} | {"mutmut-stats.json", LINES.name}
     for entry in top.iterdir():
