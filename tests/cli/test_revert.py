@@ -815,6 +815,20 @@ def checkout(tmp_path: Path) -> Path:
     return package
 
 
+def test_a_missing_backup_in_a_checkout_names_the_git_command_for_every_file_the_state_holds(tmp_path: Path) -> None:
+    """Not pip (it would install a release elsewhere): git puts the checkout's own files back,
+    all that apply changed, in one command."""
+    package = checkout(tmp_path)
+    patched = applied(package)
+    (package / ".sm120patch" / "backups" / SERVER_ARGS).unlink()
+    with pytest.raises(EnvironmentProblem) as raised:
+        revert(from_directory(package))
+    assert str(raised.value).endswith(
+        f"nothing was written. Restore the originals with `git -C {package} checkout -- {' '.join(TARGETS)}`"
+    )
+    assert contents(package) == patched
+
+
 def another_release_in_place(package: Path, aside: Path, version: str | None) -> None:
     """A saved state of sglang ``version`` in place beside ``aside``: the kept state's files,
     labelled ``version``, none of them holding what that apply wrote (they hold this one's)."""
