@@ -126,6 +126,34 @@ def test_revert_restores_every_patched_file_byte_for_byte_and_removes_the_state(
     assert not (mini / ".sm120patch").exists()  # nothing of sm120patch is left in the tree
 
 
+def test_a_lock_file_made_while_the_state_is_removed_stays_and_the_revert_is_done(
+    mini: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An apply that waited on the lock makes a new lock file once revert removed the one it
+    held: the state folder is then not empty and stays, holding that file only; the revert
+    is still done, and the waiting apply goes on in that folder."""
+    from sm120patch.patcher.transaction import state as state_module
+
+    applied(mini)
+    root = mini / ".sm120patch"
+    removed = state_module.unlink
+
+    def an_apply_waiting_on_the_lock(path: Path) -> None:
+        """Removes ``path``; once it is the lock file, an apply waiting on it makes a new one."""
+        removed(path)
+        if path == root / "lock":
+            path.write_bytes(b"")
+
+    monkeypatch.setattr(state_module, "unlink", an_apply_waiting_on_the_lock)
+    outcome = revert(from_directory(mini))
+    assert (outcome.exit_code, outcome.headline) == (ExitCode.OK, "restored 3 file(s) byte for byte; state removed")
+    assert outcome.notes == []
+    assert contents(mini) == ORIGINAL
+    assert [p.name for p in root.iterdir()] == ["lock"]
+    monkeypatch.undo()
+    assert apply_all(mini).exit_code == ExitCode.OK
+
+
 def test_a_file_changed_since_apply_is_refused_by_default_naming_every_changed_file(mini: Path) -> None:
     patched = applied(mini)
     edited = {rel: edit(mini, rel, "# tuned by hand\n") for rel in (COMM, SERVER_ARGS)}
@@ -827,6 +855,34 @@ def test_a_missing_backup_in_a_checkout_names_the_git_command_for_every_file_the
         f"nothing was written. Restore the originals with `git -C {package} checkout -- {' '.join(TARGETS)}`"
     )
     assert contents(package) == patched
+
+
+@pytest.mark.parametrize("git", [True, False], ids=["git-checkout", "source-tree"])
+def test_files_deleted_since_apply_in_a_checkout_or_a_source_tree_are_named_with_what_puts_them_back(
+    tmp_path: Path, git: bool
+) -> None:
+    """pip would install a release elsewhere: a checkout gets git's command for the deleted
+    files, a tree extracted from a source archive that archive, each naming those files."""
+    package = checkout(tmp_path)
+    if not git:
+        (tmp_path / "repo" / ".git").rmdir()
+    patched = applied(package)
+    for rel in (COMM, SERVER_ARGS):
+        (package / rel).unlink()
+    state_before = state_files(package)
+    with pytest.raises(NotAsAsked) as raised:
+        revert(from_directory(package), force=True)
+    back = (
+        f"`git -C {package} checkout -- {COMM} {SERVER_ARGS}`"
+        if git
+        else f"{COMM}, {SERVER_ARGS} extracted again from sglang 0.5.11's source archive into {package}"
+    )
+    assert str(raised.value) == (
+        f"cannot restore {COMM}, {SERVER_ARGS}: deleted since apply, and revert only replaces files in place; "
+        f"nothing was written. Get the originals back with {back}"
+    )
+    assert (package / FUSION).read_bytes() == patched[FUSION]
+    assert state_files(package) == state_before
 
 
 def another_release_in_place(package: Path, aside: Path, version: str | None) -> None:

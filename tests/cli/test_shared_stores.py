@@ -64,7 +64,8 @@ def test_two_environments_linked_to_one_store_apply_patches_only_the_one_asked(t
     assert (mine.exit_code, mine.headline) == (ExitCode.OK, "all patches applied")
 
     reverted = revert_tree(a)
-    assert reverted.exit_code == ExitCode.OK, reverted.headline
+    assert (reverted.exit_code, reverted.headline) == (ExitCode.OK, "restored 3 file(s) byte for byte; state removed")
+    assert reverted.notes == ["the files that were links into an installer's cache are links again, as installed"]
     assert links_of(a, TARGETS) == links_before
     assert store_digest(a.parent) == a_before  # every name as installed, the state gone
     assert store_digest(store) == store_before and store_digest(b.parent) == b_before
@@ -198,10 +199,11 @@ def test_revert_after_the_store_lost_a_file_restores_it_from_the_backup(tmp_path
     reverted = revert_tree(a)
     assert reverted.exit_code == ExitCode.OK
     assert not (a / COMM).is_symlink() and (a / COMM).read_bytes() == ORIGINAL[COMM]
-    assert (
+    assert reverted.notes == [
         f"sglang/{COMM} was a link to {links[COMM]}, which no longer holds the release's file (the installer's "
-        "cache was cleaned?): restored the original as a file of its own"
-    ) in reverted.notes
+        "cache was cleaned?): restored the original as a file of its own",
+        "the files that were links into an installer's cache are links again, as installed",  # the other two
+    ]
     assert links_of(a, [FUSION, SERVER_ARGS]) == {FUSION: links[FUSION], SERVER_ARGS: links[SERVER_ARGS]}
 
 

@@ -38,7 +38,11 @@ def test_a_patched_cache_is_still_named_when_verify_fails_for_another_reason(tmp
     assert seen.exit_code == ExitCode.NOT_AS_ASKED and seen.headline.startswith("not patched"), seen.headline
     cache = [note for note in seen.notes if "`uv cache clean sglang`" in note]
     assert len(cache) == 1 and cache[0].startswith(f"sglang/{COMM} "), seen.notes
-    assert cache[0].startswith(f"sglang/{COMM} is a link into {store}, whose files differ from sglang 0.5.11's RECORD")
+    assert cache[0] == (
+        f"sglang/{COMM} is a link into {store}, whose files differ from sglang 0.5.11's RECORD: the installer's "
+        "cache holds patched files, written by an earlier sm120patch, shared by every environment linked to it. "
+        "Clean it (uv: `uv cache clean sglang`), then reinstall sglang"
+    )
 
 
 def test_verify_of_a_trusted_tree_reports_the_recorded_gates_without_sweeping_it(

@@ -142,14 +142,14 @@ def _revert_own(outcome: Outcome, state: StateDir, manifest: Manifest, force: bo
 
 def _remove_state(outcome: Outcome, state: StateDir) -> None:
     """Nothing of sm120patch is left in the sglang tree after a full revert, but what must be
-    kept; where that is, is said."""
+    kept; where that is, is said.  Called once ``outcome.headline`` says what the revert did."""
     measured = (state.root / BENCH_RESULT).is_file()
     try:
         kept = state.remove()
     except OSError as exc:
         raise EnvironmentProblem(
             f"{exc.filename or state.root} could not be removed ({exc.strerror}) once the revert was done "
-            f"({outcome.headline or 'nothing to revert'}); remove {state.root} by hand"
+            f"({outcome.headline}); remove {state.root} by hand"
         ) from exc
     if measured:  # said, even where nothing else was reverted
         outcome.notes.append(
