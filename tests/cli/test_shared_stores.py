@@ -133,6 +133,19 @@ def test_the_probe_names_a_package_directory_that_is_a_link(tmp_path: Path, monk
     assert find_sglang.find()["package_link"] is None
 
 
+def test_a_dry_run_apply_says_what_it_would_do_with_the_links_and_touches_none(tmp_path: Path, store: Path) -> None:
+    a = linked_site(store, tmp_path / "a")
+    links_before, store_before = links_of(a, TARGETS), store_digest(store)
+    dry = apply(from_directory(a), list(all_patches()), dry_run=True)
+    assert dry.headline == "dry run: would change 3 file(s); nothing written"
+    names = ", ".join(f"sglang/{rel}" for rel in TARGETS)
+    assert (
+        f"{names} are links into {store / 'sglang'} (an installer's cache, as uv's --link-mode=symlink makes): apply "
+        "replaces the links in this environment only, never the files they lead to"
+    ) in dry.notes
+    assert links_of(a, TARGETS) == links_before and store_digest(store) == store_before
+
+
 def test_a_package_directory_linked_into_a_store_is_refused_and_nothing_is_written(tmp_path: Path, store: Path) -> None:
     site = tmp_path / "venv" / "site-packages"
     site.mkdir(parents=True)

@@ -345,6 +345,21 @@ def test_remove_keeps_the_directory_for_what_must_be_kept_and_names_it(state: St
     assert sorted(p.name for p in state.root.iterdir()) == [".gitignore", "stale-overwritten"]
 
 
+@pytest.mark.parametrize(("umask", "mode"), [(0o000, 0o644), (0o022, 0o644), (0o027, 0o640)], ids=["000", "022", "027"])
+def test_the_lock_file_a_writer_makes_is_readable_as_0644_less_the_umask_never_executable(
+    state: StateDir, umask: int, mode: int
+) -> None:
+    """Readers (verify, doctor, another user's) open it to wait for the writer: readable as
+    the .gitignore beside it is; a lock is no program."""
+    previous = os.umask(umask)
+    try:
+        with state.lock():
+            pass
+    finally:
+        os.umask(previous)
+    assert state.lock_path.stat().st_mode & 0o7777 == mode
+
+
 def test_a_reader_without_a_lock_file_holds_nothing_and_creates_nothing(state: StateDir) -> None:
     with state.lock(shared=True) as held:
         assert held is False
