@@ -37,3 +37,21 @@ def test_a_stale_record_of_this_release_is_rewritten_without_a_moved_version_not
     assert (code, data["headline"]) == (0, "already applied: nothing to change")
     assert json.loads(manifest.read_text())["fingerprint"] != "0" * 64  # recorded again
     assert not any(MOVED in line for line in data["messages"])
+
+
+def test_an_apply_that_writes_over_a_state_saved_under_another_version_records_this_tree(mini: Path) -> None:
+    """A first apply of one patch, the version moved, then the others: the state is this
+    tree's (its files hold what the first apply wrote), so the apply that writes names the
+    version it was saved under and records this one."""
+    code, data = jrun("apply", "--sglang-path", str(mini), "--only", "server-args-auto-enable")
+    assert code == 0, data
+    manifest = mini / ".sm120patch" / "manifest.json"
+    edit_manifest(manifest, sglang_version="0.5.10")
+    code, data = jrun("apply", "--sglang-path", str(mini))
+    assert code == 0 and data["headline"].startswith("patched "), data
+    assert (
+        f"{MOVED} 0.5.10; its files still hold what apply wrote, so it is this tree's state, now recorded as "
+        "sglang 0.5.11"
+    ) in data["messages"]
+    saved = json.loads(manifest.read_text())
+    assert (saved["sglang_version"], saved["sglang_location"]) == ("0.5.11", str(mini))
