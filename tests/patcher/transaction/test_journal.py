@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 
 from sm120patch.errors import EnvironmentProblem, NotAsAsked
+from sm120patch.patcher.plan.token_limit import LimitAsk
 from sm120patch.patcher.transaction import fsutil, journal
+from sm120patch.patcher.transaction import state as state_module
 from sm120patch.patcher.transaction.fsutil import TEMP_SUFFIX, sha256
 from sm120patch.patcher.transaction.journal import (
     Change,
@@ -134,6 +136,53 @@ def test_an_io_error_while_replacing_names_the_file_and_the_journal_that_finishe
         "or `revert` finish the job once the problem is fixed"
     )
     assert contents(package) == {A: PATCHED[A], B: ORIGINAL[B]}
+    assert state.journal_path.is_file()
+
+
+def test_a_target_changed_after_it_was_read_is_refused_before_the_journal(package: Path) -> None:
+    state, entries, manifest = stage_apply(package)
+    (package / B).write_bytes(b"edited meanwhile\n")  # between planning and commit
+    with pytest.raises(NotAsAsked) as raised:
+        commit(state, entries, manifest, Op.APPLY)
+    assert str(raised.value) == f"apply: {B} changed while sm120patch read it; nothing was written. Run it again"
+    assert contents(package) == {A: ORIGINAL[A], B: b"edited meanwhile\n"}
+    assert not state.journal_path.exists()
+
+
+def interrupted_apply_asked(package: Path, monkeypatch: pytest.MonkeyPatch, limit: LimitAsk | None) -> StateDir:
+    """An apply killed before its first replace whose manifest records ``limit`` (--fuse-up-to)."""
+    state = StateDir(package)
+    manifest = Manifest("0.5.9", str(package), token_limit=limit.to_json() if limit else None)
+    changes = [Change(rel, package / rel, ORIGINAL[rel], PATCHED[rel], ("p",)) for rel in (A, B)]
+    entries = stage(state, changes, manifest)
+    fail_at(monkeypatch, "replace", Killed())
+    with pytest.raises(Killed):
+        commit(state, entries, manifest, Op.APPLY)
+    monkeypatch.setattr(fsutil, "STEP_HOOK", None)
+    return state
+
+
+@pytest.mark.parametrize(
+    ("limit", "written"), [(None, 1), (LimitAsk(512), 3)], ids=["without-a-token-limit", "with-a-token-limit"]
+)
+def test_a_journal_has_format_1_unless_its_manifest_records_a_token_limit(
+    package: Path, monkeypatch: pytest.MonkeyPatch, limit: LimitAsk | None, written: int
+) -> None:
+    """Format 1 is what every sm120patch reads; a token limit needs format 3 (state.py)."""
+    state = interrupted_apply_asked(package, monkeypatch, limit)
+    assert json.loads(state.journal_path.read_text())["format"] == written
+
+
+def test_an_older_sm120patch_refuses_to_finish_an_apply_whose_journal_records_a_token_limit(
+    package: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool from before --fuse-up-to would finish the apply and drop the limit from the
+    manifest it leaves: it must say "upgrade" and leave the half-done apply as it is."""
+    state = interrupted_apply_asked(package, monkeypatch, LimitAsk(512))
+    monkeypatch.setattr(state_module, "FORMAT", 2)  # sm120patch as it was before --fuse-up-to
+    with pytest.raises(EnvironmentProblem, match=r"was written by a newer sm120patch \(state format 3, "):
+        recover(state)
+    assert contents(package) == ORIGINAL
     assert state.journal_path.is_file()
 
 
@@ -340,6 +389,27 @@ def test_stale_temps_beside_the_targets_and_anywhere_in_the_state_are_removed(pa
     assert [t for t in temps if t.exists()] == []
     assert contents(package) == ORIGINAL
     assert state.backup_path(A).read_bytes() == ORIGINAL[A]
+
+
+def test_a_target_whose_folder_links_out_of_the_package_keeps_the_temps_there(tmp_path: Path) -> None:
+    """The folder a link leads to is another environment's (a shared store): its files are not
+    sm120patch's to remove, and apply refuses the target later, in one sentence of its own."""
+    package = tmp_path / "site" / "sglang"
+    store = tmp_path / "store" / "layers"
+    store.mkdir(parents=True)
+    (store / "communicator.py").write_bytes(ORIGINAL[A])
+    (package / A).parent.parent.mkdir(parents=True)
+    (package / A).parent.symlink_to(store)
+    (package / B).write_bytes(ORIGINAL[B])
+    state = StateDir(package)
+    state.make()
+    in_store = store / f".communicator.py.x1{TEMP_SUFFIX}"
+    ours = [(package / B).parent / f".server_args.py.x2{TEMP_SUFFIX}", state.root / f".journal.json.x3{TEMP_SUFFIX}"]
+    for temp in [in_store, *ours]:
+        temp.write_bytes(b"half")
+    remove_temps(state, [package / A, package / B])
+    assert in_store.read_bytes() == b"half"
+    assert [t for t in ours if t.exists()] == []
 
 
 @pytest.mark.parametrize("filename", ["/srv/site/sglang/srt/.communicator.py.x1.sm120patch-tmp", None])
