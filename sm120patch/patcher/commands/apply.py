@@ -141,8 +141,8 @@ def _judge(
     refusal: str | None,
     swept: list[Sweep],
     read: list[Prefetch | None],
-    limit: int | None = None,
-    limit_asked: bool = False,
+    limit: int | None,
+    limit_asked: bool,
 ) -> Plan | None:
     """The plan to write, or None: then ``outcome`` is the answer (refused, a dry run, or
     nothing to write).  ``swept`` gets the sweep of SM checks, its warnings go to ``outcome``."""
