@@ -30,14 +30,6 @@ DENIED = os.strerror(errno.EACCES)
 
 
 @pytest.fixture
-def state(tmp_path: Path) -> StateDir:
-    """The state of an installed sglang package dir that has none yet."""
-    package = tmp_path / "site" / "sglang"
-    package.mkdir(parents=True)
-    return StateDir(package)
-
-
-@pytest.fixture
 def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     """Stop the clock state.py reads at NOW: every call of the test falls in the same second."""
     real_strftime = time.strftime

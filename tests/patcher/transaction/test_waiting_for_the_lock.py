@@ -7,7 +7,6 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -33,14 +32,6 @@ class FakeClock:
         self.on_sleep()
         self.pauses.append(seconds)
         self.now += seconds
-
-
-@pytest.fixture
-def state(tmp_path: Path) -> StateDir:
-    """The state of an installed sglang package dir that has none yet."""
-    package = tmp_path / "site" / "sglang"
-    package.mkdir(parents=True)
-    return StateDir(package)
 
 
 @pytest.fixture
