@@ -32,6 +32,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -156,17 +157,25 @@ def run_mutmut(targets: list[str], budget_s: float, children: int, what: str) ->
     ``budget_s``: on timeout, what finished is in mutmut's own records, the rest reads "not
     checked", and the next run goes on from there."""
     clear_leftovers()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        ran = subprocess.run(
-            [*MUTMUT, "run", "--max-children", str(children), *targets],
-            cwd=REPO,
-            timeout=budget_s,
-            capture_output=True,
-            text=True,
-        )
-        if ran.returncode != 0:  # e.g. "failed to collect stats": a test fails in mutants/
-            tail = (ran.stdout + ran.stderr).replace("\r", "\n").strip().splitlines()[-15:]
-            sys.exit(f"{what}: mutmut run ended with {ran.returncode}:\n" + "\n".join(tail))
+    # mutmut ends each forked test session without pytest's clean-up, so every mutant's
+    # tmp_path folders stay (GBs in a run): they go under a root of this run's own, removed after.
+    memory = Path("/dev/shm")
+    temproot = tempfile.mkdtemp(prefix="sm120patch-mutmut-", dir=memory if os.access(memory, os.W_OK) else None)
+    try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            ran = subprocess.run(
+                [*MUTMUT, "run", "--max-children", str(children), *targets],
+                cwd=REPO,
+                timeout=budget_s,
+                capture_output=True,
+                text=True,
+                env={**os.environ, "PYTEST_DEBUG_TEMPROOT": temproot},
+            )
+            if ran.returncode != 0:  # e.g. "failed to collect stats": a test fails in mutants/
+                tail = (ran.stdout + ran.stderr).replace("\r", "\n").strip().splitlines()[-15:]
+                sys.exit(f"{what}: mutmut run ended with {ran.returncode}:\n" + "\n".join(tail))
+    finally:
+        shutil.rmtree(temproot, ignore_errors=True)
 
 
 def run_module(module: str, budget_s: float, open_only: bool, children: int) -> tuple[dict[str, str], int]:
