@@ -153,8 +153,12 @@ def test_a_package_directory_linked_into_a_store_is_refused_and_nothing_is_writt
     before = store_digest(store)
     with pytest.raises(EnvironmentProblem) as refused:
         apply(from_directory(site), list(all_patches()))
-    assert f"{site / 'sglang'} is a link to {store / 'sglang'}, the files of an installed wheel" in str(refused.value)
-    assert "Nothing was written" in str(refused.value) and "(sglang-0.5.11.dist-info beside it)" in str(refused.value)
+    assert str(refused.value) == (
+        f"{site / 'sglang'} is a link to {store / 'sglang'}, the files of an installed wheel "
+        "(sglang-0.5.11.dist-info beside it) in a store that other environments may share; sm120patch writes only "
+        "this environment's own files. Nothing was written. Install sglang with copied files (uv: --link-mode=copy) "
+        "to patch it"
+    )
     assert store_digest(store) == before and not (store / "sglang" / ".sm120patch").exists()
     with pytest.raises(EnvironmentProblem) as dry:  # a dry run says what the real one would do
         apply(from_directory(site), list(all_patches()), dry_run=True)
@@ -187,6 +191,8 @@ def test_a_folder_of_the_package_linked_into_a_store_is_refused(tmp_path: Path, 
     assert str(dry.value) == message
     seen = verify_tree(package)
     assert seen.exit_code == ExitCode.NOT_AS_ASKED and seen.headline.endswith(f"apply would refuse: {message}")
+    # the report's write targets leave out the files of the linked folder, and only those
+    assert list(shared_files.targets(from_directory(package.parent), [COMM, SERVER_ARGS])) == [SERVER_ARGS]
 
 
 def test_a_link_inside_the_package_is_followed_to_the_package_file(tmp_path: Path) -> None:

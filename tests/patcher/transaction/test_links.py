@@ -55,8 +55,22 @@ def test_a_chain_of_links_inside_the_package_ends_at_the_package_file(package: P
 def test_a_folder_linked_out_of_the_package_is_refused(package: Path, tmp_path: Path) -> None:
     (tmp_path / "store" / "layers").mkdir(parents=True)
     (package / "srt" / "layers").symlink_to(tmp_path / "store" / "layers")
-    with pytest.raises(EnvironmentProblem, match=r"its folder is a link to .*store/layers, outside the sglang"):
+    with pytest.raises(EnvironmentProblem) as refused:
         links.target(package, package / "srt" / "layers" / "a.py")
+    assert str(refused.value) == (
+        f"{package}/srt/layers/a.py: its folder is a link to {tmp_path}/store/layers, outside the sglang package "
+        f"{package}; sm120patch writes only this environment's own files, never into a folder it links to. "
+        "Nothing was written. Install sglang with copied files (uv: --link-mode=copy) to patch it"
+    )
+
+
+def test_a_link_to_itself_is_the_name_to_replace_not_followed_for_ever(package: Path) -> None:
+    (package / "srt" / "a.py").symlink_to("a.py")  # a loop: its real path is itself
+    assert links.target(package, package / "srt" / "a.py") == links.Target(package / "srt" / "a.py")
+
+
+def test_a_missing_file_shares_nothing(package: Path) -> None:
+    assert links.target(package, package / "srt" / "gone.py") == links.Target(package / "srt" / "gone.py", shared=0)
 
 
 def test_identity_is_a_files_hash_or_none(package: Path) -> None:
