@@ -3,7 +3,11 @@ admit SM12x, what is on the fused path, and what the known list matches."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
+from typing import NoReturn
 
 import libcst as cst
 import pytest
@@ -12,6 +16,7 @@ from sm120patch.patcher.kit import sm_terms
 from sm120patch.patcher.plan import gate_sweep
 from sm120patch.patcher.plan.gate_sweep import checks_in, on_path, prefiltered
 from sm120patch.sglang.fusion_path import KNOWN_GATES
+from sm120patch.sglang.tree import from_directory
 
 COMM = "srt/layers/flashinfer_comm_fusion.py"
 
@@ -306,3 +311,43 @@ left
         warnings.simplefilter("always")
         assert [c[:2] for c in found(source, "srt/layers/x.py")] == [(7, "FlashInferAllReduceFusionRunner.run")]
     assert [(w.filename, w.lineno) for w in caught] == [("srt/layers/x.py", 6)]
+
+
+def test_definitions_are_named_at_any_depth_and_lines_count_from_the_first() -> None:
+    """By lines, no parsing: a file that starts with an empty line, four definitions deep."""
+    data = b"\nclass A:\n    class B:\n        class C:\n            def d(self):\n                pass\n"
+    assert [(d.qualname, d.line) for d in gate_sweep._definitions(data)] == [
+        ("A", 2),
+        ("A.B", 3),
+        ("A.B.C", 4),
+        ("A.B.C.d", 5),
+    ]
+
+
+def test_an_error_reading_the_package_ahead_is_raised_where_the_sweep_asks(
+    mini: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fake: the package reading (``_scan``) fails in the helper thread."""
+    failure = PermissionError(13, "Permission denied")
+
+    def unreadable(tree: object) -> NoReturn:
+        raise failure
+
+    monkeypatch.setattr(gate_sweep, "_scan", unreadable)
+    with pytest.raises(PermissionError) as raised:
+        gate_sweep.Prefetch(from_directory(mini)).result()
+    assert raised.value is failure
+
+
+@pytest.mark.offline
+def test_reading_the_package_ahead_never_keeps_sm120patch_from_exiting() -> None:
+    """A Ctrl-C (or any exit) while the helper thread still reads: the process ends without
+    waiting for it.  Fake: a package reading (``_scan``) that never returns."""
+    code = (
+        "import threading\n"
+        "from sm120patch.patcher.plan import gate_sweep\n"
+        "gate_sweep._scan = lambda tree: threading.Event().wait()\n"
+        "gate_sweep.Prefetch(None)\n"
+    )
+    ended = subprocess.run([sys.executable, "-c", code], timeout=30, capture_output=True, text=True)
+    assert ended.returncode == 0, ended.stderr
