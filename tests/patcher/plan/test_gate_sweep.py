@@ -316,12 +316,37 @@ left
 def test_definitions_are_named_at_any_depth_and_lines_count_from_the_first() -> None:
     """By lines, no parsing: a file that starts with an empty line, four definitions deep."""
     data = b"\nclass A:\n    class B:\n        class C:\n            def d(self):\n                pass\n"
-    assert [(d.qualname, d.line) for d in gate_sweep._definitions(data)] == [
-        ("A", 2),
-        ("A.B", 3),
-        ("A.B.C", 4),
-        ("A.B.C.d", 5),
+    data += b"    def e():\n        class F:\n            pass\n"
+    assert gate_sweep._definitions(data) == [
+        gate_sweep._Definition("A", 2, 0, is_function=False, within_function=False),
+        gate_sweep._Definition("A.B", 3, 4, is_function=False, within_function=False),
+        gate_sweep._Definition("A.B.C", 4, 8, is_function=False, within_function=False),
+        gate_sweep._Definition("A.B.C.d", 5, 12, is_function=True, within_function=False),
+        gate_sweep._Definition("A.e", 7, 4, is_function=True, within_function=False),
+        gate_sweep._Definition("A.e.F", 8, 8, is_function=False, within_function=True),
     ]
+
+
+def test_a_definitions_block_runs_to_the_next_line_of_code_at_its_indentation() -> None:
+    """Lines at its own indentation or less that only close a bracket, or are comments,
+    continue it; the next definition beside it ends it."""
+    source = [
+        b"def f(\n",
+        b"    x,\n",
+        b"):\n",
+        b"    y = [\n",
+        b"        1,\n",
+        b"]\n",
+        b"# a comment at the margin\n",
+        b"\n",
+        b"    z = y\n",
+        b"    return z\n",
+        b"def g():\n",
+        b"    pass\n",
+    ]
+    f, g = gate_sweep._definitions(b"".join(source))
+    assert gate_sweep._block(source, f) == b"".join(source[:10])
+    assert gate_sweep._block(source, g) == b"".join(source[10:])
 
 
 def test_an_error_reading_the_package_ahead_is_raised_where_the_sweep_asks(
