@@ -291,13 +291,15 @@ def _attribute_call(func: ast.AST) -> str | None:
     return None
 
 
-def _ints(node: ast.AST) -> list[Any] | None:
-    """The value of an int, or a tuple/list/set of ints or of int tuples; None otherwise."""
+def _ints(node: ast.AST, members: bool = False) -> list[Any] | None:
+    """The value of an int, or a tuple/list/set of ints or of int tuples; None otherwise.
+    ``members``: the right of ``in``, where ``(9, 12)`` is two majors, not one capability."""
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return [node.value]
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
         if all(isinstance(e, ast.Constant) and type(e.value) is int for e in node.elts):
-            return [tuple(e.value for e in node.elts)]  # type: ignore[attr-defined]
+            ints = [e.value for e in node.elts]  # type: ignore[attr-defined]
+            return ints if members else [tuple(ints)]
         items = [_ints(e) for e in node.elts]
         if items and all(i is not None and len(i) == 1 for i in items):
             return [i[0] for i in items]  # type: ignore[index]
@@ -338,7 +340,7 @@ def _raw_admits_sm12x(node: ast.Compare, in_range: bool = False) -> bool | None:
     verdicts: list[bool] = []
     for op, left, right in zip(node.ops, operands, operands[1:], strict=False):
         for probe, consts, probe_left in ((left, right, True), (right, left, False)):
-            values = _ints(consts)
+            values = _ints(consts, members=isinstance(op, (ast.In, ast.NotIn)) and probe_left)
             if values is None or not _names_capability(probe):
                 continue
             if isinstance(op, tuple(_ORDER)) and len(values) == 1:

@@ -80,6 +80,16 @@ GATE_TESTS = [
     ("major < 11 and x", False),  # one threshold and-ed with no other: alone, which way is the statement's
     ("tp < 8 and major < 11", False),  # tp is no capability: its threshold makes no range
     ("get_device_capability() < (12, 0) and get_device_capability() in [(10, 0), (12, 0)]", False),  # `in`: no range
+    ("major in (9, 12)", False),  # `in` ints: the majors it lists, not one capability (9, 12)
+    ("get_device_sm() in (90, 120)", False),
+    ("get_device_sm() == 121", False),  # SM121 (DGX Spark) is SM12x
+    ("9 == torch.cuda.get_device_capability()[0]", True),  # the constant on the left of `==`
+    ("torch.cuda.get_device_capability()[0] >= MIN_MAJOR", False),  # no constant: no verdict
+    ("major in (12, x)", False),  # not all constants: no verdict
+    ("is_sm100_supported() or tp < 8", True),  # tp is no capability: the SM100 term decides
+    ("is_sm120_supported() and is_sm100_supported()", False),  # names SM12x, wherever it stands
+    ("get_platform().is_cuda() and _is_sm100_supported", True),  # a platform attribute that is no SM term
+    ("TABLE.get(tp, torch.cuda.get_device_capability())", False),  # the capability is the default, not the key
 ]
 
 
@@ -103,6 +113,18 @@ def test_raw_comparisons_and_tables(expression: str, reported: bool) -> None:
 )
 def test_a_term_imported_under_another_name_or_called_on_its_module_is_read(source: str) -> None:
     assert [(line, function) for line, function, _ in found(source, "srt/x.py")] == [(4, "allreduce_fusion_ok")]
+
+
+def test_raw_comparisons_and_tables_test_the_capability() -> None:
+    """What the known gates of raw comparisons list (``archs``), so they match."""
+    for expression in ("major == 10", "TABLE[get_device_capability()]", "_is_sm100_supported and major >= 9"):
+        assert gate_sweep.RAW in gate_sweep._terms(compile_expr(expression))[0]
+
+
+def test_a_check_on_the_files_first_line_is_quoted_from_its_first_character() -> None:
+    assert found("def allreduce_fusion_ok(): return is_sm100_supported()\n") == [
+        (1, "allreduce_fusion_ok", "is_sm100_supported()")
+    ]
 
 
 def test_a_term_imported_under_another_name_is_read_inside_and_or() -> None:
