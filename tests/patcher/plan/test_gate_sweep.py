@@ -398,3 +398,43 @@ def test_reading_the_package_ahead_never_keeps_sm120patch_from_exiting() -> None
     )
     ended = subprocess.run([sys.executable, "-c", code], timeout=30, capture_output=True, text=True)
     assert ended.returncode == 0, ended.stderr
+
+
+def test_a_flag_set_inside_a_function_decides_and_each_check_carries_the_ifs_around_it() -> None:
+    """A class attribute or module name that defines the flag is no check; set inside a
+    function (or a block of one) it decides something.  A check's statement starts with the
+    tests of the ``if`` and ``while`` around it: the words a known gate is recognised by."""
+    checks = checks_in(
+        COMM,
+        textwrap.dedent(
+            """
+            class Fuser:
+                _is_sm100_supported = is_sm100_supported()
+
+                def forward(self, backend):
+                    _is_sm100_supported = is_sm100_supported()
+                    if backend == "mnnvl":
+                        while x:
+                            _is_sm90_supported = is_sm90_supported()
+
+
+            def allreduce_fusion_ok():
+                _is_sm100_supported = is_sm100_supported()
+            """
+        ).encode(),
+    )
+    assert not isinstance(checks, str)
+    assert [(c.line, c.function, c.statement) for c in checks] == [
+        (6, "Fuser.forward", " _is_sm100_supported = is_sm100_supported()"),
+        (9, "Fuser.forward", ' backend == "mnnvl" x _is_sm90_supported = is_sm90_supported()'),
+        (13, "allreduce_fusion_ok", " _is_sm100_supported = is_sm100_supported()"),
+    ]
+
+
+def test_a_file_in_another_encoding_is_swept_without_failing() -> None:
+    """PEP 263: a Latin-1 file.  ast counts UTF-8 columns, the file's bytes are Latin-1, so the
+    quoted text may be off around a non-ASCII character; the check is still found at its line."""
+    source = '# -*- coding: latin-1 -*-\ndef allreduce_fusion_ok():\n    return "\xe9t\xe9" and is_sm100_supported()\n'
+    checks = checks_in(COMM, source.encode("latin-1"))
+    assert not isinstance(checks, str)
+    assert [(c.line, c.function, c.archs) for c in checks] == [(3, "allreduce_fusion_ok", {"sm100"})]
