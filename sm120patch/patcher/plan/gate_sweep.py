@@ -480,10 +480,10 @@ class _Reader:
 
 
 def _blocks(stmt: ast.stmt) -> Iterator[list[ast.stmt]]:
+    """The statements inside ``stmt``: its body, ``else`` and ``finally``, each ``except``'s
+    and each ``case``'s (a statement's ``body`` is always a list of statements)."""
     for name in ("body", "orelse", "finalbody"):
-        block = getattr(stmt, name, None)
-        if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-            yield block
+        yield getattr(stmt, name, [])
     for handler in getattr(stmt, "handlers", ()):
         yield handler.body
     for case in getattr(stmt, "cases", ()):

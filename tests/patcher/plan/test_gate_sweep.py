@@ -438,3 +438,36 @@ def test_a_file_in_another_encoding_is_swept_without_failing() -> None:
     checks = checks_in(COMM, source.encode("latin-1"))
     assert not isinstance(checks, str)
     assert [(c.line, c.function, c.archs) for c in checks] == [(3, "allreduce_fusion_ok", {"sm100"})]
+
+
+def test_checks_are_read_in_every_block_of_a_statement() -> None:
+    """``except``, ``else``, ``finally`` and ``case`` bodies; an annotated assignment; an
+    ``if`` whose test spans lines (quoted with its body, ending on its last line)."""
+    source = """
+        def allreduce_fusion_ok(x):
+            try:
+                pass
+            except ValueError:
+                a = is_sm90_supported()
+            else:
+                b = is_sm100_supported()
+            finally:
+                c = is_sm90_supported()
+            match x:
+                case 1:
+                    d: bool = is_sm100_supported()
+            if (
+                is_sm100_supported()
+                and x
+            ):
+                return 1
+    """
+    checks = checks_in(COMM, textwrap.dedent(source).encode())
+    assert not isinstance(checks, str)
+    assert sorted((c.line, c.end_line, c.statement) for c in checks) == [
+        (6, 6, " a = is_sm90_supported()"),
+        (8, 8, " b = is_sm100_supported()"),
+        (10, 10, " c = is_sm90_supported()"),
+        (13, 13, " d: bool = is_sm100_supported()"),
+        (15, 16, " is_sm100_supported()\n        and x return 1"),
+    ]
