@@ -471,3 +471,61 @@ def test_checks_are_read_in_every_block_of_a_statement() -> None:
         (13, 13, " d: bool = is_sm100_supported()"),
         (15, 16, " is_sm100_supported()\n        and x return 1"),
     ]
+
+
+ON_PATH_ONLY = """\
+import torch
+
+
+def build():
+    class FusedAllReduce:
+        _is_sm100_supported = is_sm100_supported()
+    return FusedAllReduce
+
+
+def allreduce_fusion_ok(batch):
+    if (
+        _is_sm100_supported
+        and batch > 0
+    ):
+        return True
+    def allreduce_fusion_probe(): return is_sm90_supported()
+"""
+
+
+def test_a_definition_read_alone_is_read_as_in_its_whole_file() -> None:
+    """Outside the modules on the path only the definitions on it are parsed, each alone: their
+    checks are those of the whole file read on the path, at the same lines; a definition
+    inside one already read is not read twice; a class inside a function is in a function."""
+    whole = found(ON_PATH_ONLY)  # COMM: a module on the path, read whole
+    assert whole == [
+        (6, "build.FusedAllReduce", "is_sm100_supported()"),
+        (12, "allreduce_fusion_ok", "_is_sm100_supported and batch > 0"),
+        (16, "allreduce_fusion_ok.allreduce_fusion_probe", "is_sm90_supported()"),
+    ]
+    alone = checks_in("srt/models/m.py", ON_PATH_ONLY.encode())
+    assert not isinstance(alone, str)
+    assert [(c.line, c.function, c.expression) for c in alone] == whole
+    assert [(c.line, c.end_line) for c in alone] == [(6, 6), (12, 13), (16, 16)]
+
+
+def test_a_definition_read_alone_in_a_latin1_file_is_read() -> None:
+    source = '# -*- coding: latin-1 -*-\ndef allreduce_fusion_ok():\n    return "\xe9t\xe9" and is_sm100_supported()\n'
+    checks = checks_in("srt/models/m.py", source.encode("latin-1"))
+    assert not isinstance(checks, str)
+    assert [(c.line, c.function, c.archs) for c in checks] == [(3, "allreduce_fusion_ok", {"sm100"})]
+
+
+def test_the_files_judged_are_those_the_package_reading_ahead_found(mini: Path) -> None:
+    """Fake: a package reading (``Prefetch``) that found one file the disk does not hold."""
+    from sm120patch.patcher.plan.types import Plan
+
+    scan = gate_sweep._Scan({}, {}, {"srt/layers/x.py": b"allreduce is_sm100_supported()"}, [])
+
+    class ReadAhead:
+        def result(self) -> gate_sweep._Scan:
+            return scan
+
+    tree = from_directory(mini)
+    files, used = gate_sweep.files_to_judge(tree, Plan(tree, []), ReadAhead())  # type: ignore[arg-type]
+    assert used is scan and files == scan.kept
