@@ -15,6 +15,7 @@ import pytest
 from sm120patch.patcher.kit import sm_terms
 from sm120patch.patcher.plan import gate_sweep
 from sm120patch.patcher.plan.gate_sweep import checks_in, on_path, prefiltered
+from sm120patch.patcher.plan.types import FilePlan, Plan
 from sm120patch.sglang.fusion_path import KNOWN_GATES
 from sm120patch.sglang.tree import from_directory
 
@@ -516,16 +517,55 @@ def test_a_definition_read_alone_in_a_latin1_file_is_read() -> None:
     assert [(c.line, c.function, c.archs) for c in checks] == [(3, "allreduce_fusion_ok", {"sm100"})]
 
 
+class ReadAhead:
+    """Fake: a package reading (``Prefetch``) that found what the test says, not the disk."""
+
+    def __init__(self, scan: gate_sweep._Scan) -> None:
+        self.scan = scan
+
+    def result(self) -> gate_sweep._Scan:
+        return self.scan
+
+
 def test_the_files_judged_are_those_the_package_reading_ahead_found(mini: Path) -> None:
-    """Fake: a package reading (``Prefetch``) that found one file the disk does not hold."""
-    from sm120patch.patcher.plan.types import Plan
-
     scan = gate_sweep._Scan({}, {}, {"srt/layers/x.py": b"allreduce is_sm100_supported()"}, [])
-
-    class ReadAhead:
-        def result(self) -> gate_sweep._Scan:
-            return scan
-
     tree = from_directory(mini)
-    files, used = gate_sweep.files_to_judge(tree, Plan(tree, []), ReadAhead())  # type: ignore[arg-type]
+    files, used = gate_sweep.files_to_judge(tree, Plan(tree, []), ReadAhead(scan))  # type: ignore[arg-type]
     assert used is scan and files == scan.kept
+
+
+def test_a_planned_change_is_judged_as_changed_and_dropped_where_it_leaves_no_sm_term(mini: Path) -> None:
+    kept = {"srt/a.py": b"allreduce is_sm100_supported()", "srt/c.py": b"allreduce is_sm90_supported()"}
+    tree = from_directory(mini)
+    plan = Plan(
+        tree,
+        [
+            FilePlan("srt/a.py", mini / "srt/a.py", kept["srt/a.py"], b"allreduce"),  # the SM term gone
+            FilePlan("srt/b.py", mini / "srt/b.py", b"x", b"y"),  # never kept, still not
+            FilePlan("srt/c.py", mini / "srt/c.py", kept["srt/c.py"], b"allreduce is_sm120_supported()"),
+        ],
+    )
+    files, _ = gate_sweep.files_to_judge(tree, plan, ReadAhead(gate_sweep._Scan({}, {}, dict(kept), [])))  # type: ignore[arg-type]
+    assert files == {"srt/c.py": b"allreduce is_sm120_supported()"}
+
+
+def test_the_sweep_says_what_did_not_parse_and_what_could_not_be_read(mini: Path) -> None:
+    unreadable = "sglang/srt/x.py cannot be read (Permission denied): not swept for SM checks"
+    scan = gate_sweep._Scan(
+        {"srt": [1]}, {COMM: [2]}, {COMM: b"def allreduce_fusion_ok(:\n    return is_sm100_supported()\n"}, [unreadable]
+    )
+    tree = from_directory(mini)
+    found = gate_sweep.sweep(tree, Plan(tree, []), ReadAhead(scan))  # type: ignore[arg-type]
+    assert found.unread == [f"sglang/{COMM}:1 does not parse (invalid syntax): not swept for SM checks", unreadable]
+    assert (found.dirs, found.files, found.kept) == (("srt",), (COMM,), (COMM,))
+
+
+def test_a_module_on_the_path_is_judged_for_the_checks_outside_its_definitions(mini: Path) -> None:
+    tree = from_directory(mini)
+    found, _ = gate_sweep.verdicts({COMM: b"import x\n\nif is_sm100_supported():\n    X = 1\n"}, Plan(tree, []))
+    assert [(v.check.line, v.check.function) for v in found] == [(3, "<module>")]
+
+
+def test_camelcase_names_are_read_by_their_words() -> None:
+    assert gate_sweep._snake("FlashInferAllReduceFusion.run") == "flashinfer_allreduce_fusion.run"
+    assert gate_sweep._snake("ALLREDUCE.run_RMSNorm") == "allreduce.run_rmsnorm"
