@@ -3,6 +3,7 @@ admit SM12x, what is on the fused path, and what the known list matches."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -569,3 +570,60 @@ def test_a_module_on_the_path_is_judged_for_the_checks_outside_its_definitions(m
 def test_camelcase_names_are_read_by_their_words() -> None:
     assert gate_sweep._snake("FlashInferAllReduceFusion.run") == "flashinfer_allreduce_fusion.run"
     assert gate_sweep._snake("ALLREDUCE.run_RMSNorm") == "allreduce.run_rmsnorm"
+
+
+def test_every_file_is_judged_past_one_off_the_path_or_one_that_does_not_parse(mini: Path) -> None:
+    files = {
+        "srt/a.py": b"def other():\n    return is_sm100_supported()\n",  # no definition on the path
+        "srt/b.py": b"def allreduce_fusion_ok(:\n    return is_sm100_supported()\n",
+        "srt/c.py": b"def allreduce_fusion_ok():\n    return is_sm100_supported()\n",
+    }
+    tree = from_directory(mini)
+    found, unread = gate_sweep.verdicts(files, Plan(tree, []))
+    assert [(v.check.file, v.check.line, v.reported) for v in found] == [("srt/c.py", 2, True)]
+    assert unread == ["sglang/srt/b.py:1 does not parse (invalid syntax): not swept for SM checks"]
+
+
+def test_a_known_gate_is_judged_known_and_not_reported(mini: Path) -> None:
+    tree = from_directory(mini)
+    found, _ = gate_sweep.verdicts({COMM: textwrap.dedent(RESOLVER).encode()}, Plan(tree, []))
+    assert [(v.check.line, v.known.kind if v.known else None, v.reported) for v in found] == [
+        (4, "an SM100-only backend", False),
+        (7, "an SM100-only backend", False),
+        (10, None, True),
+    ]
+
+
+def test_a_folder_that_cannot_be_listed_is_said_and_the_rest_is_swept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fake: ``os.scandir`` fails for the first two folders below the package it is asked to
+    list: one removed meanwhile (nothing to say), one it may not read (said)."""
+    for name in ("a", "b", "c"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "m.py").write_text("")
+    real, failed = os.scandir, []
+
+    def scandir(path: str) -> object:
+        if path != str(tmp_path) and len(failed) < 2:
+            failed.append(Path(path).name)
+            raise FileNotFoundError(2, "No such file") if len(failed) == 1 else PermissionError(13, "Permission denied")
+        return real(path)
+
+    monkeypatch.setattr(gate_sweep.os, "scandir", scandir)
+    problems: list[str] = []
+    files = [rel for rel, _, is_dir in gate_sweep._walk(tmp_path, problems) if not is_dir]
+    assert problems == [f"sglang/{failed[1]} cannot be listed (Permission denied): not swept for SM checks"]
+    assert files == [f"{name}/m.py" for name in {"a", "b", "c"} - set(failed)]
+
+
+def test_a_package_that_cannot_be_listed_is_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fake: ``os.scandir`` fails for the package folder itself."""
+
+    def scandir(path: str) -> NoReturn:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(gate_sweep.os, "scandir", scandir)
+    problems: list[str] = []
+    assert [rel for rel, _, _ in gate_sweep._walk(tmp_path, problems)] == [""]
+    assert problems == ["sglang/. cannot be listed (Permission denied): not swept for SM checks"]
