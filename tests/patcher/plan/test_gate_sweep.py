@@ -434,11 +434,12 @@ def test_a_flag_set_inside_a_function_decides_and_each_check_carries_the_ifs_aro
     ]
 
 
-def test_a_file_in_another_encoding_is_swept_without_failing() -> None:
+@pytest.mark.parametrize("rel", [COMM, "srt/models/m.py"], ids=["read whole", "definition read alone"])
+def test_a_file_in_another_encoding_is_swept_without_failing(rel: str) -> None:
     """PEP 263: a Latin-1 file.  ast counts UTF-8 columns, the file's bytes are Latin-1, so the
     quoted text may be off around a non-ASCII character; the check is still found at its line."""
     source = '# -*- coding: latin-1 -*-\ndef allreduce_fusion_ok():\n    return "\xe9t\xe9" and is_sm100_supported()\n'
-    checks = checks_in(COMM, source.encode("latin-1"))
+    checks = checks_in(rel, source.encode("latin-1"))
     assert not isinstance(checks, str)
     assert [(c.line, c.function, c.archs) for c in checks] == [(3, "allreduce_fusion_ok", {"sm100"})]
 
@@ -510,13 +511,6 @@ def test_a_definition_read_alone_is_read_as_in_its_whole_file() -> None:
     assert not isinstance(alone, str)
     assert [(c.line, c.function, c.expression) for c in alone] == whole
     assert [(c.line, c.end_line) for c in alone] == [(6, 6), (12, 13), (16, 16)]
-
-
-def test_a_definition_read_alone_in_a_latin1_file_is_read() -> None:
-    source = '# -*- coding: latin-1 -*-\ndef allreduce_fusion_ok():\n    return "\xe9t\xe9" and is_sm100_supported()\n'
-    checks = checks_in("srt/models/m.py", source.encode("latin-1"))
-    assert not isinstance(checks, str)
-    assert [(c.line, c.function, c.archs) for c in checks] == [(3, "allreduce_fusion_ok", {"sm100"})]
 
 
 class ReadAhead:
