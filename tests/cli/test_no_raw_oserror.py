@@ -367,3 +367,13 @@ def test_a_plot_folder_that_is_not_there_is_refused_before_measuring(tmp_path: P
         code, _, err = run("bench", "--sglang-path", str(package), "--tp", "2", "--plot", str(tmp_path / "no/p.png"))
     said = f"Invalid value for '--plot': {tmp_path}/no/p.png: the folder {tmp_path}/no does not exist"
     assert code == 2 and said in " ".join(err.split()), err
+
+
+@pytest.mark.parametrize("nth", [5, 6], ids=["before-the-journal", "finishing-the-journal"])
+def test_a_target_that_cannot_be_read_while_reverting_is_an_io_error_not_a_change(nth: int) -> None:
+    """Was exit 1, "changed while sm120patch read it": a file whose reading fails with EISDIR
+    was taken for a folder there, nothing of the file's."""
+    code, data = one_fault("applied", "revert", ("open",), f"site/sglang/{COMMUNICATOR}", nth, "EISDIR")
+    assert code == 2 and "changed while sm120patch read it" not in data["error"]
+    said = f"/site/sglang/{COMMUNICATOR}: Is a directory" if nth == 5 else "revert was stopped by an I/O error (Is a"
+    assert said in data["error"]

@@ -80,7 +80,9 @@ def identity(path: Path) -> str | None:
     try:
         return sha256_file(path)
     except IsADirectoryError:
-        return None
+        if path.is_dir():  # a folder where the file was: no file there
+            return None
+        raise  # the file could not be read: an I/O error, not "nothing there"
 
 
 def leads_to(path: Path, text: str, digest: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -114,3 +115,11 @@ def test_a_link_text_that_leads_to_the_release_file_is_put_back(package: Path, t
     store.write_bytes(b"a\n")
     assert links.leads_to(package / "srt" / "a.py", "../../../store/a.py", sha256(b"a\n")) is True
     assert links.leads_to(package / "srt" / "a.py", "../../../store/a.py", sha256(b"b\n")) is False
+
+
+def test_a_file_that_cannot_be_read_is_an_error_not_nothing(package: Path) -> None:
+    """Only a folder really there holds nothing: an EISDIR from reading a file is an I/O error."""
+    (package / "a.py").write_bytes(b"a\n")
+    unreadable = mock.patch.object(Path, "read_bytes", side_effect=IsADirectoryError(21, "Is a directory"))
+    with unreadable, pytest.raises(IsADirectoryError):
+        links.identity(package / "a.py")
