@@ -194,15 +194,15 @@ def test_what_cannot_be_swept_is_a_warning_not_a_silent_pass(
     (outside / "allreduce_fusion.py").write_text("def allreduce_fusion_ok():\n    return is_sm100_supported()\n")
     (gated / "srt/linked").symlink_to(outside)
     os.mkfifo(gated / "srt/pipe.py")  # not a regular file: never opened (it would block)
-    real = gate_sweep._read_with_identity
+    real = gate_sweep._read
 
-    def denied(path: str) -> tuple[bytes, list[int]]:
+    def denied(path: str) -> bytes:
         if path.endswith("srt/layers/allreduce_denied.py"):
             raise PermissionError(13, "Permission denied")
         return real(path)
 
     (gated / "srt/layers/allreduce_denied.py").write_text("x = 1\n")
-    monkeypatch.setattr(gate_sweep, "_read_with_identity", denied)
+    monkeypatch.setattr(gate_sweep, "_read", denied)
     tree = from_directory(gated)
     judged = judge(tree)
     unread = sweep_tree(tree, judged.plan, judged.manifest, judged.by_hash).unread

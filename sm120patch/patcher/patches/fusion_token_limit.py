@@ -216,6 +216,7 @@ class FusionTokenLimit(Patch):
             """,
             state=State.APPLIED,
             detail="fusion token limit 512: FUSE_ALLREDUCE_MAX_BATCH_SIZE = 512",
+            evidence=(1,),
             token_limit=512,
         ),
         Example(
@@ -225,6 +226,7 @@ class FusionTokenLimit(Patch):
             """,
             state=State.NOT_NEEDED,
             detail="fusion token limit in force: 2048 (FUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048); opt-in",
+            evidence=(1,),
         ),
         Example(
             "no limit in the release, none asked",

@@ -120,14 +120,9 @@ def _module_on_path(rel: str) -> bool:
 
 
 def _read(path: str) -> bytes:
-    return _read_with_identity(path)[0]
-
-
-def _read_with_identity(path: str) -> tuple[bytes, list[int]]:
     fd = os.open(path, os.O_RDONLY)
     try:
-        st = os.fstat(fd)
-        return os.read(fd, st.st_size + 1), _identity(st)
+        return os.read(fd, os.fstat(fd).st_size + 1)
     finally:
         os.close(fd)
 
@@ -179,8 +174,10 @@ def _identity(st: os.stat_result) -> list[int]:
 
 @dataclass
 class _Scan:
-    dirs: dict[str, list[int]]  # directory -> its _identity (an entry added, removed, renamed)
-    files: dict[str, list[int]]  # every .py -> its _identity (a file edited in place)
+    # what the record looks at again once apply has written (``remember``): each directory (an
+    # entry added, removed, renamed) and each .py (a file edited in place)
+    dirs: list[str]
+    files: list[str]
     kept: dict[str, bytes]  # the files the pre-filter kept
     unreadable: list[str]  # what could not be read, as sentences
 
@@ -224,18 +221,19 @@ def prefetch(tree: SglangTree) -> Prefetch | None:
 
 
 def _scan(tree: SglangTree) -> _Scan:
-    scan = _Scan({}, {}, {}, [])
+    scan = _Scan([], [], {}, [])
     for rel, path, is_dir in _walk(tree.package_dir, scan.unreadable):
+        if is_dir:
+            scan.dirs.append(rel)
+            continue
         try:
-            if is_dir:
-                scan.dirs[rel] = _identity(os.stat(path))
-                continue
-            data, scan.files[rel] = _read_with_identity(path)
+            data = _read(path)
         except FileNotFoundError:
             continue  # removed meanwhile (or a dangling link): nothing Python would import
         except OSError as exc:  # a gate in it would go unseen: said, not passed over
             scan.unreadable.append(f"sglang/{rel} cannot be read ({exc.strerror}): not swept for SM checks")
             continue
+        scan.files.append(rel)
         if prefiltered(rel, data):
             scan.kept[rel] = data
     return scan

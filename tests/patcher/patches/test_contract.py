@@ -55,6 +55,19 @@ def test_example_gives_its_state_and_code(patch: Patch, example: Example) -> Non
 
 
 @pytest.mark.parametrize(("patch", "example"), every_example(State.PENDING))
+def test_a_pending_example_names_the_same_place_once_applied(patch: Patch, example: Example) -> None:
+    """The report and the manifest name where a patch acts (``where``: the function or the
+    constant) and show its lines, the same before the change (a dry run) and after it."""
+    ctx = example.context(provided_for(patch))
+    module = cst.parse_module(example.before)
+    pending = patch.check(module, ctx)
+    assert pending.apply is not None
+    applied = patch.check(pending.apply(module), ctx)
+    assert applied.where == pending.where
+    assert bool(applied.evidence) == bool(pending.evidence)
+
+
+@pytest.mark.parametrize(("patch", "example"), every_example(State.PENDING))
 def test_a_pending_example_makes_only_the_edit_the_patch_declares(patch: Patch, example: Example) -> None:
     """Read with ``ast``, not by the patch's own matchers: the edit its ``edits`` names, and
     besides it at most the helper import."""

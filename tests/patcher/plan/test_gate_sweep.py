@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 from typing import NoReturn
 
 import libcst as cst
@@ -186,6 +187,7 @@ PATH_FUNCTIONS = [
     ("srt/distributed/parallel_state.py", "GroupCoordinator.fused_allreduce_rmsnorm", True),
     ("srt/models/beam.py", "BeamModel._flashinfer_ar_band", True),
     ("srt/layers/flashinfer_trtllm.py", "create_trtllm_allreduce_workspace", True),
+    ("srt/layers/x.py", "FLASHINFER_ALLREDUCE_FUSION", True),  # a name in capitals, by its words too
     ("srt/server_args.py", "ServerArgs._handle_model_specific_adjustments", False),
     ("srt/layers/attention/flashinfer_backend.py", "FlashInferAttnBackend.init_forward_metadata", False),
     ("srt/arg_groups/speculative_hook.py", "_resolve_dflash_draft_attention_backend", False),
@@ -524,7 +526,7 @@ class ReadAhead:
 
 
 def test_the_files_judged_are_those_the_package_reading_ahead_found(mini: Path) -> None:
-    scan = gate_sweep._Scan({}, {}, {"srt/layers/x.py": b"allreduce is_sm100_supported()"}, [])
+    scan = gate_sweep._Scan([], [], {"srt/layers/x.py": b"allreduce is_sm100_supported()"}, [])
     tree = from_directory(mini)
     files, used = gate_sweep.files_to_judge(tree, Plan(tree, []), ReadAhead(scan))  # type: ignore[arg-type]
     assert used is scan and files == scan.kept
@@ -541,14 +543,14 @@ def test_a_planned_change_is_judged_as_changed_and_dropped_where_it_leaves_no_sm
             FilePlan("srt/c.py", mini / "srt/c.py", kept["srt/c.py"], b"allreduce is_sm120_supported()"),
         ],
     )
-    files, _ = gate_sweep.files_to_judge(tree, plan, ReadAhead(gate_sweep._Scan({}, {}, dict(kept), [])))  # type: ignore[arg-type]
+    files, _ = gate_sweep.files_to_judge(tree, plan, ReadAhead(gate_sweep._Scan([], [], dict(kept), [])))  # type: ignore[arg-type]
     assert files == {"srt/c.py": b"allreduce is_sm120_supported()"}
 
 
 def test_the_sweep_says_what_did_not_parse_and_what_could_not_be_read(mini: Path) -> None:
     unreadable = "sglang/srt/x.py cannot be read (Permission denied): not swept for SM checks"
     scan = gate_sweep._Scan(
-        {"srt": [1]}, {COMM: [2]}, {COMM: b"def allreduce_fusion_ok(:\n    return is_sm100_supported()\n"}, [unreadable]
+        ["srt"], [COMM], {COMM: b"def allreduce_fusion_ok(:\n    return is_sm100_supported()\n"}, [unreadable]
     )
     tree = from_directory(mini)
     found = gate_sweep.sweep(tree, Plan(tree, []), ReadAhead(scan))  # type: ignore[arg-type]
@@ -622,3 +624,49 @@ def test_a_package_that_cannot_be_listed_is_said(tmp_path: Path, monkeypatch: py
     problems: list[str] = []
     assert [rel for rel, _, _ in gate_sweep._walk(tmp_path, problems)] == [""]
     assert problems == ["sglang/. cannot be listed (Permission denied): not swept for SM checks"]
+
+
+def test_the_scan_reads_on_past_a_file_removed_or_unreadable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fake: ``_read`` fails for the package's top-level files (listed before any folder below):
+    one removed meanwhile (nothing to say), the others not readable (said); the folder below is
+    still read."""
+    gate = b"def allreduce_fusion_ok():\n    return is_sm100_supported()\n"
+    for name in ("gone.py", "denied.py", "denied_too.py"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "srt").mkdir()
+    (tmp_path / "srt" / "allreduce.py").write_bytes(gate)
+    real = gate_sweep._read
+
+    def read(path: str) -> bytes:
+        name = Path(path).name
+        if name == "gone.py":
+            raise FileNotFoundError(2, "No such file")
+        if name.startswith("denied"):
+            raise PermissionError(13, "Permission denied")
+        return real(path)
+
+    monkeypatch.setattr(gate_sweep, "_read", read)
+    scan = gate_sweep._scan(SimpleNamespace(package_dir=tmp_path))  # type: ignore[arg-type]  # only its folder is read
+    assert sorted(scan.unreadable) == [
+        f"sglang/{name} cannot be read (Permission denied): not swept for SM checks"
+        for name in ("denied.py", "denied_too.py")
+    ]
+    assert scan.files == ["srt/allreduce.py"] and scan.kept == {"srt/allreduce.py": gate}
+    assert sorted(scan.dirs) == ["", "srt"]
+
+
+def test_a_module_that_is_a_link_to_a_file_is_read_through_it(tmp_path: Path) -> None:
+    """uv's ``--link-mode=symlink`` installs every module as a link into its cache: each is
+    swept as the file it leads to, in or out of the package, never taken for a folder."""
+    gate = b"def allreduce_fusion_ok():\n    return is_sm100_supported()\n"
+    cache, package = tmp_path / "cache", tmp_path / "sglang"
+    cache.mkdir()
+    (package / "srt").mkdir(parents=True)
+    (cache / "allreduce.py").write_bytes(gate)
+    (package / "srt" / "inside.py").write_bytes(gate)
+    (package / "srt" / "allreduce.py").symlink_to(cache / "allreduce.py")
+    (package / "allreduce_link.py").symlink_to(package / "srt" / "inside.py")
+    problems: list[str] = []
+    files = sorted(rel for rel, _, is_dir in gate_sweep._walk(package, problems) if not is_dir)
+    assert problems == []
+    assert files == ["allreduce_link.py", "srt/allreduce.py", "srt/inside.py"]
