@@ -99,7 +99,7 @@ class CommunicatorFlag(Patch):
             "no SM100 flag next to other flags",
             "_is_sm90_supported = _is_cuda and is_sm90_supported()\n",
             state=State.DRIFT,
-            detail="found 0",
+            detail="expected one module-level `_is_sm100_supported = ...`, found 0",
         ),
         Example(
             "two SM100 flags: which one?",

@@ -145,6 +145,15 @@ class CommunicatorImport(Patch):
             detail="no module-level `from sglang.srt.utils import ..., is_sm100_supported`",
         ),
         Example(
+            "the helper from a star import: no name to add it after",
+            """
+            from sglang.srt.utils import *
+            _is_sm100_supported = is_cuda() and is_sm100_supported()
+            """,
+            state=State.DRIFT,
+            detail="no module-level `from sglang.srt.utils import ..., is_sm100_supported` to add is_sm120_supported to",
+        ),
+        Example(
             "sglang.srt.utils lacks is_sm120_supported (before 0.5.4)",
             """
             from sglang.srt.utils import is_cuda, is_sm100_supported
