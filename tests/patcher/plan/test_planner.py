@@ -8,7 +8,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from sm120patch.errors import InternalError
+from sm120patch.errors import EnvironmentProblem, InternalError
 from sm120patch.patcher.kit.model import Anchor, Finding, Patch, PatchContext, Releases, State
 from sm120patch.patcher.plan.planner import make_plan
 from sm120patch.patcher.plan.registry import all_patches, by_id
@@ -32,6 +32,24 @@ def test_a_target_file_that_is_not_there_is_drift_naming_it(tmp_path: Path) -> N
     assert report.detail == f"none of {FUSION} exists in sglang 0.5.11"
     assert report.summary == by_id()[PREFLIGHT].summary and report.where == ""
     assert next(f for f in plan.files if f.rel == FUSION).original is None
+
+
+def test_a_target_file_that_cannot_be_read_is_an_environment_problem_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fake: reading the fusion module's bytes fails with EACCES (a file root owns, say)."""
+    package = write_mini_sglang(tmp_path / "site")
+    real = Path.read_bytes
+
+    def read_bytes(path: Path) -> bytes:
+        if path == package / FUSION:
+            raise PermissionError(13, "Permission denied")
+        return real(path)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    with pytest.raises(EnvironmentProblem) as raised:
+        make_plan(from_directory(package), list(all_patches()), change=False)
+    assert str(raised.value) == f"{package / FUSION}: cannot read (Permission denied)"
 
 
 def test_before_the_release_that_added_it_a_missing_file_is_not_needed(tmp_path: Path) -> None:
