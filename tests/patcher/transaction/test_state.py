@@ -352,6 +352,25 @@ def test_the_lock_file_a_writer_makes_is_readable_as_0644_less_the_umask_never_e
     assert state.lock_path.stat().st_mode & 0o7777 == mode
 
 
+def test_a_reader_that_may_not_open_the_lock_file_is_told_which_and_why(
+    state: StateDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fake: ``os.open`` of the lock file fails with EACCES (another user's state, say)."""
+    state.make()
+    state.lock_path.write_text("")
+    real = os.open
+
+    def open_(path: object, flags: int, *args: int) -> int:
+        if path == state.lock_path:
+            raise PermissionError(13, "Permission denied")
+        return real(path, flags, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(state_module.os, "open", open_)
+    with pytest.raises(EnvironmentProblem) as raised, state.lock(shared=True):
+        pass
+    assert str(raised.value) == f"cannot read {state.lock_path} (Permission denied)"
+
+
 def test_a_reader_without_a_lock_file_holds_nothing_and_creates_nothing(state: StateDir) -> None:
     with state.lock(shared=True) as held:
         assert held is False
