@@ -255,6 +255,23 @@ class FusionTokenLimit(Patch):
             state=State.DRIFT,
             detail="FUSE_ALLREDUCE_MAX_BATCH_SIZE = 1 << 11 is not an integer literal",
         ),
+        Example(
+            "the constant only annotated",
+            """
+            FUSE_ALLREDUCE_MAX_BATCH_SIZE: int
+            """,
+            state=State.DRIFT,
+            detail="FUSE_ALLREDUCE_MAX_BATCH_SIZE = ... is not an integer literal",
+        ),
+        Example(
+            "the constant assigned twice: which one holds?",
+            """
+            FUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048
+            FUSE_ALLREDUCE_MAX_BATCH_SIZE = 4096
+            """,
+            state=State.DRIFT,
+            detail="FUSE_ALLREDUCE_MAX_BATCH_SIZE is assigned 2 times at module level; expected once",
+        ),
     )
 
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:

@@ -44,6 +44,25 @@ def test_splice_of_each_example_equals_printing_the_module(patch, example) -> No
         assert len(set(code.splitlines())) < len(code.splitlines())
 
 
+def _tabs(code: str) -> str:
+    return "\n".join(line.replace("    ", "\t") for line in code.split("\n"))
+
+
+@pytest.mark.parametrize("layout", [lambda c: c.replace("\n", "\r\n"), _tabs], ids=["crlf", "tabs"])
+@pytest.mark.parametrize(("patch", "example"), every_example())
+def test_lines_are_found_without_printing_in_a_file_of_other_newlines_or_indents(patch, example, layout) -> None:
+    """A file with Windows newlines or tab indents: each statement printed alone is found in
+    it as written (its lines counted without printing the whole module)."""
+    text = layout(example.before)
+    module = cst.parse_module(text)
+    evidence = [patch.check(module, example.context(provided_for(patch))).evidence]
+    _, lines = generate(module, evidence)
+    try:
+        assert _lines_by_statement(module, text, evidence) == lines
+    except _NotUnique:
+        assert len(set(text.splitlines())) < len(text.splitlines())  # a line repeats
+
+
 def test_a_text_that_is_not_unique_falls_back_to_printing() -> None:
     source = "x = 1\nif a:\n    y = 2\nif b:\n    y = 2\n"
     parsed = cst.parse_module(source)

@@ -371,6 +371,17 @@ def test_a_reader_that_may_not_open_the_lock_file_is_told_which_and_why(
     assert str(raised.value) == f"cannot read {state.lock_path} (Permission denied)"
 
 
+def test_a_state_directory_that_cannot_be_made_is_named_as_the_system_named_it(state: StateDir) -> None:
+    """A file where the state directory goes: the error names that path, not the lock file."""
+    state.root.write_text("not a directory")
+    with pytest.raises(EnvironmentProblem) as raised, state.lock():
+        pass
+    assert str(raised.value) == (
+        f"cannot create the state directory {state.root} (File exists: {state.root}); "
+        "run as the user who owns the sglang install"
+    )
+
+
 def test_a_reader_without_a_lock_file_holds_nothing_and_creates_nothing(state: StateDir) -> None:
     with state.lock(shared=True) as held:
         assert held is False
