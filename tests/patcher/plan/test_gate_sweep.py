@@ -391,7 +391,7 @@ def test_an_error_reading_the_package_ahead_is_raised_where_the_sweep_asks(
 
 
 @pytest.mark.offline
-def test_reading_the_package_ahead_never_keeps_sm120patch_from_exiting(mini: Path) -> None:
+def test_a_process_exits_while_the_package_is_still_being_read_ahead(mini: Path) -> None:
     """A Ctrl-C (or any exit) while the helper thread still reads: the process ends without
     waiting for it.  Fake: a package reading (``_scan``) that never returns."""
     assert COMM in gate_sweep.Prefetch(from_directory(mini)).result().files  # here: a reading that ends
