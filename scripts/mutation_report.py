@@ -205,19 +205,23 @@ def run_together(budget_s: float, children: int, open_only: bool) -> float:
     return time.monotonic() - start
 
 
-def record_together(results: dict[str, dict], seconds: float, children: int) -> dict[str, dict]:
+def record_together(results: dict[str, dict], seconds: float, children: int, fresh: bool) -> dict[str, dict]:
     """Every module's statuses as the together run left them (the modules no longer in the
-    package dropped); its time added to the last one's while that one had mutants to go."""
+    package dropped).  Its time is added to the pass over every mutant while that pass had
+    mutants to go; once it is done, to the runs after it (``after_seconds``: survivors again
+    after their tests, the functions changed since).  ``fresh``: mutmut had no statuses yet."""
     statuses = statuses_now()
-    before = next((e["together"] for e in results.values() if "together" in e), None)
+    before = None if fresh else next((e["together"] for e in results.values() if "together" in e), None)
     going_on = before is not None and before.get("unfinished")
-    total = seconds + (before["seconds"] if going_on and before else 0)
     together = {
-        "seconds": round(total),
+        "seconds": round(seconds + (before["seconds"] if before is not None and going_on else 0)),
         "children": children,
         "cpus": os.cpu_count(),
         "unfinished": any(status == "not checked" for status in statuses.values()),
     }
+    if before is not None and not going_on:
+        together["seconds"] = before["seconds"]
+        together["after_seconds"] = round(before.get("after_seconds", 0) + seconds)
     recorded = {}
     for module in every_module():
         mine = {name: status for name, status in statuses.items() if in_module(name, module)}
@@ -348,6 +352,12 @@ def timing(results: dict[str, dict]) -> str:
                 if together["unfinished"]
                 else ""
             )
+            + (
+                f"; the runs after it (survivors again after their tests, functions changed since) "
+                f"took {together['after_seconds'] / 60:.0f} min"
+                if together.get("after_seconds")
+                else ""
+            )
             + ". A killed mutant costs about a second; one that survives costs every test that reaches it."
         )
     kept = {m: e.get("full_seconds", e["seconds"] if "checked" not in e else None) for m, e in results.items()}
@@ -448,8 +458,9 @@ def main() -> int:
     args = parser.parse_args()
     results: dict[str, dict] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     if args.together:
+        fresh = not any((REPO / "mutants").rglob("*.meta"))
         seconds = run_together(args.budget, args.children, args.open)
-        results = record_together(results, seconds, args.children)
+        results = record_together(results, seconds, args.children, fresh)
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     elif not args.render:
