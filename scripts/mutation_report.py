@@ -212,16 +212,16 @@ def record_together(results: dict[str, dict], seconds: float, children: int, fre
     after their tests, the functions changed since).  ``fresh``: mutmut had no statuses yet."""
     statuses = statuses_now()
     before = None if fresh else next((e["together"] for e in results.values() if "together" in e), None)
-    going_on = before is not None and before.get("unfinished")
+    if before is not None and not before.get("unfinished"):  # the pass is done: a run after it
+        timing = {"seconds": before["seconds"], "after_seconds": round(before.get("after_seconds", 0) + seconds)}
+    else:
+        timing = {"seconds": round(seconds + (before["seconds"] if before is not None else 0))}
     together = {
-        "seconds": round(seconds + (before["seconds"] if before is not None and going_on else 0)),
+        **timing,
         "children": children,
         "cpus": os.cpu_count(),
         "unfinished": any(status == "not checked" for status in statuses.values()),
     }
-    if before is not None and not going_on:
-        together["seconds"] = before["seconds"]
-        together["after_seconds"] = round(before.get("after_seconds", 0) + seconds)
     recorded = {}
     for module in every_module():
         mine = {name: status for name, status in statuses.items() if in_module(name, module)}
