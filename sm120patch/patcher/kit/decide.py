@@ -122,6 +122,14 @@ def helper_import(module: cst.Module, ctx: PatchContext, anchor_name: str | None
     return site
 
 
+def _twin_import(module: cst.Module, term: SmTerm, source: str) -> ImportSite | None:
+    """Where the SM100 term ``term`` (a flag) is imported from ``source`` by name, for its SM120
+    twin to go beside it; None where the module does not import it so."""
+    if not isinstance(term.node, cst.Name):
+        return None
+    return find_import_site(module, (source,), term.node.value, term.spelling.binds or "")
+
+
 def decide(
     module: cst.Module,
     ctx: PatchContext,
@@ -168,6 +176,14 @@ def _widening(
             return Finding(State.DRIFT, f"{where} tests is_sm100_supported(), but {found}", where)
         site = found
     missing = unbound(module, ctx, others)
+    twins: list[tuple[ImportSite, str]] = []
+    for term in others:
+        name = term.spelling.binds
+        if name in missing and name in ctx.bound_elsewhere:
+            twin = _twin_import(module, term, ctx.bound_elsewhere[name])
+            if twin is not None:
+                twins.append((twin, name))
+                missing.remove(name)
     if missing:
         return Finding(
             State.DRIFT, f"{where}: the SM120 term would need {', '.join(missing)}, which nothing binds", where
@@ -177,13 +193,15 @@ def _widening(
         pairs: list[tuple[cst.CSTNode, cst.CSTNode]] = [(c.node, widen(c)) for c in clauses]
         if site is not None:
             pairs.append((site.node, insert_after(site, SM120_HELPER)))
+        pairs.extend((twin.node, insert_after(twin, name)) for twin, name in twins)
         return replace_all(tree, pairs, scopes)
 
     added = ", ".join(dict.fromkeys(code(sm120_term(t)) for t in new_terms))
     return Finding(
         State.PENDING,
         f"{where}: will widen {'; '.join(code(c.node) for c in clauses)} with {added}"
-        + (f" and import {SM120_HELPER} from {site.source}" if site else ""),
+        + (f" and import {SM120_HELPER} from {site.source}" if site else "")
+        + "".join(f" and import {name} from {twin.source}" for twin, name in twins),
         where,
         evidence,
         apply,

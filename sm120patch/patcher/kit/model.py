@@ -13,9 +13,10 @@ gate, a moved file) is one more anchor row plus one example.
 
 from __future__ import annotations
 
+import os
 import textwrap
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, ClassVar
@@ -87,12 +88,48 @@ class Anchor:
     imports: bool = False  # the patch also imports ``is_sm120_supported`` in these releases
     note: str = ""  # why ``expect`` is not PENDING, or what is special here
 
+    found_by: str = "anchor"  # "role": made for this tree by a role find (plan/roles.py)
+
     def describe(self) -> str:
         if self.kind is Kind.ASSIGNMENT:
             return f"`{self.name} = ...`"
         if self.kind is Kind.IMPORT:
             return f"`from sglang.srt.utils import {self.name}`"
         return f"method {self.cls}.{self.name}" if self.cls else f"function {self.name}"
+
+
+FOUND_BY_ANCHOR = "anchor"
+FOUND_BY_ROLE = "role"
+#: Forget every anchor row first seen after this release (a backtest of role finding over
+#: sglang's history: the tool as it would have been the day that release was the newest).
+KNOWN_UP_TO = "SM120PATCH_KNOWN_UP_TO"
+
+
+def known_up_to() -> Version | None:
+    """The release ``SM120PATCH_KNOWN_UP_TO`` names, or None (every row known)."""
+    value = os.environ.get(KNOWN_UP_TO, "").strip()
+    if not value:
+        return None
+    try:
+        return Version(value)
+    except InvalidVersion:
+        return None  # the CLI refuses it first (cli/run.py); here it only means "all rows"
+
+
+@dataclass(frozen=True)
+class Role:
+    """What a patch's target *does*, to find it where no anchor row matches (a release that
+    moved or renamed it).  Either a function found in the whole package (``matches``, read
+    only in modules whose text holds every one of ``words``), or a name ``follows`` another
+    patch's target reads, followed through imports to the module that binds it (``reads``
+    names it; None keeps this patch's own anchor names and only moves the file)."""
+
+    what: str  # one phrase: "the function that ..."
+    words: tuple[str, ...] = ()
+    matches: Callable[[cst.FunctionDef], bool] | None = None
+    follows: str | None = None  # the id of the patch whose target leads to this one's
+    reads: Callable[[cst.FunctionDef], str | None] | None = None
+    kind: Kind = Kind.FUNCTION
 
 
 @dataclass(frozen=True)
@@ -103,6 +140,15 @@ class PatchContext:
     defines: Callable[[str, str], bool]  # does sglang module X define name N (statically)?
     provided: frozenset[str] = frozenset()  # names the patches this one requires will bind
     token_limit: int | None = None  # what ``apply --fuse-up-to`` asked (or the last apply recorded)
+    #: The rows each patch looks through in this tree, where not its known ones (a role find)
+    rows: Mapping[str, tuple[Anchor, ...]] = field(default_factory=dict)
+    #: Names a required patch binds in another module (a role find), by that module's dotted
+    #: name: a term that needs one imports it the way its SM100 twin is imported.
+    bound_elsewhere: Mapping[str, str] = field(default_factory=dict)
+
+    def rows_of(self, patch: type[Patch] | Patch) -> tuple[Anchor, ...]:
+        """The anchor rows ``patch`` finds its target through here."""
+        return self.rows.get(patch.id, known_rows(patch.anchors))
 
     @property
     def release(self) -> str:
@@ -156,6 +202,15 @@ class Example:
         return PatchContext(None, lambda module, name: name not in self.undefined, provided, self.token_limit)
 
 
+def known_rows(anchors: tuple[Anchor, ...]) -> tuple[Anchor, ...]:
+    """``anchors`` less the rows first seen after ``SM120PATCH_KNOWN_UP_TO`` (all of them
+    when it is not set)."""
+    limit = known_up_to()
+    if limit is None:
+        return anchors
+    return tuple(a for a in anchors if Version(a.seen.first) <= limit)
+
+
 class Patch(ABC):
     id: ClassVar[str]
     summary: ClassVar[str]
@@ -165,6 +220,7 @@ class Patch(ABC):
     provides: ClassVar[tuple[str, ...]] = ()  # names this patch binds in its file
     since: ClassVar[str | None] = None  # first release with the target; before: not needed
     examples: ClassVar[tuple[Example, ...]] = ()
+    role: ClassVar[Role | None] = None  # how to find the target where no row matches
 
     @abstractmethod
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
@@ -172,8 +228,8 @@ class Patch(ABC):
 
     @property
     def files(self) -> tuple[str, ...]:
-        """The files this patch looks in, newest layout first (from the anchors)."""
-        return tuple(dict.fromkeys(a.file for a in self.anchors))
+        """The files this patch looks in, newest layout first (from the known anchors)."""
+        return tuple(dict.fromkeys(a.file for a in known_rows(self.anchors) or self.anchors))
 
     def target(self, exists: Callable[[str], bool]) -> str:
         """The file this patch reads in this tree: the first of its files that exists."""

@@ -6,7 +6,8 @@ import libcst as cst
 
 from sm120patch.patcher.kit.cst_helpers import code, module_assignments, replace_all
 from sm120patch.patcher.kit.decide import anchored_names, find_assigned
-from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Kind, Patch, PatchContext, Releases, State
+from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Kind, Patch, PatchContext, Releases, Role, State
+from sm120patch.patcher.kit.role_shapes import sm_flag_read
 from sm120patch.patcher.kit.sm_terms import FLAG, first_sm_term, sm120_term, sm_terms_in
 from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR, SM120_FLAG
 
@@ -36,6 +37,12 @@ class CommunicatorFlag(Patch):
     edits = Edit.FLAG
     requires = ("communicator-import",)
     provides = (NAME,)
+    role = Role(
+        "the SM flags the fusion gate reads",
+        follows="communicator-fusion-gate",
+        reads=sm_flag_read,
+        kind=Kind.ASSIGNMENT,
+    )
     anchors = (
         Anchor(ADD_NORM, SM100, Releases("0.5.21"), kind=Kind.ASSIGNMENT),
         Anchor(COMMUNICATOR, SM100, Releases("0.5.4", "0.5.20"), kind=Kind.ASSIGNMENT),
@@ -146,7 +153,8 @@ class CommunicatorFlag(Patch):
     )
 
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
-        anchored = anchored_names(self.anchors, Kind.ASSIGNMENT)
+        rows = ctx.rows_of(self)
+        anchored = anchored_names(rows, Kind.ASSIGNMENT)
         flags = [line for name in ("_is_sm90_supported", *anchored, NAME) for line in module_assignments(module, name)]
         existing = module_assignments(module, NAME)
         if existing:
@@ -154,7 +162,7 @@ class CommunicatorFlag(Patch):
             if len(existing) > 1:
                 detail += f" {len(existing)} times (a hand edit run twice?); harmless, left as is"
             return Finding(State.APPLIED, detail, evidence=flags)
-        sm100 = [line for _, line in find_assigned(module, self.anchors)]
+        sm100 = [line for _, line in find_assigned(module, rows)]
         if not sm100 and first_sm_term(module, FLAG) is None:
             return Finding(State.NOT_NEEDED, "no cached _is_smXX_supported flags here: the gate tests its terms inline")
         if len(sm100) != 1:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from sm120patch.patcher.kit.decide import decide, find_anchored, label, searched
-from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, State
+from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, Role, State
+from sm120patch.patcher.kit.role_shapes import is_gate
 from sm120patch.patcher.kit.sm_terms import clauses_in, describe
 from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR
 
@@ -29,6 +30,11 @@ class CommunicatorFusionGate(Patch):
     summary = "widen the runtime fusion gate's SM clause with _is_sm120_supported"
     edits = Edit.OR_TERM
     requires = ("communicator-flag",)
+    role = Role(
+        "the fusion gate (a test of the fusion's SM clause beside its backend, enable option or token limit)",
+        words=("is_sm", "flashinfer_allreduce_fusion"),
+        matches=is_gate,
+    )
     anchors = (
         Anchor(ADD_NORM, "flashinfer_ar_fusion_applies", Releases("0.5.22")),
         Anchor(ADD_NORM, "apply_flashinfer_allreduce_fusion", Releases("0.5.21", "0.5.21")),
@@ -204,9 +210,10 @@ class CommunicatorFusionGate(Patch):
     )
 
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
-        found = find_anchored(module, self.anchors)
+        rows = ctx.rows_of(self)
+        found = find_anchored(module, rows)
         if not found:
-            return Finding(State.DRIFT, f"the fusion gate was renamed or moved: found none of {searched(self.anchors)}")
+            return Finding(State.DRIFT, f"the fusion gate was renamed or moved: found none of {searched(rows)}")
         # Up to 0.5.7 the gate is the method; from 0.5.8 the method calls the module-level
         # function, which is then the only one that tests an SM clause.
         gates = [(a, f, [c for c in clauses_in(f) if not c.negated]) for a, f in found]
@@ -219,7 +226,7 @@ class CommunicatorFusionGate(Patch):
             return Finding(
                 State.DRIFT,
                 f"found 0 SM clauses like (_is_sm90_supported or _is_sm100_supported) in {shown}: the "
-                f"fusion gate was renamed or rewritten (looked for {searched(self.anchors)})",
+                f"fusion gate was renamed or rewritten (looked for {searched(rows)})",
             )
         anchor, function, clauses = testing[0]
         where = label(anchor)

@@ -13,7 +13,7 @@ from sm120patch.patcher.kit.cst_helpers import (
 )
 from sm120patch.patcher.kit.decide import anchored_names, helper_import
 from sm120patch.patcher.kit.imports import insert_after
-from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Kind, Patch, PatchContext, Releases, State
+from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Kind, Patch, PatchContext, Releases, Role, State
 from sm120patch.patcher.kit.sm_terms import HELPER, first_sm_term
 from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR, SM120_HELPER
 
@@ -46,6 +46,7 @@ class CommunicatorImport(Patch):
     summary = "import is_sm120_supported next to is_sm100_supported in the fusion-gate module"
     edits = Edit.IMPORT
     provides = (SM120_HELPER,)
+    role = Role("wherever the SM flags are bound", follows="communicator-flag", kind=Kind.IMPORT)
     anchors = (
         Anchor(
             ADD_NORM,
@@ -166,7 +167,7 @@ class CommunicatorImport(Patch):
     )
 
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
-        anchored = anchored_names(self.anchors, Kind.IMPORT)
+        anchored = anchored_names(ctx.rows_of(self), Kind.IMPORT)
         if binds_at_import(module, SM120_HELPER):
             return Finding(State.APPLIED, f"{SM120_HELPER} is imported", evidence=_import_evidence(module, anchored))
         if first_sm_term(module, HELPER) is None:

@@ -7,7 +7,8 @@ from packaging.version import Version
 
 from sm120patch.patcher.kit.cst_helpers import walk
 from sm120patch.patcher.kit.decide import decide, find_anchored, label, sought
-from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, State
+from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, Role, State
+from sm120patch.patcher.kit.role_shapes import is_resolver
 from sm120patch.patcher.kit.sm_terms import clauses_in_test, sm_terms_in
 from sm120patch.sglang.layout import COMM_FUSION
 
@@ -39,6 +40,11 @@ class FusionBackendResolver(Patch):
     summary = "let SM12x through _resolve_backend (auto -> trtllm on one node)"
     edits = Edit.OR_TERM
     since = SINCE
+    role = Role(
+        "the fusion backend resolver (refuses every GPU but SM90 and SM100, names trtllm)",
+        words=("is_sm", "trtllm", "allreduce", "raise"),
+        matches=is_resolver,
+    )
     anchors = (
         Anchor(COMM_FUSION, FUNCTION, Releases("0.5.19"), note="get_platform() spelling"),
         Anchor(COMM_FUSION, FUNCTION, Releases(SINCE, "0.5.18"), imports=True, note="helper spelling"),
@@ -153,13 +159,14 @@ class FusionBackendResolver(Patch):
     )
 
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
-        found = find_anchored(module, self.anchors)
+        rows = ctx.rows_of(self)
+        found = find_anchored(module, rows)
         if not found:
             if ctx.version is not None and ctx.version < Version(SINCE):
                 return Finding(State.NOT_NEEDED, f"no backend resolver before sglang {SINCE}")
             if ctx.version is None and not sm_terms_in(module):
                 return Finding(State.NOT_NEEDED, "no backend resolver and no SM check in this file")
-            return Finding(State.DRIFT, f"no {sought(self.anchors)}: the backend resolver moved")
+            return Finding(State.DRIFT, f"no {sought(rows)}: the backend resolver moved")
         if len(found) > 1:
             names = ", ".join(dict.fromkeys(label(a) for a, _ in found))
             return Finding(State.DRIFT, f"{len(found)} functions named {names}", names)

@@ -8,7 +8,8 @@ import libcst as cst
 
 from sm120patch.patcher.kit.cst_helpers import code, replace_all, walk
 from sm120patch.patcher.kit.decide import anchored_names, find_anchored, find_assigned, label
-from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Kind, Patch, PatchContext, Releases, State
+from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Kind, Patch, PatchContext, Releases, Role, State
+from sm120patch.patcher.kit.role_shapes import limit_read
 from sm120patch.patcher.patches.communicator_fusion_gate import CommunicatorFusionGate
 from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR
 
@@ -35,11 +36,16 @@ class Site:
     value: int
 
 
-def limit_sites(module: cst.Module) -> tuple[list[Site], list[cst.FunctionDef]] | str:
+def limit_sites(
+    module: cst.Module, ctx: PatchContext | None = None
+) -> tuple[list[Site], list[cst.FunctionDef]] | str:
     """Every site of the token limit in ``module`` and the gate functions searched, or why
-    the limit cannot be read (a constant that is not one integer)."""
+    the limit cannot be read (a constant that is not one integer); ``ctx`` gives the rows
+    of this tree (a role find), else the known ones."""
     sites: list[Site] = []
-    lines = find_assigned(module, FusionTokenLimit.anchors)
+    limit_rows = ctx.rows_of(FusionTokenLimit) if ctx else FusionTokenLimit.anchors
+    gate_rows = ctx.rows_of(CommunicatorFusionGate) if ctx else CommunicatorFusionGate.anchors
+    lines = find_assigned(module, limit_rows)
     if len(lines) > 1:
         names = ", ".join(dict.fromkeys(anchor.name for anchor, _ in lines))
         return f"{names} is assigned {len(lines)} times at module level; expected once"
@@ -48,7 +54,7 @@ def limit_sites(module: cst.Module) -> tuple[list[Site], list[cst.FunctionDef]] 
         if not isinstance(small.value, cst.Integer):
             return f"{anchor.name} = {code(small.value) if small.value else '...'} is not an integer literal"
         sites.append(Site(small.value, anchor.name, line, int(small.value.evaluated_value)))
-    gates = [f for _, f in find_anchored(module, CommunicatorFusionGate.anchors)]
+    gates = [f for _, f in find_anchored(module, gate_rows)]
     for anchor, gate in find_anchored(module, LITERAL_GATES):
         for node in walk(gate):
             if not isinstance(node, cst.Comparison):
@@ -71,8 +77,8 @@ def limit_in_force(sites: list[Site]) -> int:
     return min(site.value for site in sites)
 
 
-def shown(sites: list[Site]) -> str:
-    constants = anchored_names(FusionTokenLimit.anchors, Kind.ASSIGNMENT)
+def shown(sites: list[Site], rows: tuple[Anchor, ...] | None = None) -> str:
+    constants = anchored_names(rows or FusionTokenLimit.anchors, Kind.ASSIGNMENT)
     return "; ".join(f"{site.where} = {site.value}" if site.where in constants else site.where for site in sites)
 
 
@@ -108,6 +114,12 @@ class FusionTokenLimit(Patch):
     id = "fusion-token-limit"
     summary = "opt-in (apply --fuse-up-to N): lower the token count up to which the gate fuses"
     edits = Edit.LIMIT
+    role = Role(
+        "the token limit the fusion gate compares the batch with",
+        follows="communicator-fusion-gate",
+        reads=limit_read,
+        kind=Kind.ASSIGNMENT,
+    )
     anchors = (
         Anchor(ADD_NORM, LIMIT_NAME, Releases("0.5.21"), kind=Kind.ASSIGNMENT, expect=State.NOT_NEEDED, note=OPT_IN),
         Anchor(
@@ -275,8 +287,9 @@ class FusionTokenLimit(Patch):
     )
 
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
-        limit = " or ".join(anchored_names(self.anchors, Kind.ASSIGNMENT))
-        found = limit_sites(module)
+        rows = ctx.rows_of(self)
+        limit = " or ".join(anchored_names(rows, Kind.ASSIGNMENT))
+        found = limit_sites(module, ctx)
         if isinstance(found, str):
             return Finding(State.DRIFT, found)
         sites, gates = found
@@ -290,13 +303,13 @@ class FusionTokenLimit(Patch):
                 f"{limit} and no `<= <integer>` in the fusion gate)",
             )
         evidence = [site.evidence for site in sites]
-        now = f"{limit_in_force(sites)} ({shown(sites)})"
+        now = f"{limit_in_force(sites)} ({shown(sites, rows)})"
         if asked is None:
             return Finding(
                 State.NOT_NEEDED, f"fusion token limit in force: {now}; {OPT_IN}", limit, evidence, scopes=gates
             )
         if all(site.value == asked for site in sites):
-            return Finding(State.APPLIED, f"fusion token limit {asked}: {shown(sites)}", limit, evidence, scopes=gates)
+            return Finding(State.APPLIED, f"fusion token limit {asked}: {shown(sites, rows)}", limit, evidence, scopes=gates)
 
         def apply(tree: cst.Module) -> cst.Module:
             pairs = [(site.node, cst.Integer(str(asked))) for site in sites if site.value != asked]
@@ -304,7 +317,7 @@ class FusionTokenLimit(Patch):
 
         return Finding(
             State.PENDING,
-            f"will set the fusion token limit to {asked} (now {shown(sites)})",
+            f"will set the fusion token limit to {asked} (now {shown(sites, rows)})",
             limit,
             evidence,
             apply,

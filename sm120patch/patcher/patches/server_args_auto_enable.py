@@ -9,7 +9,8 @@ import libcst as cst
 
 from sm120patch.patcher.kit.cst_helpers import iter_children, walk
 from sm120patch.patcher.kit.decide import decide, find_anchored, label, searched
-from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, State
+from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, Role, State
+from sm120patch.patcher.kit.role_shapes import is_auto_enable
 from sm120patch.patcher.kit.sm_terms import Clause, admits_sm12x, clauses_in_test, describe
 from sm120patch.sglang.layout import OVERRIDES, SERVER_ARGS
 
@@ -103,6 +104,11 @@ class ServerArgsAutoEnable(Patch):
     id = "server-args-auto-enable"
     summary = "widen the model auto-enable's SM clause with is_sm120_supported()"
     edits = Edit.OR_TERM
+    role = Role(
+        "the model auto-enable (turns the fusion on under the fusion's SM clause)",
+        words=("is_sm", "flashinfer_allreduce_fusion"),
+        matches=is_auto_enable,
+    )
     anchors = (
         Anchor(
             OVERRIDES,
@@ -415,9 +421,10 @@ class ServerArgsAutoEnable(Patch):
     )
 
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
-        found = find_anchored(module, self.anchors)
+        rows = ctx.rows_of(self)
+        found = find_anchored(module, rows)
         if not found:
-            return Finding(State.DRIFT, f"the auto-enable moved: found none of {searched(self.anchors)}")
+            return Finding(State.DRIFT, f"the auto-enable moved: found none of {searched(rows)}")
         functions = {id(f): (a, f) for a, f in found}
         where = ", ".join(dict.fromkeys(label(a) for a, _ in functions.values()))
         gates: dict[int, tuple[cst.If, Clause]] = {}

@@ -19,7 +19,8 @@ from sm120patch.patcher.kit.cst_helpers import (
 )
 from sm120patch.patcher.kit.decide import find_anchored, helper_import, label, sought, unbound_sm120
 from sm120patch.patcher.kit.imports import ImportSite, insert_after
-from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, State
+from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, Role, State
+from sm120patch.patcher.kit.role_shapes import calls
 from sm120patch.patcher.kit.sm_terms import (
     HELPER,
     PLATFORM,
@@ -120,6 +121,11 @@ class WorkspacePreflight(Patch):
     summary = "skip the preflight's multicast granularity query on SM12x (it turns fusion off)"
     edits = Edit.GUARD
     since = SINCE
+    role = Role(
+        f"the workspace preflight (calls {QUERY})",
+        words=(QUERY,),
+        matches=lambda function: calls(function, QUERY),
+    )
     anchors = (
         Anchor(COMM_FUSION, FUNCTION, Releases("0.5.19"), note="get_platform() spelling"),
         Anchor(
@@ -549,12 +555,13 @@ class WorkspacePreflight(Patch):
     )
 
     def check(self, module: cst.Module, ctx: PatchContext) -> Finding:
-        found = find_anchored(module, self.anchors)
+        rows = ctx.rows_of(self)
+        found = find_anchored(module, rows)
         if not found:
             if _uses_multicast(module):
                 return Finding(
                     State.DRIFT,
-                    f"the module queries multicast but has no {sought(self.anchors)}: "
+                    f"the module queries multicast but has no {sought(rows)}: "
                     "the workspace preflight was renamed or moved",
                 )
             return Finding(State.NOT_NEEDED, f"no workspace preflight here (sglang adds it in {SINCE})")

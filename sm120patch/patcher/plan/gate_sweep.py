@@ -611,8 +611,8 @@ def _owner(rel: str, check: _Check, plan: Plan) -> str | None:
     for report in plan.reports:
         if report.file != rel or report.state is not State.PENDING:
             continue
-        if any(check.line <= e.line <= check.end_line for e in report.evidence) and _anchored(
-            rel, check.function, report.id
+        if any(check.line <= e.line <= check.end_line for e in report.evidence) and (
+            _anchored(rel, check.function, report.id) or report.found_at == f"{rel}:{check.function}"
         ):
             return report.id
     return None

@@ -7,15 +7,17 @@ checked again on the result and must read as applied.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from functools import partial
 
 import libcst as cst
 
 from sm120patch.errors import EnvironmentProblem, InternalError
-from sm120patch.patcher.kit.model import Finding, Patch, PatchContext, State
+from sm120patch.patcher.kit.model import FOUND_BY_ROLE, Anchor, Finding, Patch, PatchContext, State, known_rows
 from sm120patch.patcher.plan.evidence import emit
-from sm120patch.patcher.plan.registry import provided_for
+from sm120patch.patcher.plan.registry import by_id, provided_for
+from sm120patch.patcher.plan.role_find import Located, calls_for_role, locate
 from sm120patch.patcher.plan.types import Evidence, FilePlan, PatchReport, Plan
 from sm120patch.sglang import releases, static_names
 from sm120patch.sglang.tree import SglangTree
@@ -42,12 +44,49 @@ def _report(
     return PatchReport(patch.id, patch.summary, patch.requires, rel, state, detail, where, evidence or [], state_after)
 
 
+def _bound_elsewhere(patch: Patch, rel: str, files: Mapping[str, str]) -> dict[str, str]:
+    """Names the patches ``patch`` requires bind in another module than ``rel``, by that
+    module's dotted name (a role find put the flags apart from the gate)."""
+    registry = by_id()
+    names: dict[str, str] = {}
+    queue = list(patch.requires)
+    while queue:
+        dep = registry[queue.pop()]
+        other = files.get(dep.id)
+        if other is not None and other != rel:
+            names.update(dict.fromkeys(dep.provides, dotted(other)))
+        queue.extend(dep.requires)
+    return names
+
+
+def dotted(rel: str) -> str:
+    """``srt/layers/x.py`` as the module sglang imports it: ``sglang.srt.layers.x``."""
+    parts = rel.removesuffix(".py").split("/")
+    return ".".join(["sglang", *(parts[:-1] if parts[-1] == "__init__" else parts)])
+
+
 def plan_file(
-    tree: SglangTree, rel: str, patches: list[Patch], change: bool, token_limit: int | None = None
+    tree: SglangTree,
+    rel: str,
+    patches: list[Patch],
+    change: bool,
+    token_limit: int | None = None,
+    rows: Mapping[str, tuple[Anchor, ...]] | None = None,
+    files: Mapping[str, str] | None = None,
 ) -> FilePlan:
     path = tree.path(rel)
-    base = PatchContext(tree.parsed_version, partial(static_names.defines, tree.package_dir), token_limit=token_limit)
-    contexts = [replace(base, provided=provided_for(p)) for p in patches]
+    base = PatchContext(
+        tree.parsed_version,
+        partial(static_names.defines, tree.package_dir),
+        token_limit=token_limit,
+        rows=rows or {},
+    )
+    # A name a required patch binds counts only where that patch writes it: this file.
+    here = {p.id for p in patches}
+    contexts = [
+        replace(base, provided=provided_for(p, here), bound_elsewhere=_bound_elsewhere(p, rel, files or {}))
+        for p in patches
+    ]
     try:
         original = path.read_bytes() if path.is_file() else None
     except OSError as exc:
@@ -93,18 +132,68 @@ def plan_file(
     return plan
 
 
-def make_plan(tree: SglangTree, patches: list[Patch], change: bool, token_limit: int | None = None) -> Plan:
+def _plan_files(
+    tree: SglangTree, patches: list[Patch], change: bool, token_limit: int | None, found: Mapping[str, Located]
+) -> Plan:
+    by_file: dict[str, list[Patch]] = {}
+    files: dict[str, str] = {}
+    for patch in patches:
+        rel = found[patch.id].file if patch.id in found else patch.target(tree.exists)
+        by_file.setdefault(rel, []).append(patch)
+        files[patch.id] = rel
+    rows = {pid: located.rows for pid, located in found.items()}
+    return Plan(
+        tree, [plan_file(tree, rel, group, change, token_limit, rows, files) for rel, group in by_file.items()]
+    )
+
+
+def _leaders(plan: Plan) -> dict[str, Anchor]:
+    """The known row each patch's target was found through (what a role may follow)."""
+    registry = by_id()
+    leaders: dict[str, Anchor] = {}
+    for report in plan.reports:
+        rows = [a for a in known_rows(registry[report.id].anchors) if a.file == report.file]
+        row = next((a for a in rows if report.where in (a.name, f"{a.cls}.{a.name}")), rows[0] if rows else None)
+        if row is not None and report.state is not State.DRIFT:
+            leaders[report.id] = row
+    return leaders
+
+
+def make_plan(
+    tree: SglangTree, patches: list[Patch], change: bool, token_limit: int | None = None, roles: bool = True
+) -> Plan:
     """Check (and with ``change``, transform in memory) every selected patch; ``token_limit``:
-    the fusion token limit asked for (``apply --fuse-up-to``), None to leave it as it is."""
+    the fusion token limit asked for (``apply --fuse-up-to``), None to leave it as it is;
+    ``roles``: a target no known layout matches may be found by what it does (else such a
+    find is only named, and the patch stays in drift)."""
     refused = releases.refusal(tree)
     if refused:
         return Plan(tree, [], refused)
-    by_file: dict[str, list[Patch]] = {}
-    for patch in patches:
-        by_file.setdefault(patch.target(tree.exists), []).append(patch)
-    plan = Plan(tree, [plan_file(tree, rel, group, change, token_limit) for rel, group in by_file.items()])
+    plan = _plan_files(tree, patches, change, token_limit, {})
+    asks = {r.id: r.state for r in plan.reports}
+    if any(calls_for_role(p, asks[p.id], tree.parsed_version) for p in patches):
+        # Only where a known layout did not match: every other plan reads no more files.
+        found, why = locate(tree, by_id().values(), asks, _leaders(plan), tree.parsed_version)
+        found = {pid: located for pid, located in found.items() if pid in asks}
+        if found and roles:
+            plan = _plan_files(tree, patches, change, token_limit, found)
+        _say_roles(plan, found, why, roles)
     if change and plan.drift:
         # Drift anywhere means nothing is written: report every file as it is now, not as
         # the change that will not happen would leave it.
-        return make_plan(tree, patches, change=False, token_limit=token_limit)
+        return make_plan(tree, patches, change=False, token_limit=token_limit, roles=roles)
     return plan
+
+
+def _say_roles(plan: Plan, found: Mapping[str, Located], why: Mapping[str, str], allowed: bool) -> None:
+    """Each report says how its target was found, or why a role could not find it."""
+    for report in plan.reports:
+        located = found.get(report.id)
+        if located is not None and allowed:
+            report.found_by, report.found_at = FOUND_BY_ROLE, located.where
+        elif located is not None and report.state is State.DRIFT:
+            report.detail += (
+                f"; found by role in {located.where}, not a known layout, which --known-layouts-only refuses"
+            )
+        elif report.id in why and report.state is State.DRIFT:
+            report.detail += f"; looked for by role: {why[report.id]}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from functools import lru_cache
 
 from sm120patch.patcher.kit.model import Patch
@@ -57,14 +57,16 @@ def by_id() -> dict[str, Patch]:
     return {p.id: p for p in all_patches()}
 
 
-def provided_for(patch: Patch) -> frozenset[str]:
-    """Names the patches ``patch`` requires (transitively) bind in their file."""
+def provided_for(patch: Patch, here: Collection[str] | None = None) -> frozenset[str]:
+    """Names the patches ``patch`` requires (transitively) bind in their file; with ``here``,
+    only those of the patches among ``here`` (the ones that write the same file)."""
     registry = by_id()
     names: set[str] = set()
     queue = list(patch.requires)
     while queue:
         dep = registry[queue.pop()]
-        names.update(dep.provides)
+        if here is None or dep.id in here:
+            names.update(dep.provides)
         queue.extend(dep.requires)
     return frozenset(names)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sm120patch.patcher.kit.model import State
+from sm120patch.patcher.kit.model import FOUND_BY_ANCHOR, State
 from sm120patch.sglang.tree import SglangTree
 
 
@@ -33,6 +33,8 @@ class PatchReport:
     where: str = ""
     evidence: list[Evidence] = field(default_factory=list)
     state_after: State | None = None  # after the planned change (== state when nothing changes)
+    found_by: str = FOUND_BY_ANCHOR  # "role": the target was found by what it does (plan/role_find.py)
+    found_at: str = ""  # with a role find: "file:function" where it was found
 
     def to_json(self) -> dict[str, Any]:
         """The report as the manifest keeps it (``plan.trust``): as the file stands once the
@@ -45,6 +47,8 @@ class PatchReport:
             "detail": self.detail,
             "where": self.where,
             "evidence": [[e.line, e.text] for e in self.evidence],
+            "found_by": self.found_by,
+            **({"found_at": self.found_at} if self.found_at else {}),
         }
 
     @classmethod
@@ -62,6 +66,8 @@ class PatchReport:
             where=data["where"],
             evidence=[Evidence(line, text) for line, text in data["evidence"]],
             state_after=state,
+            found_by=str(data.get("found_by", FOUND_BY_ANCHOR)),  # states before role finds have none
+            found_at=str(data.get("found_at", "")),
         )
 
 

@@ -29,7 +29,11 @@ def test_a_target_file_that_is_not_there_is_drift_naming_it(tmp_path: Path) -> N
     assert missing["fusion-backend-resolver"].state is State.NOT_NEEDED  # 0.5.14+ only
     report = missing[PREFLIGHT]
     assert (report.state, report.state_after) == (State.DRIFT, State.DRIFT)
-    assert report.detail == f"none of {FUSION} exists in sglang 0.5.11"
+    assert report.detail == (
+        f"none of {FUSION} exists in sglang 0.5.11; looked for by role: no function in the package is"
+        " the workspace preflight (calls cuMulticastGetGranularity)"
+    )
+    assert report.found_by == "anchor"
     assert report.summary == by_id()[PREFLIGHT].summary and report.where == ""
     assert next(f for f in plan.files if f.rel == FUSION).original is None
 

@@ -29,6 +29,7 @@ SAVED_REPORT = {
     "detail": "_is_sm120_supported is assigned",
     "where": "",
     "evidence": [[40, "_is_sm100_supported = _is_cuda and is_sm100_supported()"]],
+    "found_by": "anchor",
 }
 SAVED_MANIFEST = {
     "checked": {COMM: {"reports": [SAVED_REPORT], "sha256": "a" * 64}},
