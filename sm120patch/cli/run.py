@@ -4,6 +4,7 @@ Ctrl-C exit 130; and the commands that locate sglang and render a patcher outcom
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -72,12 +73,42 @@ def _shown(result: Result, as_json: bool) -> int:
 INTERRUPTED = "interrupted; nothing was written"
 
 
+def _known_layouts_only(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """Refuse role finds for this command only; and refuse a ``SM120PATCH_KNOWN_UP_TO`` that
+    names no release (the backtest's knowledge)."""
+    from sm120patch.patcher.kit.model import KNOWN_UP_TO
+
+    raw = os.environ.get(KNOWN_UP_TO, "").strip()
+    if raw:
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            Version(raw)
+        except InvalidVersion:
+            raise click.UsageError(f"{KNOWN_UP_TO}={raw!r} is not a release number (e.g. 0.5.21)") from None
+    if value:
+        from sm120patch.patcher.plan.planner import ROLE_FINDS
+
+        token = ROLE_FINDS.set(False)
+        ctx.call_on_close(lambda: ROLE_FINDS.reset(token))
+
+
 def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
     """A command that locates sglang, runs ``func`` on it and renders the outcome."""
     takes_timeout = "timeout" in func.__code__.co_varnames[: func.__code__.co_argcount]  # not inspect: 4 ms
 
     @_location_options
     @_timeout_option
+    @click.option(
+        "--known-layouts-only",
+        is_flag=True,
+        expose_value=False,
+        envvar="SM120PATCH_KNOWN_LAYOUTS_ONLY",
+        show_envvar=True,
+        callback=_known_layouts_only,
+        help="Patch only targets found where a known sglang release keeps them: a target found by role "
+        "(what it does, in a release that moved it) is then drift, and nothing is written.",
+    )
     @functools.wraps(func)
     def wrapper(python: str | None, sglang_path: Path | None, as_json: bool, timeout: float, **kwargs: Any) -> None:
         python, sglang_path = _locators(python, sglang_path)

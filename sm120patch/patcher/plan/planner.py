@@ -8,6 +8,7 @@ checked again on the result and must read as applied.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import replace
 from functools import partial
 
@@ -21,6 +22,11 @@ from sm120patch.patcher.plan.role_find import Located, calls_for_role, locate
 from sm120patch.patcher.plan.types import Evidence, FilePlan, PatchReport, Plan
 from sm120patch.sglang import releases, static_names
 from sm120patch.sglang.tree import SglangTree
+
+
+#: Whether a target no known layout matches may be found by role (``--known-layouts-only``
+#: sets it off for one command; a context variable, so in-process runs do not leak it).
+ROLE_FINDS: ContextVar[bool] = ContextVar("role_finds", default=True)
 
 
 def _parse(rel: str, data: bytes) -> cst.Module | str:
@@ -160,7 +166,7 @@ def _leaders(plan: Plan) -> dict[str, Anchor]:
 
 
 def make_plan(
-    tree: SglangTree, patches: list[Patch], change: bool, token_limit: int | None = None, roles: bool = True
+    tree: SglangTree, patches: list[Patch], change: bool, token_limit: int | None = None, roles: bool | None = None
 ) -> Plan:
     """Check (and with ``change``, transform in memory) every selected patch; ``token_limit``:
     the fusion token limit asked for (``apply --fuse-up-to``), None to leave it as it is;
@@ -169,6 +175,7 @@ def make_plan(
     refused = releases.refusal(tree)
     if refused:
         return Plan(tree, [], refused)
+    roles = ROLE_FINDS.get() if roles is None else roles
     plan = _plan_files(tree, patches, change, token_limit, {})
     asks = {r.id: r.state for r in plan.reports}
     if any(calls_for_role(p, asks[p.id], tree.parsed_version) for p in patches):

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from sm120patch import __version__
 from sm120patch.output.console import SCHEMA
-from sm120patch.patcher.kit.model import State
+from sm120patch.patcher.kit.model import FOUND_BY_ANCHOR, State
 from sm120patch.patcher.outcome import Command, Outcome
 from sm120patch.patcher.plan.token_limit import limit_json
 from sm120patch.sglang.releases import tree_json
@@ -25,6 +25,8 @@ def _patch_json(
     where: str,
     detail: str,
     evidence: list[dict[str, Any]],
+    found_by: str = FOUND_BY_ANCHOR,
+    found_at: str = "",
 ) -> dict[str, Any]:
     return {
         "id": ident,
@@ -36,6 +38,8 @@ def _patch_json(
         "where": where,
         "detail": detail,
         "evidence": evidence,
+        "found_by": found_by,  # "role": found by what it does, not a known layout
+        "found_at": f"sglang/{found_at}" if found_at else None,
     }
 
 
@@ -60,6 +64,8 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
                 r.where,
                 r.detail,
                 [{"file": f"sglang/{r.file}", "line": e.line, "text": e.text} for e in r.evidence],
+                r.found_by,
+                r.found_at,
             )
             for r in (plan.reports if plan else [])
         ]

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from sm120patch.output.console import console, printable
 from sm120patch.output.lines import longest_word, put
-from sm120patch.patcher.kit.model import State
+from sm120patch.patcher.kit.model import FOUND_BY_ROLE, State
 from sm120patch.patcher.outcome import Command, Outcome
 from sm120patch.patcher.plan.types import PatchReport
 from sm120patch.sglang.tree import InstallKind
@@ -79,6 +79,9 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
                         "  ", r.id.ljust(widths[0]), "   ", label, " " * (widths[1] - len(label)), "   "
                     )
                     put(out, details[id(r)], lead=lead)
+                if r.found_by == FOUND_BY_ROLE:
+                    found = f"found by role in sglang/{r.found_at}, not a known layout"
+                    put(out, Text(found, style="yellow"), lead="    ")
         evidence = sorted({(r.file, e) for r in plan.reports for e in r.evidence}, key=lambda x: (x[0], x[1].line))
         if evidence and outcome.command in (Command.VERIFY, Command.APPLY) and not brief:
             planned = not outcome.written and any(r.state_after not in (None, r.state) for r in plan.reports)
