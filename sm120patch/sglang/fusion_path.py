@@ -49,6 +49,10 @@ ON_PATH: tuple[OnPath, ...] = (
 #: One pattern, since each needle costs a scan of the whole package (~70 MB in 0.5.23); it is
 #: in ``allreduce``, ``Allreduce`` and ``AllReduce``, and its literal start keeps the regex
 #: engine as fast as one ``bytes.find`` (two finds would cost twice that).
+#: The fields behind the options that turn fusion on (``options.BACKEND``, ``options.ENABLE``), as
+#: sglang's code reads them: a function that tests one beside the fusion's SM clause is its gate,
+#: one that sets one its auto-enable (``patcher/kit/role_shapes.py``).
+SWITCH_NAMES = frozenset({"flashinfer_allreduce_fusion_backend", "enable_flashinfer_allreduce_fusion"})
 FUSION_BYTES = re.compile(rb"ll[rR]educe")
 #: Bytes that every SM check the sweep reads contains: the terms of ``sm_names`` and the raw
 #: capability comparisons (``get_device_capability()``, ``get_device_sm()``).

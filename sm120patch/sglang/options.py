@@ -11,9 +11,6 @@ BACKEND = "--flashinfer-allreduce-fusion-backend"  # 0.5.14+
 ENABLE = "--enable-flashinfer-allreduce-fusion"  # up to 0.5.13 (deprecated alias of auto after)
 HATCH = "--enforce-disable-flashinfer-allreduce-fusion"  # 0.5.10+: fusion off, auto-enable included
 FUSION_OPTIONS = (BACKEND, ENABLE, HATCH)
-#: The fields behind the options that turn fusion on, as sglang's code reads them: a function
-#: that tests one beside the fusion's SM clause is its gate, one that sets one its auto-enable.
-SWITCH_NAMES = frozenset(option[2:].replace("-", "_") for option in (BACKEND, ENABLE))
 BACKEND_VALUE = "trtllm"  # never auto or mnnvl: they create multicast objects where GPUs report multicast
 
 

@@ -15,7 +15,7 @@ import libcst as cst
 
 from sm120patch.patcher.kit.cst_helpers import code, walk
 from sm120patch.patcher.kit.sm_terms import Clause, clauses_in_test, conjuncts, truth_tests
-from sm120patch.sglang.options import SWITCH_NAMES
+from sm120patch.sglang.fusion_path import SWITCH_NAMES
 
 #: The generations the fusion's own SM clause names (each patch widens such a clause).
 FUSION_ARCHS = frozenset({"sm90", "sm100"})
@@ -25,7 +25,7 @@ BATCH_WORDS = ("batch", "shape[0]", "num_tokens")
 
 def fusion_clause(clause: Clause) -> bool:
     """An SM clause that names the generations the fusion was built for (SM90 and SM100)."""
-    return FUSION_ARCHS <= {t.arch for t in clause.terms}
+    return {t.arch for t in clause.terms} >= FUSION_ARCHS
 
 
 def reads_switch(node: cst.CSTNode) -> bool:
@@ -134,9 +134,12 @@ def _turns_on(body: cst.CSTNode) -> bool:
             isinstance(t.target, cst.Attribute) and t.target.attr.value in SWITCH_NAMES for t in child.targets
         ):
             return True
-        if isinstance(child, cst.DictElement) and isinstance(child.key, cst.SimpleString):
-            if child.key.evaluated_value in SWITCH_NAMES:
-                return True
+        if (
+            isinstance(child, cst.DictElement)
+            and isinstance(child.key, cst.SimpleString)
+            and child.key.evaluated_value in SWITCH_NAMES
+        ):
+            return True
     return False
 
 

@@ -6,7 +6,18 @@ import libcst as cst
 
 from sm120patch.patcher.kit.cst_helpers import code, module_assignments, replace_all
 from sm120patch.patcher.kit.decide import anchored_names, find_assigned
-from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Kind, Patch, PatchContext, Releases, Role, State
+from sm120patch.patcher.kit.model import (
+    Anchor,
+    Edit,
+    Example,
+    Finding,
+    Kind,
+    Patch,
+    PatchContext,
+    Releases,
+    Role,
+    State,
+)
 from sm120patch.patcher.kit.role_shapes import sm_flag_read
 from sm120patch.patcher.kit.sm_terms import FLAG, first_sm_term, sm120_term, sm_terms_in
 from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR, SM120_FLAG

@@ -13,7 +13,18 @@ from sm120patch.patcher.kit.cst_helpers import (
 )
 from sm120patch.patcher.kit.decide import anchored_names, helper_import
 from sm120patch.patcher.kit.imports import insert_after
-from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Kind, Patch, PatchContext, Releases, Role, State
+from sm120patch.patcher.kit.model import (
+    Anchor,
+    Edit,
+    Example,
+    Finding,
+    Kind,
+    Patch,
+    PatchContext,
+    Releases,
+    Role,
+    State,
+)
 from sm120patch.patcher.kit.sm_terms import HELPER, first_sm_term
 from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR, SM120_HELPER
 

@@ -8,7 +8,18 @@ import libcst as cst
 
 from sm120patch.patcher.kit.cst_helpers import code, replace_all, walk
 from sm120patch.patcher.kit.decide import anchored_names, find_anchored, find_assigned, label
-from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Kind, Patch, PatchContext, Releases, Role, State
+from sm120patch.patcher.kit.model import (
+    Anchor,
+    Edit,
+    Example,
+    Finding,
+    Kind,
+    Patch,
+    PatchContext,
+    Releases,
+    Role,
+    State,
+)
 from sm120patch.patcher.kit.role_shapes import limit_read
 from sm120patch.patcher.patches.communicator_fusion_gate import CommunicatorFusionGate
 from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR
@@ -36,9 +47,7 @@ class Site:
     value: int
 
 
-def limit_sites(
-    module: cst.Module, ctx: PatchContext | None = None
-) -> tuple[list[Site], list[cst.FunctionDef]] | str:
+def limit_sites(module: cst.Module, ctx: PatchContext | None = None) -> tuple[list[Site], list[cst.FunctionDef]] | str:
     """Every site of the token limit in ``module`` and the gate functions searched, or why
     the limit cannot be read (a constant that is not one integer); ``ctx`` gives the rows
     of this tree (a role find), else the known ones."""
@@ -309,7 +318,9 @@ class FusionTokenLimit(Patch):
                 State.NOT_NEEDED, f"fusion token limit in force: {now}; {OPT_IN}", limit, evidence, scopes=gates
             )
         if all(site.value == asked for site in sites):
-            return Finding(State.APPLIED, f"fusion token limit {asked}: {shown(sites, rows)}", limit, evidence, scopes=gates)
+            return Finding(
+                State.APPLIED, f"fusion token limit {asked}: {shown(sites, rows)}", limit, evidence, scopes=gates
+            )
 
         def apply(tree: cst.Module) -> cst.Module:
             pairs = [(site.node, cst.Integer(str(asked))) for site in sites if site.value != asked]

@@ -618,8 +618,26 @@ def _owner(rel: str, check: _Check, plan: Plan) -> str | None:
     return None
 
 
-def _known(rel: str, check: _Check) -> KnownGate | None:
-    return next((k for k in KNOWN_GATES if k.matches(rel, check.function, check.archs, check.statement)), None)
+def _known(rel: str, check: _Check, plan: Plan) -> KnownGate | None:
+    """The known gate ``check`` is; where a patch found its target by role, a known gate in
+    that target is known under the target's new name and module too."""
+    places = [(rel, check.function), *_known_as(rel, check.function, plan)]
+    return next(
+        (k for k in KNOWN_GATES for m, f in places if k.matches(m, f, check.archs, check.statement)),
+        None,
+    )
+
+
+def _known_as(rel: str, function: str, plan: Plan) -> list[tuple[str, str]]:
+    """Where the known rows kept the function a role find located at ``rel:function``."""
+    registry = by_id()
+    return [
+        (a.file, f"{a.cls}.{a.name}" if a.cls else a.name)
+        for report in plan.reports
+        if report.found_at == f"{rel}:{function}" and report.id in registry
+        for a in registry[report.id].anchors
+        if a.kind is Kind.FUNCTION
+    ]
 
 
 @dataclass(frozen=True)
@@ -669,7 +687,7 @@ def verdicts(files: Mapping[str, bytes], plan: Plan) -> tuple[list[Verdict], lis
         for check in checks:
             if on_path(rel, check.function):
                 shown = UnknownCheck(rel, check.line, check.function, check.expression)
-                found.append(Verdict(shown, _owner(rel, check, plan), _known(rel, check)))
+                found.append(Verdict(shown, _owner(rel, check, plan), _known(rel, check, plan)))
     return found, unread
 
 

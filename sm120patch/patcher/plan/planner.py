@@ -23,7 +23,6 @@ from sm120patch.patcher.plan.types import Evidence, FilePlan, PatchReport, Plan
 from sm120patch.sglang import releases, static_names
 from sm120patch.sglang.tree import SglangTree
 
-
 #: Whether a target no known layout matches may be found by role (``--known-layouts-only``
 #: sets it off for one command; a context variable, so in-process runs do not leak it).
 ROLE_FINDS: ContextVar[bool] = ContextVar("role_finds", default=True)
@@ -148,9 +147,7 @@ def _plan_files(
         by_file.setdefault(rel, []).append(patch)
         files[patch.id] = rel
     rows = {pid: located.rows for pid, located in found.items()}
-    return Plan(
-        tree, [plan_file(tree, rel, group, change, token_limit, rows, files) for rel, group in by_file.items()]
-    )
+    return Plan(tree, [plan_file(tree, rel, group, change, token_limit, rows, files) for rel, group in by_file.items()])
 
 
 def _leaders(plan: Plan) -> dict[str, Anchor]:

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import libcst as cst
-
 from libcst.helpers import get_full_name_for_node
 
 from sm120patch.patcher.kit.cst_helpers import (
@@ -94,7 +93,7 @@ class Package:
         """The file of module ``dotted`` as ``importer`` names it (absolute or relative)."""
         if dotted.startswith("."):
             level = len(dotted) - len(dotted.lstrip("."))
-            base = importer.split("/")[: -level]
+            base = importer.split("/")[:-level]
             parts = base + [p for p in dotted.lstrip(".").split(".") if p]
         else:
             parts = dotted.split(".")
@@ -130,7 +129,8 @@ def search(package: Package, patch: Patch) -> list[tuple[str, str | None, str]]:
     """Every function the package holds that does what ``patch``'s role says: (file, class,
     name), in the package's order."""
     role = patch.role
-    assert role is not None and role.matches is not None
+    assert role is not None
+    assert role.matches is not None
     words = [w.encode() for w in role.words]
     hits: list[tuple[str, str | None, str]] = []
     for rel in package.modules:

@@ -15,9 +15,10 @@ import libcst as cst
 import pytest
 
 from sm120patch.patcher.kit import sm_terms
+from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.plan import gate_sweep
 from sm120patch.patcher.plan.gate_sweep import checks_in, on_path, prefiltered
-from sm120patch.patcher.plan.types import FilePlan, Plan
+from sm120patch.patcher.plan.types import FilePlan, PatchReport, Plan
 from sm120patch.sglang.fusion_path import KNOWN_GATES
 from sm120patch.sglang.tree import from_directory
 
@@ -229,13 +230,28 @@ def test_a_known_gate_needs_its_word_so_a_new_check_beside_it_is_reported() -> N
     source = textwrap.dedent(RESOLVER).encode()
     checks = checks_in(COMM, source)
     assert not isinstance(checks, str)
-    known = [gate_sweep._known(COMM, c) for c in checks]
+    known = [gate_sweep._known(COMM, c, Plan(SimpleNamespace(), [])) for c in checks]  # type: ignore[arg-type]
     assert [(c.line, k.kind if k else None) for c, k in zip(checks, known, strict=True)] == [
         (4, "an SM100-only backend"),  # inside the cutedsl branch
         (7, "an SM100-only backend"),  # returns mnnvl
         (10, None),  # names neither: reported
     ]
     assert [c.function for c in checks] == ["_resolve_backend"] * 3
+
+
+def test_a_known_gate_in_a_target_found_by_role_is_known_under_its_new_name() -> None:
+    """The resolver renamed (a role find): its deliberate SM100-only branches stay known, and a
+    check beside them that names neither word is still reported."""
+    source = textwrap.dedent(RESOLVER).replace("_resolve_backend", "_pick_backend").encode()
+    checks = checks_in(COMM, source)
+    assert not isinstance(checks, str)
+    report = PatchReport(
+        "fusion-backend-resolver", "", (), COMM, State.APPLIED, "", found_by="role", found_at=f"{COMM}:_pick_backend"
+    )
+    plan = Plan(SimpleNamespace(), [FilePlan(COMM, Path(COMM), b"", reports=[report])])  # type: ignore[arg-type]
+    known = [gate_sweep._known(COMM, c, plan) for c in checks]
+    assert [k.kind if k else None for k in known] == ["an SM100-only backend", "an SM100-only backend", None]
+    assert [gate_sweep._known(COMM, c, Plan(SimpleNamespace(), [])) for c in checks] == [None] * 3  # type: ignore[arg-type]
 
 
 def test_known_gates_are_data_with_reasons() -> None:
