@@ -155,7 +155,8 @@ def _leaders(plan: Plan) -> dict[str, Anchor]:
     registry = by_id()
     leaders: dict[str, Anchor] = {}
     for report in plan.reports:
-        rows = [a for a in known_rows(registry[report.id].anchors) if a.file == report.file]
+        patch = registry.get(report.id)
+        rows = [a for a in known_rows(patch.anchors) if a.file == report.file] if patch else []
         row = next((a for a in rows if report.where in (a.name, f"{a.cls}.{a.name}")), rows[0] if rows else None)
         if row is not None and report.state is not State.DRIFT:
             leaders[report.id] = row
@@ -173,6 +174,8 @@ def make_plan(
     if refused:
         return Plan(tree, [], refused)
     roles = ROLE_FINDS.get() if roles is None else roles
+    # Under SM120PATCH_KNOWN_UP_TO a patch none of whose rows was known yet did not exist then.
+    patches = [p for p in patches if known_rows(p.anchors)]
     plan = _plan_files(tree, patches, change, token_limit, {})
     asks = {r.id: r.state for r in plan.reports}
     if any(calls_for_role(p, asks[p.id], tree.parsed_version) for p in patches):
@@ -182,11 +185,32 @@ def make_plan(
         if found and roles:
             plan = _plan_files(tree, patches, change, token_limit, found)
         _say_roles(plan, found, why, roles)
+    _unfounded(plan)
     if change and plan.drift:
         # Drift anywhere means nothing is written: report every file as it is now, not as
         # the change that will not happen would leave it.
         return make_plan(tree, patches, change=False, token_limit=token_limit, roles=roles)
     return plan
+
+
+def _unfounded(plan: Plan) -> None:
+    """A patch that follows another's target and found nothing of its own is not "not
+    needed" while that target was not found: what it says of the gate is unfounded there."""
+    registry = by_id()
+    states = {r.id: r for r in plan.reports}
+    changed = True
+    while changed:  # a follower of a follower (the import follows the flags)
+        changed = False
+        for report in plan.reports:
+            patch = registry.get(report.id)
+            role = patch.role if patch else None
+            leader = states.get(role.follows) if role and role.follows else None
+            if leader is None or report.state is not State.NOT_NEEDED or report.where:
+                continue
+            if State.DRIFT in (leader.state, leader.state_after):
+                report.state = report.state_after = State.DRIFT
+                report.detail = f"{report.detail}, but {leader.id} did not find the target this one follows"
+                changed = True
 
 
 def _say_roles(plan: Plan, found: Mapping[str, Located], why: Mapping[str, str], allowed: bool) -> None:

@@ -7,7 +7,7 @@ import pkgutil
 from collections.abc import Collection, Sequence
 from functools import lru_cache
 
-from sm120patch.patcher.kit.model import Patch, known_rows
+from sm120patch.patcher.kit.model import Patch
 
 
 def _topological(patches: dict[str, Patch]) -> list[Patch]:
@@ -106,5 +106,4 @@ def select(only: Sequence[str] = (), skip: Sequence[str] = ()) -> tuple[list[Pat
     wanted -= set(skip)
     if not wanted:
         raise SelectionError("nothing left to do: every patch was skipped")
-    # Under SM120PATCH_KNOWN_UP_TO a patch none of whose rows was known yet did not exist then.
-    return [p for p in all_patches() if p.id in wanted and known_rows(p.anchors)], notes
+    return [p for p in all_patches() if p.id in wanted], notes

@@ -165,3 +165,65 @@ def test_a_refused_release_is_planned_as_nothing_but_keeps_its_tree(tmp_path: Pa
     tree = from_directory(package)
     plan = make_plan(tree, list(all_patches()), change=True)
     assert plan.tree is tree and plan.files == [] and plan.refusal
+
+
+RENAMED_GATE = (
+    "from sglang.srt.utils import (\n"
+    "    is_cuda,\n"
+    "    is_sm90_supported,\n"
+    "    is_sm100_supported,\n"
+    ")\n\n"
+    "_is_cuda = is_cuda()\n"
+    "_is_sm90_supported = _is_cuda and is_sm90_supported()\n"
+    "_is_sm100_supported = _is_cuda and is_sm100_supported()\n\n\n"
+    "def ar_fusion_enabled(batch_size: int):\n"
+    "    return (\n"
+    "        (_is_sm90_supported or _is_sm100_supported)\n"
+    "        and get_global_server_args().enable_flashinfer_allreduce_fusion\n"
+    "        and batch_size > 0\n"
+    "    )\n"
+)
+
+
+def test_a_renamed_gate_is_found_by_role_and_planned_as_a_known_one(tmp_path: Path) -> None:
+    package = write_mini_sglang(tmp_path / "site", files={**FILES, COMM: RENAMED_GATE})
+    plan = make_plan(from_directory(package), list(all_patches()), change=True)
+    gate = {r.id: r for r in plan.reports}["communicator-fusion-gate"]
+    assert (gate.state, gate.state_after, gate.found_by) == (State.PENDING, State.APPLIED, "role")
+    assert gate.found_at == f"{COMM}:ar_fusion_enabled" and gate.where == "ar_fusion_enabled"
+    (changed,) = [f for f in plan.files if f.rel == COMM]
+    assert changed.updated is not None
+    assert b"(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)" in changed.updated
+    others = [r for r in plan.reports if r.id != gate.id]
+    assert all(r.found_by == "anchor" and not r.found_at for r in others)
+
+
+def test_known_layouts_only_names_the_role_find_and_leaves_the_patch_in_drift(tmp_path: Path) -> None:
+    package = write_mini_sglang(tmp_path / "site", files={**FILES, COMM: RENAMED_GATE})
+    plan = make_plan(from_directory(package), list(all_patches()), change=True, roles=False)
+    gate = {r.id: r for r in plan.reports}["communicator-fusion-gate"]
+    assert (gate.state, gate.found_by) == (State.DRIFT, "anchor")
+    assert gate.detail.endswith(
+        f"; found by role in {COMM}:ar_fusion_enabled, not a known layout, which --known-layouts-only refuses"
+    )
+    assert plan.changes == []
+
+
+def test_a_follower_of_a_gate_not_found_anywhere_is_not_called_not_needed(tmp_path: Path) -> None:
+    """The gate and its flags gone from every module: "no cached flags here, the gate tests its
+    terms inline" would be a claim about a gate nobody found."""
+    gone = "from sglang.srt.utils import is_cuda\n\n_is_cuda = is_cuda()\n"
+    package = write_mini_sglang(tmp_path / "site", files={**FILES, COMM: gone})
+    plan = make_plan(from_directory(package), list(all_patches()), change=False)
+    reports = {r.id: r for r in plan.reports}
+    assert reports["communicator-fusion-gate"].state is State.DRIFT
+    assert (
+        "looked for by role: no function in the package is the fusion gate"
+        in reports["communicator-fusion-gate"].detail
+    )
+    flag = reports["communicator-flag"]
+    assert flag.state is State.DRIFT
+    assert flag.detail.endswith("but communicator-fusion-gate did not find the target this one follows")
+    imported = reports["communicator-import"]  # follows the flags, which follow the gate
+    assert imported.state is State.DRIFT
+    assert imported.detail.endswith("but communicator-flag did not find the target this one follows")

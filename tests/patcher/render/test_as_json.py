@@ -142,6 +142,8 @@ def test_an_outcome_key_by_key() -> None:
                 "where": "apply_flashinfer_allreduce_fusion",
                 "detail": "will widen",
                 "evidence": [{"file": "sglang/srt/a.py", "line": 12, "text": "    if x:"}],
+                "found_by": "anchor",
+                "found_at": None,
             },
             {
                 "id": "flag",
@@ -153,6 +155,8 @@ def test_an_outcome_key_by_key() -> None:
                 "where": "",
                 "detail": "there",
                 "evidence": [],
+                "found_by": "anchor",
+                "found_at": None,
             },
         ],
         "files": [
@@ -225,6 +229,8 @@ def test_a_refused_release_lists_every_patch_as_refused_for_that_reason() -> Non
             "where": "",
             "detail": refusal,
             "evidence": [],
+            "found_by": "anchor",
+            "found_at": None,
         }
         for p in all_patches()
     ]
