@@ -110,6 +110,6 @@ def main() -> None:
 
 # The commands register themselves on main: imported after it, for that (their own modules
 # load only when a command runs, not for --help).
-from sm120patch.cli import apply, bench, demo, doctor, listing, revert, verify  # noqa: E402
+from sm120patch.cli import apply, bench, demo, doctor, listing, revert, self_test, verify  # noqa: E402
 
-__all__ = ["apply", "bench", "demo", "doctor", "listing", "main", "revert", "verify"]
+__all__ = ["apply", "bench", "demo", "doctor", "listing", "main", "revert", "self_test", "verify"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
+from sm120patch.patcher.commands.self_test import run_example
 from sm120patch.patcher.kit.model import Edit, Example, Patch, State
 from sm120patch.patcher.plan.evidence import generate
 from sm120patch.patcher.plan.registry import all_patches, by_id, provided_for
@@ -35,20 +36,14 @@ PATCHES = [pytest.param(patch, id=patch.id) for patch in all_patches()]
 
 @pytest.mark.parametrize(("patch", "example"), every_example())
 def test_example_gives_its_state_and_code(patch: Patch, example: Example) -> None:
+    """What ``sm120patch self-test`` runs for users, and the evidence lines besides."""
+    assert run_example(patch, example) is None
     ctx = example.context(provided_for(patch))
     module = cst.parse_module(example.before)
     finding = patch.check(module, ctx)
-    assert finding.state is example.state, finding.detail
-    if example.detail is not None:
-        assert example.detail in finding.detail
-    if finding.state is State.PENDING:
-        assert finding.apply is not None
+    if finding.apply is not None:
         module = finding.apply(module)
-        assert module.code == example.after
-        compile(module.code, "<example>", "exec")
         finding = patch.check(module, ctx)
-        assert finding.state is State.APPLIED, finding.detail
-    assert finding.apply is None  # applied, not needed or drift: nothing left to change
     if example.evidence is not None:
         _, (lines,) = generate(module, [finding.evidence])
         assert [e.line for e in lines] == list(example.evidence)

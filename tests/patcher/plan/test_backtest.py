@@ -18,7 +18,7 @@ def test_each_move_is_patched_by_role_as_today(version: str, before: str) -> Non
     result = backtest(version, before)
     assert result["exit_code"] == 0, result["headline_then"]
     if version in NEW_OBSTACLES:
-        assert NEW_OBSTACLES[version] in result["not_known_then"]
+        assert NEW_OBSTACLES[version] in result["new_obstacles"]
         assert result["written"] != result["written_today"] or not result["same_bytes"]
         unknown = [w for w in result["warnings_then"] if "an SM check this tool does not know" in w]
         # The resolver is an SM check on the fused path; the preflight is a multicast query.
