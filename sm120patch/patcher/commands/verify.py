@@ -20,6 +20,7 @@ from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.outcome import Command, FileStatus, Outcome
 from sm120patch.patcher.plan.current import judge
 from sm120patch.patcher.plan.gate_sweep import prefetch, sweep_tree
+from sm120patch.patcher.plan.left_out import left_out, shut_warning
 from sm120patch.patcher.plan.token_limit import limit_note
 from sm120patch.patcher.plan.types import Plan
 from sm120patch.patcher.transaction.state import Manifest, StateDir
@@ -40,7 +41,9 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None, strict: bool 
     read = {f.rel: f.original for f in plan.files if f.original is not None}
     outcome.files = file_statuses(tree, list(read), manifest, by_hash=judged.by_hash, read=read)
     swept = sweep_tree(tree, plan, manifest, judged.by_hash, reading)
-    outcome.warnings, outcome.sm_checks = fused_path_warnings(tree) + swept.warnings, swept.as_json()
+    outcome.left_out = left_out(plan)
+    outcome.warnings = fused_path_warnings(tree) + swept.warnings + shut_warning(outcome.left_out)
+    outcome.sm_checks = swept.as_json()
     found = shared_files.targets(tree, list(read))
     pending = any(r.state is State.PENDING for r in plan.reports)
     outcome.notes += shared_files.notes(found, written=False, brief=not pending)
@@ -78,7 +81,7 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None, strict: bool 
     if outcome.exit_code == ExitCode.OK and strict and outcome.warnings:
         outcome.exit_code = ExitCode.NOT_AS_ASKED
         outcome.headline = f"--strict: {outcome.headline}, but {len(outcome.warnings)} warning(s) about the fused path"
-    if outcome.exit_code == ExitCode.OK:
+    if outcome.exit_code == ExitCode.OK and not shut_warning(outcome.left_out):  # a gate left shut: not "open"
         outcome.notes.append(HOST_HINT)
     if runtime_timeout is not None and not plan.refusal:
         _runtime(outcome, runtime_timeout)

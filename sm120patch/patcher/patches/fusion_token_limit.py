@@ -107,6 +107,7 @@ class FusionTokenLimit(Patch):
 
     id = "fusion-token-limit"
     summary = "opt-in (apply --fuse-up-to N): lower the token count up to which the gate fuses"
+    optional = "opt-in: it only lowers the token count up to which the gate fuses"
     edits = Edit.LIMIT
     anchors = (
         Anchor(ADD_NORM, LIMIT_NAME, Releases("0.5.21"), kind=Kind.ASSIGNMENT, expect=State.NOT_NEEDED, note=OPT_IN),

@@ -7,6 +7,7 @@ checked again on the result and must read as applied.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
 
@@ -43,13 +44,19 @@ def _report(
 
 
 def plan_file(
-    tree: SglangTree, rel: str, patches: list[Patch], change: bool, token_limit: int | None = None
+    tree: SglangTree,
+    rel: str,
+    patches: list[Patch],
+    change: bool,
+    token_limit: int | None = None,
+    data: bytes | None = None,
 ) -> FilePlan:
+    """``data``: the bytes to check instead of the file's (the file as another plan leaves it)."""
     path = tree.path(rel)
     base = PatchContext(tree.parsed_version, partial(static_names.defines, tree.package_dir), token_limit=token_limit)
     contexts = [replace(base, provided=provided_for(p)) for p in patches]
     try:
-        original = path.read_bytes() if path.is_file() else None
+        original = data if data is not None else path.read_bytes() if path.is_file() else None
     except OSError as exc:
         raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror})") from exc
     plan = FilePlan(rel, path, original)
@@ -93,18 +100,36 @@ def plan_file(
     return plan
 
 
-def make_plan(tree: SglangTree, patches: list[Patch], change: bool, token_limit: int | None = None) -> Plan:
-    """Check (and with ``change``, transform in memory) every selected patch; ``token_limit``:
-    the fusion token limit asked for (``apply --fuse-up-to``), None to leave it as it is."""
-    refused = releases.refusal(tree)
-    if refused:
-        return Plan(tree, [], refused)
+def _by_file(tree: SglangTree, patches: Sequence[Patch]) -> dict[str, list[Patch]]:
     by_file: dict[str, list[Patch]] = {}
     for patch in patches:
         by_file.setdefault(patch.target(tree.exists), []).append(patch)
+    return by_file
+
+
+def make_plan(
+    tree: SglangTree,
+    patches: list[Patch],
+    change: bool,
+    token_limit: int | None = None,
+    left_out: Sequence[Patch] = (),
+) -> Plan:
+    """Check (and with ``change``, transform in memory) every selected patch; ``token_limit``:
+    the fusion token limit asked for (``apply --fuse-up-to``), None to leave it as it is.
+    ``left_out``: the patches apply was asked to leave out, checked (never changed) on the files
+    as the plan leaves them, so that their clauses are theirs and not unknown to the sweep."""
+    refused = releases.refusal(tree)
+    if refused:
+        return Plan(tree, [], refused)
+    by_file = _by_file(tree, patches)
     plan = Plan(tree, [plan_file(tree, rel, group, change, token_limit) for rel, group in by_file.items()])
     if change and plan.drift:
         # Drift anywhere means nothing is written: report every file as it is now, not as
         # the change that will not happen would leave it.
-        return make_plan(tree, patches, change=False, token_limit=token_limit)
+        return make_plan(tree, patches, change=False, token_limit=token_limit, left_out=left_out)
+    leaves = {f.rel: f.updated for f in plan.changes}
+    for rel, group in _by_file(tree, left_out).items():
+        for report in plan_file(tree, rel, group, change=False, data=leaves.get(rel)).reports:
+            report.leave_out("left out as asked (--only / --skip)")
+            plan.left_out.append(report)
     return plan

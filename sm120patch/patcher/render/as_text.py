@@ -109,6 +109,8 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
             put(out, Text(f"sglang/{f.rel}: {kind}{recorded}", style="dim"), lead="  ")
     if outcome.runtime is not None:
         _render_runtime(out, outcome.runtime)
+    for gone in outcome.left_out:
+        put(out, Text(printable(gone.sentence())))
     for note in dict.fromkeys(outcome.notes):  # each once, in order
         put(out, Text(printable(note)))
     for warning in dict.fromkeys(outcome.warnings):
