@@ -161,3 +161,18 @@ def test_a_refused_release_is_planned_as_nothing_but_keeps_its_tree(tmp_path: Pa
     tree = from_directory(package)
     plan = make_plan(tree, list(all_patches()), change=True)
     assert plan.tree is tree and plan.files == [] and plan.refusal
+
+
+def test_a_patch_left_out_is_checked_on_its_file_as_the_plan_leaves_it(tmp_path: Path) -> None:
+    """The gate left out, its import and flag applied above it: its clause is read two lines
+    lower, as the sweep reads the file apply writes; nothing of it is written or recorded."""
+    package = write_mini_sglang(tmp_path / "site")
+    gate = by_id()["communicator-fusion-gate"]
+    chosen = [p for p in all_patches() if p is not gate]
+    plan = make_plan(from_directory(package), chosen, change=True, left_out=[gate])
+    (left,) = plan.left_out
+    assert (left.id, left.file, left.state, left.state_after) == (gate.id, COMM, State.SKIPPED, State.SKIPPED)
+    assert [e.line for e in left.evidence] == [16]  # line 14 in the release
+    assert left.detail.startswith("left out as asked (--only / --skip); the code: pending: ")
+    assert gate.id not in {r.id for r in plan.reports} and plan.skipped == [left]
+    assert "_is_sm120_supported)" not in next(f for f in plan.changes if f.rel == COMM).updated.decode()

@@ -192,7 +192,13 @@ def test_an_outcome_key_by_key() -> None:
         "warnings": ["warn"],
         "sm_checks": [],
         "left_out": [
-            {"patch": "auto", "file": "sglang/srt/b.py", "line": 7, "function": "auto_enable", "keeps_fused_path_shut": False},
+            {
+                "patch": "auto",
+                "file": "sglang/srt/b.py",
+                "line": 7,
+                "function": "auto_enable",
+                "keeps_fused_path_shut": False,
+            },
             {"patch": "shut", "file": "sglang/srt/c.py", "line": None, "function": "f", "keeps_fused_path_shut": True},
         ],
         "runtime": {
