@@ -11,6 +11,7 @@ from sm120patch.patcher.commands.fused_path import (
     HOST_HINT,
     fused_path_warnings,
 )
+from sm120patch.patcher.commands.revert import FORCE
 from sm120patch.patcher.commands.saved_state import (
     file_statuses,
     state_summary,
@@ -25,6 +26,9 @@ from sm120patch.patcher.plan.token_limit import limit_note
 from sm120patch.patcher.plan.types import Plan
 from sm120patch.patcher.transaction.state import Manifest, StateDir
 from sm120patch.sglang.tree import SglangTree
+
+#: Starts the warning that ``revert`` will refuse a file changed since apply: matched by scripts.
+REVERT_REFUSES = "revert-refuses"
 
 
 def verify(tree: SglangTree, runtime_timeout: float | None = None, strict: bool = False) -> Outcome:
@@ -81,6 +85,8 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None, strict: bool 
     if outcome.exit_code == ExitCode.OK and strict and outcome.warnings:
         outcome.exit_code = ExitCode.NOT_AS_ASKED
         outcome.headline = f"--strict: {outcome.headline}, but {len(outcome.warnings)} warning(s) about the fused path"
+    if manifest is not None and judged.own:  # after --strict: not about the fused path
+        outcome.warnings += _revert_refuses(outcome.files, manifest)
     if outcome.exit_code == ExitCode.OK and not shut_warning(outcome.left_out):  # a gate left shut: not "open"
         outcome.notes.append(HOST_HINT)
     if runtime_timeout is not None and not plan.refusal:
@@ -139,6 +145,20 @@ def _verdict(
             f"not patched: the files are {release}'s release files (RECORD hashes match). {run}"
         )
     return ExitCode.NOT_AS_ASKED, f"not patched. {run}"
+
+
+def _revert_refuses(files: list[FileStatus], manifest: Manifest) -> list[str]:
+    """A file apply wrote whose bytes are neither what it wrote nor the original (a hand edit):
+    ``revert`` refuses it (``revert._refused``), said now rather than when it is wanted."""
+    ours = [f for f in files if f.rel in manifest.files and f.sha256 is not None]  # deleted: revert says why
+    changed = [f"sglang/{f.rel}" for f in ours if f.recorded is None]
+    if not changed:
+        return []
+    return [
+        f"[{REVERT_REFUSES}] changed since apply (hash differs from the patched one): {', '.join(changed)}; "
+        f"`sm120patch revert` will refuse to restore {'it' if len(changed) == 1 else 'them'}, "
+        f"`sm120patch revert --force` {FORCE}"
+    ]
 
 
 def _runtime(outcome: Outcome, timeout: float) -> None:
