@@ -59,7 +59,7 @@ OPTIONS: dict[str, dict[str, str]] = {
         "--skip IDS": "Comma-separated patch ids to leave out.",
         "--dry-run": "Write nothing; print the unified diff.",
         "--strict": "Exit 1 and write nothing when the fused path would still not run (FlashInfer without the "
-        "SM12x kernel, an SM check no patch owns); for image builds.",
+        "SM12x kernel, an SM check no patch owns, a patch left out that keeps it shut); for image builds.",
         "--allow-missing-kernel": "Write even though the FlashInfer beside sglang has no SM12x allreduce kernel "
         "(fusion would then stop sglang <= 0.5.9 from starting, and change nothing in later releases).",
         "--fuse-up-to N|measured": "Also lower sglang's fusion token limit to N tokens, or to the crossover the "
@@ -73,7 +73,7 @@ OPTIONS: dict[str, dict[str, str]] = {
         "--runtime": "Also import the patched modules in the serving interpreter (needs torch there) and report "
         "the SM120 probe and each module's SM flags.",
         "--strict": "Exit 1 on any warning about the fused path (an SM check no patch owns, FlashInfer without "
-        "the SM12x kernel).",
+        "the SM12x kernel, a patch left out that keeps it shut).",
         **HELP,
     },
     "revert": {
