@@ -75,7 +75,8 @@ class Outcome:
     headline: str
     plan: Plan | None = None
     notes: list[str] = field(default_factory=list)  # what happened on the way
-    warnings: list[str] = field(default_factory=list)  # what keeps the fused path from running
+    # What keeps the fused path from running; and verify's [revert-refuses], which --strict does not count.
+    warnings: list[str] = field(default_factory=list)
     sm_checks: list[dict[str, Any]] = field(default_factory=list)  # the sweep's, as data (gate_sweep)
     left_out: list[LeftOut] = field(default_factory=list)  # patches left out as asked (plan/left_out.py)
     written: list[str] = field(default_factory=list)

@@ -18,8 +18,8 @@ of ``patchkit.sm_names``, a raw capability comparison (``get_device_capability()
 * no patch owns it: in a file a patch will change, the sweep reads the file as apply leaves it
   (the owned clause then has its SM120 term); in a file that stays as it is, a pending patch
   owns the check that holds its evidence line inside its anchor function, and so does a patch
-  left out as asked (``--only`` / ``--skip``: ``Plan.skipped``, said as that patch by
-  ``plan.left_out``),
+  left out as asked (``--only`` / ``--skip``: ``Plan.skipped``; ``plan/left_out.py`` names
+  it as that patch),
 * and it is not one of ``fusion_path.KNOWN_GATES``.
 
 A trusted tree (``plan.trust``) is not read again: ``apply`` leaves a record beside its
