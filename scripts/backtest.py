@@ -44,7 +44,7 @@ def _did(result: dict) -> str:
     parts = []
     if result["by_role"]:
         parts.append("found by role: " + "; ".join(f"{pid} in `{at}`" for pid, at in sorted(result["by_role"].items())))
-    new = [pid for pid in result["not_known_then"] if result["written"] != result["written_today"]]
+    new = result["new_obstacles"]
     if new:
         unknown = [w for w in result["warnings_then"] if w.startswith("an SM check this tool does not know")]
         said = "; ".join(unknown) if unknown else "nothing"

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     "--strict",
     is_flag=True,
     help="Exit 1 and write nothing when the fused path would still not run (FlashInfer "
-    "without the SM12x kernel, an SM check no patch owns); for image builds.",
+    "without the SM12x kernel, an SM check no patch owns, a patch left out that keeps it shut); for image builds.",
 )
 @click.option(
     "--allow-missing-kernel",

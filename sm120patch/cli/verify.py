@@ -29,7 +29,8 @@ RUNTIME_IMPORT_S = 120.0
 @click.option(
     "--strict",
     is_flag=True,
-    help="Exit 1 on any warning about the fused path (an SM check no patch owns, FlashInfer without the SM12x kernel).",
+    help="Exit 1 on any warning about the fused path (an SM check no patch owns, FlashInfer without the SM12x kernel, "
+    "a patch left out that keeps it shut).",
 )
 def verify(tree: SglangTree, runtime: bool, strict: bool, timeout: float) -> Outcome:
     """Report each patch as applied / pending / drift, with file:line evidence."""

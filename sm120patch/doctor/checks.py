@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from sm120patch.doctor.findings import HostFinding, Severity
 from sm120patch.doctor.host import Host, torch_view
 from sm120patch.doctor.remote import host_facts
-from sm120patch.patcher.states import State
+from sm120patch.patcher.states import State, keeps_fused_path_shut
 from sm120patch.runner.gpus import Gpu
 from sm120patch.runner.visibility import VARIABLE, assignment, gpu_names, select
 from sm120patch.sglang import releases
@@ -152,7 +152,13 @@ def patches(tree: SglangTree | None, states: Mapping[str, State], blocking: Seve
         elif state is State.PENDING:
             summary = f"{pid}: pending (not applied)"
             found.append(HostFinding(f"patch:{pid}", blocking, summary, "run `sm120patch apply`", source))
-        elif state is State.SKIPPED:  # as asked: told, not held against the host
+        elif state is State.SKIPPED and keeps_fused_path_shut(pid):  # as asked, but the fused path stays shut
+            detail = (
+                "the last apply was asked to leave it out (--only / --skip), and the fused path stays shut on SM12x "
+                f"without it; `sm120patch apply --only {pid}` adds it"
+            )
+            found.append(HostFinding(f"patch:{pid}", blocking, f"{pid}: skipped", detail, source))
+        elif state is State.SKIPPED:  # as asked, and harmless to the fused path: told, not held against the host
             detail = "the last apply was asked to leave it out (--only / --skip); a plain `sm120patch apply` adds it"
             found.append(HostFinding(f"patch:{pid}", Severity.INFO, f"{pid}: skipped", detail, source))
         else:

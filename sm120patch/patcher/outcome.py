@@ -11,6 +11,7 @@ from sm120patch.patcher.plan.types import Plan
 from sm120patch.sglang.tree import SglangTree
 
 if TYPE_CHECKING:
+    from sm120patch.patcher.plan.left_out import LeftOut
     from sm120patch.patcher.runtime import RuntimeCheck
 
 
@@ -74,8 +75,10 @@ class Outcome:
     headline: str
     plan: Plan | None = None
     notes: list[str] = field(default_factory=list)  # what happened on the way
-    warnings: list[str] = field(default_factory=list)  # what keeps the fused path from running
+    # What keeps the fused path from running; and verify's [revert-refuses], which --strict does not count.
+    warnings: list[str] = field(default_factory=list)
     sm_checks: list[dict[str, Any]] = field(default_factory=list)  # the sweep's, as data (gate_sweep)
+    left_out: list[LeftOut] = field(default_factory=list)  # patches left out as asked (plan/left_out.py)
     written: list[str] = field(default_factory=list)
     changes: list[tuple[str, bytes, bytes]] = field(default_factory=list)  # (file, before, after)
     files: list[FileStatus] = field(default_factory=list)

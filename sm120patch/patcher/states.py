@@ -10,7 +10,7 @@ from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.patches.fusion_token_limit import LIMIT_NAME, limit_in_force
 from sm120patch.patcher.plan.current import current_plan, judge
 from sm120patch.patcher.plan.gate_sweep import sweep_tree
-from sm120patch.patcher.plan.registry import all_patches
+from sm120patch.patcher.plan.registry import all_patches, by_id
 from sm120patch.patcher.plan.token_limit import (
     GIVEN,
     MEASURED,
@@ -36,6 +36,7 @@ __all__ = [
     "State",
     "StateDir",
     "gate_rel",
+    "keeps_fused_path_shut",
     "limit_in_force",
     "mismatch",
     "patch_states",
@@ -44,6 +45,12 @@ __all__ = [
     "sglang_sites",
     "tree_states",
 ]
+
+
+def keeps_fused_path_shut(pid: str) -> bool:
+    """Whether patch ``pid``, left out as asked (``--only`` / ``--skip``), keeps the fused path
+    shut on SM12x (``Patch.optional`` says why one does not)."""
+    return by_id()[pid].optional is None
 
 
 def _states(plan: Plan) -> dict[str, State]:

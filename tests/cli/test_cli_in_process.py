@@ -44,6 +44,11 @@ TIMEOUT = {
     "[default: 20.0; x>=1]",
 }
 HELP = {"-h, --help": "Show this message and exit."}
+KNOWN_LAYOUTS = {
+    "--known-layouts-only": "Patch only targets found where a known sglang release keeps them: a target found by "
+    "role (what it does, in a release that moved it) is then drift, and nothing is written.  "
+    "[env var: SM120PATCH_KNOWN_LAYOUTS_ONLY]"
+}
 
 BENCH_SHARED = {
     "--dtype [bf16|fp16]": "[default: bf16]",
@@ -55,11 +60,12 @@ OPTIONS: dict[str, dict[str, str]] = {
     "apply": {
         **LOCATION,
         **TIMEOUT,
+        **KNOWN_LAYOUTS,
         "--only IDS": "Comma-separated patch ids; their dependencies are pulled in.",
         "--skip IDS": "Comma-separated patch ids to leave out.",
         "--dry-run": "Write nothing; print the unified diff.",
         "--strict": "Exit 1 and write nothing when the fused path would still not run (FlashInfer without the "
-        "SM12x kernel, an SM check no patch owns); for image builds.",
+        "SM12x kernel, an SM check no patch owns, a patch left out that keeps it shut); for image builds.",
         "--allow-missing-kernel": "Write even though the FlashInfer beside sglang has no SM12x allreduce kernel "
         "(fusion would then stop sglang <= 0.5.9 from starting, and change nothing in later releases).",
         "--fuse-up-to N|measured": "Also lower sglang's fusion token limit to N tokens, or to the crossover the "
@@ -70,15 +76,17 @@ OPTIONS: dict[str, dict[str, str]] = {
     "verify": {
         **LOCATION,
         **TIMEOUT,
+        **KNOWN_LAYOUTS,
         "--runtime": "Also import the patched modules in the serving interpreter (needs torch there) and report "
         "the SM120 probe and each module's SM flags.",
         "--strict": "Exit 1 on any warning about the fused path (an SM check no patch owns, FlashInfer without "
-        "the SM12x kernel).",
+        "the SM12x kernel, a patch left out that keeps it shut).",
         **HELP,
     },
     "revert": {
         **LOCATION,
         **TIMEOUT,
+        **KNOWN_LAYOUTS,
         "--force": "Restore even files changed since apply (their current content is kept aside).",
         "--dry-run": "Write nothing; print the diff that revert would apply.",
         **HELP,
@@ -86,6 +94,7 @@ OPTIONS: dict[str, dict[str, str]] = {
     "list": {
         **LOCATION,
         **TIMEOUT,
+        **KNOWN_LAYOUTS,
         "--docs": "Also print each patch's description and where it looks.",
         **HELP,
     },

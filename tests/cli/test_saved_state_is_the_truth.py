@@ -53,8 +53,12 @@ def test_a_patch_apply_was_asked_to_leave_out_reads_as_skipped_everywhere(
     found = patch_states(from_directory(mini))
     assert {pid for pid, state in found.items() if state is State.SKIPPED} == left_out
     findings = {f.id: f for f in checks.patches(from_directory(mini), found, Severity.ERROR)}
-    assert all(findings[f"patch:{pid}"].severity is Severity.INFO for pid in left_out)
-    assert not any(f.severity is Severity.ERROR for f in findings.values())
+    # The auto-enable left out is information; the preflight left out keeps the fused path shut.
+    severities = {pid: findings[f"patch:{pid}"].severity for pid in left_out}
+    assert severities == {pid: Severity.ERROR if pid == "workspace-preflight" else Severity.INFO for pid in left_out}
+    assert [i for i, f in findings.items() if f.severity is Severity.ERROR] == [
+        f"patch:{pid}" for pid in sorted(left_out) if pid == "workspace-preflight"
+    ]
 
 
 def test_a_reinstall_after_a_skipping_apply_is_still_not_patched(mini: Path) -> None:

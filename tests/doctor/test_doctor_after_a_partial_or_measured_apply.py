@@ -39,6 +39,27 @@ def test_a_patch_the_last_apply_left_out_is_told_and_not_held_against_the_host(m
     )
 
 
+@pytest.mark.parametrize(("sm12x", "severity"), [(True, Severity.ERROR), (False, Severity.WARNING)])
+def test_a_patch_left_out_that_keeps_the_fused_path_shut_blocks_as_pending_does(
+    mini: Path, sm12x: bool, severity: Severity
+) -> None:
+    """The preflight left out: the sweep has no SM check of it to report, the patch's finding
+    is what says the fused path stays shut (an error on an SM12x host), and how to add it."""
+    assert jrun("apply", "--sglang-path", str(mini), "--skip", "workspace-preflight")[0] == 0
+    tree = from_directory(mini)
+    gpus = TWO_SM120 if sm12x else H200S
+    host = host_with(smi=gpus, torch_gpus=gpus)
+    found = {f.id: f for f in diagnose(tree, None, patch_states(tree), host, tp=2).findings}
+    assert found["patch:workspace-preflight"] == HostFinding(
+        "patch:workspace-preflight",
+        severity,
+        "workspace-preflight: skipped",
+        "the last apply was asked to leave it out (--only / --skip), and the fused path stays shut on SM12x "
+        "without it; `sm120patch apply --only workspace-preflight` adds it",
+        f"sm120patch verify ({mini})",
+    )
+
+
 @pytest.fixture
 def measured(tmp_path: Path) -> Path:
     """The miniature release with sglang's fusion token limit, lowered by

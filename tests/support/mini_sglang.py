@@ -95,3 +95,35 @@ def write_mini_sglang(site: Path, version: str = VERSION, files: dict[str, str] 
     rows += [f"{dist.name}/METADATA,,", f"{dist.name}/RECORD,,"]
     (dist / "RECORD").write_text("\n".join(rows) + "\n")
     return site / "sglang"
+
+
+OVERRIDES = "srt/arg_groups/overrides.py"
+#: The miniature release in the 0.5.15 layout: the model auto-enable moved to arg_groups/ (on the
+#: fused path by its name) and the backend resolver beside the preflight, both as 0.5.15 has them.
+FILES_0_5_15 = {
+    **FILES,
+    "srt/arg_groups/__init__.py": "",
+    OVERRIDES: (
+        "from sglang.srt.utils.common import (\n"
+        "    is_sm90_supported,\n"
+        "    is_sm100_supported,\n"
+        ")\n\n\n"
+        "def _flashinfer_allreduce_fusion_auto_enable(view) -> dict:\n"
+        "    if (\n"
+        "        view.flashinfer_allreduce_fusion_backend is None\n"
+        "        and (is_sm90_supported() or is_sm100_supported())\n"
+        "        and (view.nnodes == 1 or is_sm100_supported())\n"
+        "    ):\n"
+        "        return {'flashinfer_allreduce_fusion_backend': 'auto'}\n"
+        "    return {}\n"
+    ),
+    FUSION: FILES[FUSION].replace(
+        "    ceil_align,\n", "    ceil_align,\n    is_sm90_supported,\n    is_sm100_supported,\n"
+    )
+    + (
+        "\n\ndef _resolve_backend(backend: str, is_multi_node: bool = False) -> str:\n"
+        "    if not (is_sm90_supported() or is_sm100_supported()):\n"
+        "        raise ValueError('FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs.')\n"
+        "    return 'trtllm'\n"
+    ),
+}

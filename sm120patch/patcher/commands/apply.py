@@ -27,6 +27,7 @@ from sm120patch.patcher.commands.saved_state import (
 from sm120patch.patcher.kit.model import Patch
 from sm120patch.patcher.outcome import Command, Outcome
 from sm120patch.patcher.plan.gate_sweep import Prefetch, Sweep, prefetch, remember, sweep_tree
+from sm120patch.patcher.plan.left_out import left_out, shut_warning
 from sm120patch.patcher.plan.registry import all_patches
 from sm120patch.patcher.plan.token_limit import PATCH_ID, LimitAsk, recorded, rewritten
 from sm120patch.patcher.plan.trust import record, trusted_plan
@@ -166,14 +167,14 @@ def _judge(
         _report_plan(outcome, plan, state, dry_run)
         return None
     if refusal and plan.changes:
-        _refuse(outcome, selected, state, refusal, swept, limit)
+        _refuse(outcome, selected, state, refusal, swept, warnings, limit)
         return None
     if strict and outcome.warnings:
         headline = (
             f"--strict: nothing was written: {len(outcome.warnings)} warning(s) say the fused path "
             "would still not run on SM12x"
         )
-        _refuse(outcome, selected, state, headline, swept, limit)
+        _refuse(outcome, selected, state, headline, swept, warnings, limit)
         return None
     if not plan.changes and not state.journal_path.exists():
         _report_plan(outcome, plan, state, dry_run)
@@ -184,11 +185,14 @@ def _judge(
 def _sweep(
     outcome: Outcome, plan: Plan, swept: list[Sweep], warnings: list[str], read: list[Prefetch | None] | None = None
 ) -> None:
-    """The SM checks no patch owns in the tree as ``plan`` leaves it, as warnings.  ``read``:
-    the package as read before the planning (taken: a second judgement reads it again)."""
+    """The SM checks no patch owns in the tree as ``plan`` leaves it, and a left-out patch that
+    keeps the fused path shut, as warnings.  ``read``: the package as read before the planning
+    (taken: a second judgement reads it again)."""
     prefetched = read.pop() if read else None
     swept[:] = [sweep_tree(outcome.tree, plan, None, False, prefetched)]
-    outcome.warnings, outcome.sm_checks = warnings + swept[0].warnings, swept[0].as_json()
+    outcome.left_out = left_out(plan)
+    outcome.warnings = warnings + swept[0].warnings + shut_warning(outcome.left_out)
+    outcome.sm_checks = swept[0].as_json()
 
 
 def _remember_sweep(state: StateDir, tree: SglangTree, swept: list[Sweep]) -> None:
@@ -317,24 +321,31 @@ def _report_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool, b
             if plan.changes
             else "dry run: nothing to change"
         )
-    elif outcome.written:
-        outcome.headline = f"patched {len(outcome.written)} file(s); backups in {state.root}"
-        outcome.notes.append(HOST_HINT)
     else:
-        outcome.headline = "already applied: nothing to change"
-        outcome.notes.append(HOST_HINT)
+        written = len(outcome.written)
+        outcome.headline = (
+            f"patched {written} file(s); backups in {state.root}" if written else "already applied: nothing to change"
+        )
+        if not shut_warning(outcome.left_out):  # a gate left shut as asked: not "open"
+            outcome.notes.append(HOST_HINT)
     return outcome
 
 
 def _refuse(
-    outcome: Outcome, patches: list[Patch], state: StateDir, headline: str, swept: list[Sweep], limit: int | None = None
+    outcome: Outcome,
+    patches: list[Patch],
+    state: StateDir,
+    headline: str,
+    swept: list[Sweep],
+    warnings: list[str],
+    limit: int | None = None,
 ) -> None:
     """Nothing is written: each patch, its evidence lines and the SM checks no patch owns, as
-    the files are now, not as the change that will not happen would leave them."""
+    the files are now, not as the change that will not happen would leave them.  ``warnings``:
+    those of the fused path before the sweep."""
     plan = plan_tree(outcome.tree, patches, change=False, token_limit=limit)
     if swept:
-        base = outcome.warnings[: len(outcome.warnings) - len(swept[0].warnings)]
-        _sweep(outcome, plan, swept, base)
+        _sweep(outcome, plan, swept, warnings)
     _report_plan(outcome, plan, state, dry_run=False)
     outcome.notes = [note for note in outcome.notes if note != HOST_HINT]
     outcome.exit_code, outcome.headline = ExitCode.NOT_AS_ASKED, headline

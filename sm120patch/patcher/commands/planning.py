@@ -13,11 +13,14 @@ if TYPE_CHECKING:
 
 
 def plan_tree(tree: SglangTree, patches: list[Patch], change: bool, token_limit: int | None = None) -> Plan:
-    """Parse and check the targets (``token_limit``: the fusion token limit asked for).
+    """Parse and check the targets (``token_limit``: the fusion token limit asked for); every
+    patch not in ``patches`` is checked too, as left out as asked (``Plan.left_out``).
     Imported on use: a revert from saved state compares hashes only and never loads libcst."""
     from sm120patch.patcher.plan.planner import make_plan as plan
+    from sm120patch.patcher.plan.registry import all_patches
 
-    return plan(tree, patches, change, token_limit)
+    chosen = {p.id for p in patches}
+    return plan(tree, patches, change, token_limit, [p for p in all_patches() if p.id not in chosen])
 
 
 def plan_changes(plan: Plan) -> list[tuple[str, bytes, bytes]]:

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from sm120patch.patcher.plan.types import Plan
 
 
+#: What ``revert --force`` does where a file changed since apply (verify says it too).
+FORCE = "restores the originals anyway (the changed files are kept aside)"
+
+
 def revert(tree: SglangTree, force: bool = False, dry_run: bool = False) -> Outcome:
     state = StateDir(tree.package_dir)
     while True:
@@ -126,8 +130,7 @@ def _refused(outcome: Outcome, force: bool, source: str = "") -> bool:
         outcome.exit_code = ExitCode.NOT_AS_ASKED
         outcome.headline = (
             f"refusing to revert{source}: changed since apply (hash differs from the patched one): "
-            f"{', '.join(changed)}. Nothing was written. --force restores the originals anyway (the changed "
-            "files are kept aside)."
+            f"{', '.join(changed)}. Nothing was written. --force {FORCE}."
         )
         return True
     return False

@@ -11,6 +11,7 @@ from sm120patch.patcher.commands.fused_path import (
     HOST_HINT,
     fused_path_warnings,
 )
+from sm120patch.patcher.commands.revert import FORCE
 from sm120patch.patcher.commands.saved_state import (
     file_statuses,
     state_summary,
@@ -20,10 +21,14 @@ from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.outcome import Command, FileStatus, Outcome
 from sm120patch.patcher.plan.current import judge
 from sm120patch.patcher.plan.gate_sweep import prefetch, sweep_tree
+from sm120patch.patcher.plan.left_out import left_out, shut_warning
 from sm120patch.patcher.plan.token_limit import limit_note
 from sm120patch.patcher.plan.types import Plan
 from sm120patch.patcher.transaction.state import Manifest, StateDir
 from sm120patch.sglang.tree import SglangTree
+
+#: Starts the warning that ``revert`` will refuse a file changed since apply: matched by scripts.
+REVERT_REFUSES = "revert-refuses"
 
 
 def verify(tree: SglangTree, runtime_timeout: float | None = None, strict: bool = False) -> Outcome:
@@ -40,7 +45,9 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None, strict: bool 
     read = {f.rel: f.original for f in plan.files if f.original is not None}
     outcome.files = file_statuses(tree, list(read), manifest, by_hash=judged.by_hash, read=read)
     swept = sweep_tree(tree, plan, manifest, judged.by_hash, reading)
-    outcome.warnings, outcome.sm_checks = fused_path_warnings(tree) + swept.warnings, swept.as_json()
+    outcome.left_out = left_out(plan)
+    outcome.warnings = fused_path_warnings(tree) + swept.warnings + shut_warning(outcome.left_out)
+    outcome.sm_checks = swept.as_json()
     found = shared_files.targets(tree, list(read))
     pending = any(r.state is State.PENDING for r in plan.reports)
     outcome.notes += shared_files.notes(found, written=False, brief=not pending)
@@ -78,7 +85,9 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None, strict: bool 
     if outcome.exit_code == ExitCode.OK and strict and outcome.warnings:
         outcome.exit_code = ExitCode.NOT_AS_ASKED
         outcome.headline = f"--strict: {outcome.headline}, but {len(outcome.warnings)} warning(s) about the fused path"
-    if outcome.exit_code == ExitCode.OK:
+    if manifest is not None and judged.own:  # after --strict: not about the fused path
+        outcome.warnings += _revert_refuses(outcome.files, manifest)
+    if outcome.exit_code == ExitCode.OK and not shut_warning(outcome.left_out):  # a gate left shut: not "open"
         outcome.notes.append(HOST_HINT)
     if runtime_timeout is not None and not plan.refusal:
         _runtime(outcome, runtime_timeout)
@@ -136,6 +145,20 @@ def _verdict(
             f"not patched: the files are {release}'s release files (RECORD hashes match). {run}"
         )
     return ExitCode.NOT_AS_ASKED, f"not patched. {run}"
+
+
+def _revert_refuses(files: list[FileStatus], manifest: Manifest) -> list[str]:
+    """A file apply wrote whose bytes are neither what it wrote nor the original (a hand edit):
+    ``revert`` refuses it (``revert._refused``), said now rather than when it is wanted."""
+    ours = [f for f in files if f.rel in manifest.files and f.sha256 is not None]  # deleted: revert says why
+    changed = [f"sglang/{f.rel}" for f in ours if f.recorded is None]
+    if not changed:
+        return []
+    return [
+        f"[{REVERT_REFUSES}] changed since apply (hash differs from the patched one): {', '.join(changed)}; "
+        f"`sm120patch revert` will refuse to restore {'it' if len(changed) == 1 else 'them'}, "
+        f"`sm120patch revert --force` {FORCE}"
+    ]
 
 
 def _runtime(outcome: Outcome, timeout: float) -> None:

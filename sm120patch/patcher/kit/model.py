@@ -219,6 +219,9 @@ class Patch(ABC):
     requires: ClassVar[tuple[str, ...]] = ()
     provides: ClassVar[tuple[str, ...]] = ()  # names this patch binds in its file
     since: ClassVar[str | None] = None  # first release with the target; before: not needed
+    # Why leaving this patch out (--only / --skip) keeps the fused path open on SM12x; None:
+    # it does not (the gate, the resolver, the preflight and what they require).
+    optional: ClassVar[str | None] = None
     examples: ClassVar[tuple[Example, ...]] = ()
     role: ClassVar[Role | None] = None  # how to find the target where no row matches
 

@@ -122,6 +122,7 @@ class FusionTokenLimit(Patch):
 
     id = "fusion-token-limit"
     summary = "opt-in (apply --fuse-up-to N): lower the token count up to which the gate fuses"
+    optional = "opt-in: it only lowers the token count up to which the gate fuses"
     edits = Edit.LIMIT
     role = Role(
         "the token limit the fusion gate compares the batch with",

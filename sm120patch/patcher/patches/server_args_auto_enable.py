@@ -103,6 +103,7 @@ class ServerArgsAutoEnable(Patch):
 
     id = "server-args-auto-enable"
     summary = "widen the model auto-enable's SM clause with is_sm120_supported()"
+    optional = "it only decides whether models turn fusion on by themselves; the launch flag still does"
     edits = Edit.OR_TERM
     role = Role(
         "the model auto-enable (turns the fusion on under the fusion's SM clause)",

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.plan.registry import all_patches
 from sm120patch.patcher.plan.token_limit import recorded
 from sm120patch.patcher.plan.trust import trusted_plan
@@ -63,7 +62,5 @@ def mark_skipped(plan: Plan, manifest: Manifest | None, own: bool | None = None)
         return
     asked = set(manifest.patch_set)
     for report in plan.reports:
-        if report.id not in asked and report.state in (State.PENDING, State.DRIFT):
-            was = report.state.value
-            report.state = report.state_after = State.SKIPPED
-            report.detail = f"left out by the last apply (--only / --skip); the code: {was}: {report.detail}"
+        if report.id not in asked:
+            report.leave_out("left out by the last apply (--only / --skip)")

@@ -17,7 +17,9 @@ of ``patchkit.sm_names``, a raw capability comparison (``get_device_capability()
   singles other GPUs out, a table lookup),
 * no patch owns it: in a file a patch will change, the sweep reads the file as apply leaves it
   (the owned clause then has its SM120 term); in a file that stays as it is, a pending patch
-  owns the check that holds its evidence line inside its anchor function,
+  owns the check that holds its evidence line inside its anchor function, and so does a patch
+  left out as asked (``--only`` / ``--skip``: ``Plan.skipped``; ``plan/left_out.py`` names
+  it as that patch),
 * and it is not one of ``fusion_path.KNOWN_GATES``.
 
 A trusted tree (``plan.trust``) is not read again: ``apply`` leaves a record beside its
@@ -607,9 +609,11 @@ def _anchored(rel: str, function: str, patch_id: str) -> bool:
 
 
 def _owner(rel: str, check: _Check, plan: Plan) -> str | None:
-    """The pending patch whose evidence line is in ``check``, inside the patch's anchor."""
-    for report in plan.reports:
-        if report.file != rel or report.state is not State.PENDING:
+    """The pending patch whose evidence line is in ``check``, inside the patch's anchor; or the
+    patch left out as asked (``--only`` / ``--skip``) whose clause it is: named as that patch
+    (``plan.skipped``), never as a check this tool does not know."""
+    for report in [*plan.reports, *plan.left_out]:
+        if report.file != rel or report.state not in (State.PENDING, State.SKIPPED):
             continue
         if any(check.line <= e.line <= check.end_line for e in report.evidence) and (
             _anchored(rel, check.function, report.id) or report.found_at == f"{rel}:{check.function}"
@@ -645,7 +649,7 @@ class Verdict:
     """One SM check on the fused path that does not admit SM12x, and why it is (not) reported."""
 
     check: UnknownCheck
-    owner: str | None  # the pending patch that will widen it
+    owner: str | None  # the pending patch that will widen it, or the one left out as asked
     known: KnownGate | None
 
     @property

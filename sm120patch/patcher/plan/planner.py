@@ -7,7 +7,7 @@ checked again on the result and must read as applied.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import replace
 from functools import partial
@@ -78,7 +78,9 @@ def plan_file(
     token_limit: int | None = None,
     rows: Mapping[str, tuple[Anchor, ...]] | None = None,
     files: Mapping[str, str] | None = None,
+    data: bytes | None = None,
 ) -> FilePlan:
+    """``data``: the bytes to check instead of the file's (the file as another plan leaves it)."""
     path = tree.path(rel)
     base = PatchContext(
         tree.parsed_version,
@@ -93,7 +95,7 @@ def plan_file(
         for p in patches
     ]
     try:
-        original = path.read_bytes() if path.is_file() else None
+        original = data if data is not None else path.read_bytes() if path.is_file() else None
     except OSError as exc:
         raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror})") from exc
     plan = FilePlan(rel, path, original)
@@ -163,11 +165,25 @@ def _leaders(plan: Plan) -> dict[str, Anchor]:
     return leaders
 
 
+def _by_file(tree: SglangTree, patches: Sequence[Patch]) -> dict[str, list[Patch]]:
+    by_file: dict[str, list[Patch]] = {}
+    for patch in patches:
+        by_file.setdefault(patch.target(tree.exists), []).append(patch)
+    return by_file
+
+
 def make_plan(
-    tree: SglangTree, patches: list[Patch], change: bool, token_limit: int | None = None, roles: bool | None = None
+    tree: SglangTree,
+    patches: list[Patch],
+    change: bool,
+    token_limit: int | None = None,
+    left_out: Sequence[Patch] = (),
+    roles: bool | None = None,
 ) -> Plan:
     """Check (and with ``change``, transform in memory) every selected patch; ``token_limit``:
-    the fusion token limit asked for (``apply --fuse-up-to``), None to leave it as it is;
+    the fusion token limit asked for (``apply --fuse-up-to``), None to leave it as it is.
+    ``left_out``: the patches apply was asked to leave out, checked (never changed) on the files
+    as the plan leaves them, so that their clauses are theirs and not unknown to the sweep.
     ``roles``: a target no known layout matches may be found by what it does (else such a
     find is only named, and the patch stays in drift)."""
     refused = releases.refusal(tree)
@@ -189,7 +205,12 @@ def make_plan(
     if change and plan.drift:
         # Drift anywhere means nothing is written: report every file as it is now, not as
         # the change that will not happen would leave it.
-        return make_plan(tree, patches, change=False, token_limit=token_limit, roles=roles)
+        return make_plan(tree, patches, change=False, token_limit=token_limit, left_out=left_out, roles=roles)
+    leaves = {f.rel: f.updated for f in plan.changes}
+    for rel, group in _by_file(tree, [p for p in left_out if known_rows(p.anchors)]).items():
+        for report in plan_file(tree, rel, group, change=False, data=leaves.get(rel)).reports:
+            report.leave_out("left out as asked (--only / --skip)")
+            plan.left_out.append(report)
     return plan
 
 

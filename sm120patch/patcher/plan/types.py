@@ -36,6 +36,14 @@ class PatchReport:
     found_by: str = FOUND_BY_ANCHOR  # "role": the target was found by what it does (plan/role_find.py)
     found_at: str = ""  # with a role find: "file:function" where it was found
 
+    def leave_out(self, why: str) -> None:
+        """A patch left out as asked (``--only`` / ``--skip``) that is not applied reads as
+        skipped, not as pending or drift: ``why`` says who left it out."""
+        if self.state in (State.PENDING, State.DRIFT):
+            was = self.state.value
+            self.state = self.state_after = State.SKIPPED
+            self.detail = f"{why}; the code: {was}: {self.detail}"
+
     def to_json(self) -> dict[str, Any]:
         """The report as the manifest keeps it (``plan.trust``): as the file stands once the
         planned change is written, so one state; the file is the key the record sits under."""
@@ -96,10 +104,18 @@ class Plan:
     tree: SglangTree
     files: list[FilePlan]
     refusal: str | None = None
+    # The patches apply was asked to leave out, checked on the files as this plan leaves them:
+    # not in ``files``, so nothing is written or recorded for them.
+    left_out: list[PatchReport] = field(default_factory=list)
 
     @property
     def reports(self) -> list[PatchReport]:
         return [r for f in self.files for r in f.reports]
+
+    @property
+    def skipped(self) -> list[PatchReport]:
+        """Every patch left out as asked and not applied: by this apply, or by the last one."""
+        return [r for r in [*self.reports, *self.left_out] if r.state is State.SKIPPED]
 
     @property
     def changes(self) -> list[FilePlan]:

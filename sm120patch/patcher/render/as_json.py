@@ -95,6 +95,7 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
         "messages": outcome.notes,
         "warnings": outcome.warnings,
         "sm_checks": outcome.sm_checks,
+        "left_out": [f.to_json() for f in outcome.left_out],
         "runtime": outcome.runtime.to_json() if outcome.runtime is not None else None,
         "diff": outcome.diff,
         "token_limit": limit_json(outcome.tree) if outcome.command in (Command.APPLY, Command.VERIFY) else None,

@@ -57,7 +57,9 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
     if tree.install_kind is InstallKind.EDITABLE:
         put(out, Text("note: editable install: this edits your sglang checkout", style="yellow"))
     plan = outcome.plan
-    if plan is not None and plan.reports:
+    # A revert with nothing to restore: every patch pending or not needed, which the headline says.
+    nothing_restored = outcome.command is Command.REVERT and outcome.exit_code == 0
+    if plan is not None and plan.reports and not nothing_restored:
         labels = {id(r): _label(r, dry_run) for r in plan.reports}
         details = {id(r): Text(r.summary if show_docs else printable(r.detail)) for r in plan.reports}
         widths = (max(len(r.id) for r in plan.reports), max(len(label) for label in labels.values()))
@@ -112,6 +114,8 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
             put(out, Text(f"sglang/{f.rel}: {kind}{recorded}", style="dim"), lead="  ")
     if outcome.runtime is not None:
         _render_runtime(out, outcome.runtime)
+    for gone in outcome.left_out:
+        put(out, Text(printable(gone.sentence())))
     for note in dict.fromkeys(outcome.notes):  # each once, in order
         put(out, Text(printable(note)))
     for warning in dict.fromkeys(outcome.warnings):

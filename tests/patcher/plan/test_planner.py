@@ -227,3 +227,18 @@ def test_a_follower_of_a_gate_not_found_anywhere_is_not_called_not_needed(tmp_pa
     imported = reports["communicator-import"]  # follows the flags, which follow the gate
     assert imported.state is State.DRIFT
     assert imported.detail.endswith("but communicator-flag did not find the target this one follows")
+
+
+def test_a_patch_left_out_is_checked_on_its_file_as_the_plan_leaves_it(tmp_path: Path) -> None:
+    """The gate left out, its import and flag applied above it: its clause is read two lines
+    lower, as the sweep reads the file apply writes; nothing of it is written or recorded."""
+    package = write_mini_sglang(tmp_path / "site")
+    gate = by_id()["communicator-fusion-gate"]
+    chosen = [p for p in all_patches() if p is not gate]
+    plan = make_plan(from_directory(package), chosen, change=True, left_out=[gate])
+    (left,) = plan.left_out
+    assert (left.id, left.file, left.state, left.state_after) == (gate.id, COMM, State.SKIPPED, State.SKIPPED)
+    assert [e.line for e in left.evidence] == [16]  # line 14 in the release
+    assert left.detail.startswith("left out as asked (--only / --skip); the code: pending: ")
+    assert gate.id not in {r.id for r in plan.reports} and plan.skipped == [left]
+    assert "_is_sm120_supported)" not in next(f for f in plan.changes if f.rel == COMM).updated.decode()

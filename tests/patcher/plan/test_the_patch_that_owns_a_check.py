@@ -100,3 +100,16 @@ def test_a_patch_anchored_at_a_method_owns_the_method_not_a_function_of_its_name
         (2, None, True),  # a module function named like the method
         (8, RESOLVER, False),
     ]
+
+
+def test_a_patch_left_out_as_asked_owns_its_clause_and_only_it() -> None:
+    """Skipped by the last apply (verify's plan) or left out by this one (``Plan.left_out``):
+    its clause is its own, a second gate beside it is still reported."""
+    skipped = report(RESOLVER, COMM, State.SKIPPED, 2)
+    assert owners({COMM: RESOLVER_SOURCE}, [skipped]) == [(2, RESOLVER, False), (4, None, True), (8, None, True)]
+    plan = Plan(TREE, [], left_out=[report(RESOLVER, COMM, State.SKIPPED, 2)])
+    found, _ = gate_sweep.verdicts({COMM: RESOLVER_SOURCE}, plan)
+    assert [(v.check.line, v.owner) for v in found] == [(2, RESOLVER), (4, None), (8, None)]
+    # Left out but applied already (or not needed): it widens nothing, the check is not its.
+    applied = Plan(TREE, [], left_out=[report(RESOLVER, COMM, State.APPLIED, 2)])
+    assert gate_sweep.verdicts({COMM: RESOLVER_SOURCE}, applied)[0][0].owner is None

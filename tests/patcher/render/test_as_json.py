@@ -15,6 +15,7 @@ from sm120patch.errors import ExitCode
 from sm120patch.output.console import error_json, print_json
 from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.outcome import CheckedBy, Command, FileStatus, Outcome, Recorded, StateSummary
+from sm120patch.patcher.plan.left_out import LeftOut
 from sm120patch.patcher.plan.registry import all_patches
 from sm120patch.patcher.plan.types import Evidence, FilePlan, PatchReport, Plan
 from sm120patch.patcher.render.as_json import to_json
@@ -120,6 +121,10 @@ def test_an_outcome_key_by_key() -> None:
         ],
         state=state,
         runtime=RuntimeCheck("/env/bin/python", TorchImport(False, error="no torch"), None, None, (), 3),
+        left_out=[
+            LeftOut("auto", "srt/b.py", 7, "auto_enable", "opt-in"),
+            LeftOut("shut", "srt/c.py", None, "f", None),
+        ],
     )
     data = to_json(outcome)
     assert data == {
@@ -190,6 +195,16 @@ def test_an_outcome_key_by_key() -> None:
         "messages": ["note"],
         "warnings": ["warn"],
         "sm_checks": [],
+        "left_out": [
+            {
+                "patch": "auto",
+                "file": "sglang/srt/b.py",
+                "line": 7,
+                "function": "auto_enable",
+                "keeps_fused_path_shut": False,
+            },
+            {"patch": "shut", "file": "sglang/srt/c.py", "line": None, "function": "f", "keeps_fused_path_shut": True},
+        ],
         "runtime": {
             "python": "/env/bin/python",
             "torch": {"ok": False, "error": "no torch"},
