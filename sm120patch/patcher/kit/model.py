@@ -223,6 +223,7 @@ class Patch(ABC):
     # it does not (the gate, the resolver, the preflight and what they require).
     optional: ClassVar[str | None] = None
     examples: ClassVar[tuple[Example, ...]] = ()
+    place: ClassVar[str]  # what of sglang's layout its target is (``sglang.layout.KEPT``)
     role: ClassVar[Role | None] = None  # how to find the target where no row matches
 
     @abstractmethod

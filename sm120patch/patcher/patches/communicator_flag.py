@@ -20,7 +20,7 @@ from sm120patch.patcher.kit.model import (
 )
 from sm120patch.patcher.kit.role_shapes import sm_flag_read
 from sm120patch.patcher.kit.sm_terms import FLAG, first_sm_term, sm120_term, sm_terms_in
-from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR, SM120_FLAG
+from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR, GATE, SM120_FLAG
 
 NAME = SM120_FLAG
 SM100 = "_is_sm100_supported"  # the anchor rows' name: check() reads the rows
@@ -48,6 +48,7 @@ class CommunicatorFlag(Patch):
     edits = Edit.FLAG
     requires = ("communicator-import",)
     provides = (NAME,)
+    place = GATE
     role = Role(
         "the SM flags the fusion gate reads",
         follows="communicator-fusion-gate",

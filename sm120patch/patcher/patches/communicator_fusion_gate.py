@@ -8,7 +8,7 @@ from sm120patch.patcher.kit.decide import decide, find_anchored, label, searched
 from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, Role, State
 from sm120patch.patcher.kit.role_shapes import is_gate
 from sm120patch.patcher.kit.sm_terms import clauses_in, describe
-from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR
+from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR, GATE
 
 
 class CommunicatorFusionGate(Patch):
@@ -30,6 +30,7 @@ class CommunicatorFusionGate(Patch):
     summary = "widen the runtime fusion gate's SM clause with _is_sm120_supported"
     edits = Edit.OR_TERM
     requires = ("communicator-flag",)
+    place = GATE
     role = Role(
         "the fusion gate (a test of the fusion's SM clause beside its backend, enable option or token limit)",
         words=("is_sm", "flashinfer_allreduce_fusion"),

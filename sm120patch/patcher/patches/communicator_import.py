@@ -26,7 +26,7 @@ from sm120patch.patcher.kit.model import (
     State,
 )
 from sm120patch.patcher.kit.sm_terms import HELPER, first_sm_term
-from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR, SM120_HELPER
+from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR, GATE, SM120_HELPER
 
 _PLATFORM_FLAGS = "the SM flags read get_platform(), which already has is_sm120"
 
@@ -57,6 +57,7 @@ class CommunicatorImport(Patch):
     summary = "import is_sm120_supported next to is_sm100_supported in the fusion-gate module"
     edits = Edit.IMPORT
     provides = (SM120_HELPER,)
+    place = GATE
     role = Role("wherever the SM flags are bound", follows="communicator-flag", kind=Kind.IMPORT)
     anchors = (
         Anchor(

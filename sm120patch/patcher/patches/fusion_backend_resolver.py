@@ -10,7 +10,7 @@ from sm120patch.patcher.kit.decide import decide, find_anchored, label, sought
 from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, Role, State
 from sm120patch.patcher.kit.role_shapes import is_resolver
 from sm120patch.patcher.kit.sm_terms import clauses_in_test, sm_terms_in
-from sm120patch.sglang.layout import COMM_FUSION
+from sm120patch.sglang.layout import COMM_FUSION, RESOLVER
 
 FUNCTION = "_resolve_backend"  # the anchor rows' name: check() reads the rows
 SINCE = "0.5.14"
@@ -40,6 +40,7 @@ class FusionBackendResolver(Patch):
     summary = "let SM12x through _resolve_backend (auto -> trtllm on one node)"
     edits = Edit.OR_TERM
     since = SINCE
+    place = RESOLVER
     role = Role(
         "the fusion backend resolver (refuses every GPU but SM90 and SM100, names trtllm)",
         words=("is_sm", "trtllm", "allreduce", "raise"),

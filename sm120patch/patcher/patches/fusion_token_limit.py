@@ -22,7 +22,7 @@ from sm120patch.patcher.kit.model import (
 )
 from sm120patch.patcher.kit.role_shapes import limit_read
 from sm120patch.patcher.patches.communicator_fusion_gate import CommunicatorFusionGate
-from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR
+from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR, GATE
 
 #: The module constant sglang compares the batch with (every release 0.5.4 - 0.5.23: 2048); the
 #: anchor rows' name, which the patch's lookup reads from the rows.
@@ -124,6 +124,7 @@ class FusionTokenLimit(Patch):
     summary = "opt-in (apply --fuse-up-to N): lower the token count up to which the gate fuses"
     optional = "opt-in: it only lowers the token count up to which the gate fuses"
     edits = Edit.LIMIT
+    place = GATE
     role = Role(
         "the token limit the fusion gate compares the batch with",
         follows="communicator-fusion-gate",

@@ -12,7 +12,7 @@ from sm120patch.patcher.kit.decide import decide, find_anchored, label, searched
 from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, Role, State
 from sm120patch.patcher.kit.role_shapes import is_auto_enable
 from sm120patch.patcher.kit.sm_terms import Clause, admits_sm12x, clauses_in_test, describe
-from sm120patch.sglang.layout import OVERRIDES, SERVER_ARGS
+from sm120patch.sglang.layout import AUTO_ENABLE, OVERRIDES, SERVER_ARGS
 
 FUSION_FIELDS = ("enable_flashinfer_allreduce_fusion", "flashinfer_allreduce_fusion_backend")
 SERVER_ARGS_CLASS = "ServerArgs"
@@ -105,6 +105,7 @@ class ServerArgsAutoEnable(Patch):
     summary = "widen the model auto-enable's SM clause with is_sm120_supported()"
     optional = "it only decides whether models turn fusion on by themselves; the launch flag still does"
     edits = Edit.OR_TERM
+    place = AUTO_ENABLE
     role = Role(
         "the model auto-enable (turns the fusion on under the fusion's SM clause)",
         words=("is_sm", "flashinfer_allreduce_fusion"),

@@ -31,7 +31,7 @@ from sm120patch.patcher.kit.sm_terms import (
     sm120_term,
     sm_terms_in,
 )
-from sm120patch.sglang.layout import COMM_FUSION, SM120_FLAG, SM120_HELPER
+from sm120patch.sglang.layout import COMM_FUSION, PREFLIGHT, SM120_FLAG, SM120_HELPER
 
 FUNCTION = "_flashinfer_trtllm_workspace_allocation_sizes"  # the anchor rows' name: check() reads the rows
 QUERY = "cuMulticastGetGranularity"
@@ -121,6 +121,7 @@ class WorkspacePreflight(Patch):
     summary = "skip the preflight's multicast granularity query on SM12x (it turns fusion off)"
     edits = Edit.GUARD
     since = SINCE
+    place = PREFLIGHT
     role = Role(
         f"the workspace preflight (calls {QUERY})",
         words=(QUERY,),

@@ -21,6 +21,7 @@ from sm120patch.patcher.plan.registry import by_id, provided_for
 from sm120patch.patcher.plan.role_find import Located, calls_for_role, locate
 from sm120patch.patcher.plan.types import Evidence, FilePlan, PatchReport, Plan
 from sm120patch.sglang import releases, static_names
+from sm120patch.sglang.layout import module_name
 from sm120patch.sglang.tree import SglangTree
 
 #: Whether a target no known layout matches may be found by role (``--known-layouts-only``
@@ -59,15 +60,9 @@ def _bound_elsewhere(patch: Patch, rel: str, files: Mapping[str, str]) -> dict[s
         dep = registry[queue.pop()]
         other = files.get(dep.id)
         if other is not None and other != rel:
-            names.update(dict.fromkeys(dep.provides, dotted(other)))
+            names.update(dict.fromkeys(dep.provides, module_name(other)))
         queue.extend(dep.requires)
     return names
-
-
-def dotted(rel: str) -> str:
-    """``srt/layers/x.py`` as the module sglang imports it: ``sglang.srt.layers.x``."""
-    parts = rel.removesuffix(".py").split("/")
-    return ".".join(["sglang", *(parts[:-1] if parts[-1] == "__init__" else parts)])
 
 
 def plan_file(
@@ -198,8 +193,9 @@ def make_plan(
         # Only where a known layout did not match: every other plan reads no more files.
         found, why = locate(tree, by_id().values(), asks, _leaders(plan), tree.parsed_version)
         found = {pid: located for pid, located in found.items() if pid in asks}
-        if found and roles:
-            plan = _plan_files(tree, patches, change, token_limit, found)
+        usable = {pid: located for pid, located in found.items() if roles or located.known}
+        if usable:
+            plan = _plan_files(tree, patches, change, token_limit, usable)
         _say_roles(plan, found, why, roles)
     _unfounded(plan)
     if change and plan.drift:
@@ -238,6 +234,8 @@ def _say_roles(plan: Plan, found: Mapping[str, Located], why: Mapping[str, str],
     """Each report says how its target was found, or why a role could not find it."""
     for report in plan.reports:
         located = found.get(report.id)
+        if located is not None and located.known:
+            continue  # followed into the file the layout table names: a known layout
         if located is not None and allowed:
             report.found_by, report.found_at = FOUND_BY_ROLE, located.where
         elif located is not None and report.state is State.DRIFT:

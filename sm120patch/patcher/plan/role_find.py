@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import libcst as cst
@@ -36,6 +36,7 @@ from sm120patch.patcher.kit.cst_helpers import (
 )
 from sm120patch.patcher.kit.model import FOUND_BY_ROLE, Anchor, Kind, Patch, Releases, State, known_rows
 from sm120patch.patcher.transaction.state import DIRNAME
+from sm120patch.sglang.layout import files_keeping
 from sm120patch.sglang.tree import SglangTree
 
 _SKIP_DIRS = frozenset({DIRNAME, "__pycache__"})
@@ -48,6 +49,9 @@ class Located:
 
     rows: tuple[Anchor, ...]  # what its check looks through here
     where: str  # "file:function" (or "file: name"), as the report says it
+    #: Followed from a target its known rows found into a file the layout table names for this
+    #: patch's place: a known layout (sglang.layout.KEPT), not a role find.
+    known: bool = False
 
     @property
     def file(self) -> str:
@@ -257,6 +261,8 @@ def locate(
             continue
         if all(_known(patch, r.file, r.cls, r.name) for r in located.rows):
             continue
+        if leader is None and located.file in files_keeping(patch.place):
+            located = replace(located, known=True)
         found[patch.id] = located
     return found, why
 

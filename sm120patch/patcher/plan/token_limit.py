@@ -14,10 +14,10 @@ from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.plan.types import PatchReport
 from sm120patch.patcher.transaction.identity import same_tree
 from sm120patch.patcher.transaction.state import Manifest, StateDir
-from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR
+from sm120patch.sglang.layout import GATE, files_keeping
 from sm120patch.sglang.tree import SglangTree
 
-GATE_FILES = (ADD_NORM, COMMUNICATOR)  # the gate's module, newest layout first
+GATE_FILES = files_keeping(GATE)  # the gate's module, newest layout first
 
 PATCH_ID = "fusion-token-limit"
 LIMIT_SITE = "FUSE_ALLREDUCE_MAX_BATCH_SIZE"  # the report's ``where`` when the release has the limit
@@ -102,18 +102,23 @@ def limit_note(reports: list[PatchReport], manifest: Manifest | None, tree: Sgla
     )
 
 
-def gate_rel(tree: SglangTree) -> str:
-    """The gate's module in this tree (where the limit lives)."""
+def gate_rel(tree: SglangTree, manifest: Manifest | None = None) -> str:
+    """The gate's module in this tree (where the limit lives): where the last apply found the
+    limit (a role find, in a release that moved it), else the newest layout that exists."""
+    for rel, checked in (manifest.checked if manifest else {}).items():
+        if any(report.get("id") == PATCH_ID for report in checked.get("reports", ())):
+            return rel
     return next((rel for rel in GATE_FILES if tree.exists(rel)), GATE_FILES[-1])
 
 
 def _gate_source(tree: SglangTree, shipped: bool) -> bytes | None:
     """The gate module's bytes as sglang ships them (``shipped``: the backup where the module
     was patched) or as they are now; None where it cannot be read."""
-    rel = gate_rel(tree)
     state = StateDir(tree.package_dir)
-    manifest = state.load() if shipped else None
-    path = state.root / manifest.files[rel].backup if manifest and rel in manifest.files else tree.path(rel)
+    manifest = state.load()
+    rel = gate_rel(tree, manifest)
+    kept = manifest if shipped else None
+    path = state.root / kept.files[rel].backup if kept and rel in kept.files else tree.path(rel)
     try:
         return path.read_bytes()
     except OSError:

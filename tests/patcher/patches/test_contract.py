@@ -24,12 +24,11 @@ from sm120patch.patcher.commands.self_test import run_example
 from sm120patch.patcher.kit.model import Edit, Example, Patch, State
 from sm120patch.patcher.plan.evidence import generate
 from sm120patch.patcher.plan.registry import all_patches, by_id, provided_for
-from sm120patch.sglang.layout import ADD_NORM, COMM_FUSION, COMMUNICATOR, OVERRIDES, SERVER_ARGS
+from sm120patch.sglang.layout import FILES, kept_in
 from tests.support.patch_checks import ERAS, every_example
 from tests.support.realtrees import intended_changes
 
 #: Every file a patch may look in (sm120patch.sglang.layout).
-LAYOUT_FILES = {COMMUNICATOR, ADD_NORM, SERVER_ARGS, OVERRIDES, COMM_FUSION}
 
 PATCHES = [pytest.param(patch, id=patch.id) for patch in all_patches()]
 
@@ -78,7 +77,7 @@ def test_describes_itself_and_anchors_in_known_files(patch: Patch) -> None:
     assert patch.summary and len(patch.doc.splitlines()) > 5
     for word in ("Why", "Remove when"):
         assert word in patch.doc, word
-    assert patch.anchors and {a.file for a in patch.anchors} <= LAYOUT_FILES
+    assert patch.anchors and {a.file for a in patch.anchors} <= FILES
 
 
 @pytest.mark.parametrize("patch", PATCHES)
@@ -119,3 +118,12 @@ def test_real_release_shows_its_anchor_row(release_cycle, patch: Patch, version:
         assert patch.edits.value in kinds, (anchor.file, kinds)
         if anchor.imports:
             assert Edit.IMPORT.value in kinds, (anchor.file, kinds)
+
+
+@pytest.mark.parametrize("patch", PATCHES)
+def test_each_row_names_the_file_the_layout_table_gives_for_its_releases(patch: Patch) -> None:
+    """sglang.layout.KEPT is the one table of where sglang keeps each target: a row that says
+    another file for its releases is a layout stated twice."""
+    for row in patch.anchors:
+        ends = [row.seen.first, *([row.seen.last] if row.seen.last else [])]
+        assert {kept_in(patch.place, end) for end in ends} == {row.file}, (row, patch.place)
