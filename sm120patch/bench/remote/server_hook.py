@@ -21,6 +21,12 @@ start-up in every process of the run: the benchmark's main process and each TP r
   (``FUSE_ALLREDUCE_MAX_BATCH_SIZE``) to N the moment that module has been executed, before
   any other module imports the name, and records the value it replaced (``token_limit``): the
   third setting of ``bench --server --fuse-up-to`` runs with N, the tree's files untouched;
+* wraps ``ModelRunner.forward`` (``sglang.srt.model_executor.model_runner``; every step goes
+  through it, graph replays included) and reads the logits it returns
+  (``.logits_output.next_token_logits``): how many forwards had a NaN or inf anywhere
+  (``logits.nonfinite``; one device sync per forward, the same in every configuration), and
+  the first extend's and the first decode's row 0 (its first ``LOGITS_HEAD`` values, its top
+  ``TOP_K``, the input ids it answered), which ``bench server`` compares with sglang's default;
 * then runs the ``sitecustomize`` it shadows, if there is one.
 
 Standard library only, any Python >= 3.8, no import from sm120patch (probes/__init__.py).
@@ -55,6 +61,10 @@ MULTICAST_MESSAGE = (
     "sm120patch bench --server: cuMulticastCreate is disabled (no multicast objects on a shared machine)"
 )
 FLUSH_EVERY_S = 1.0
+MODEL_RUNNER = "sglang.srt.model_executor.model_runner"
+LOGITS_HEAD = 256  # logits kept of the first extend and decode: enough for a cosine, small in the record
+TOP_K = 8
+IDS_HEAD = 16  # input ids kept beside them: a comparison is only fair for the same inputs
 
 _lock = threading.Lock()
 _counts: Dict[str, Dict[str, int]] = {}
@@ -62,6 +72,7 @@ _loaded: List[str] = []
 _guarded: List[str] = []
 _limits: List[Dict[str, Any]] = []
 _state: Dict[str, Any] = {"dirty": False, "written": 0.0}
+_logits: Dict[str, Any] = {"forwards": 0, "nonfinite": 0, "first": {}}
 
 
 def _capturing() -> bool:
@@ -115,6 +126,83 @@ def _counted(function: Callable[..., Any], key: str, module_name: str) -> Callab
     return counted
 
 
+def _step(args: Any, kwargs: Any) -> Optional[str]:
+    """``extend`` or ``decode`` for a forward batch, None for anything else (idle, a draft)."""
+    batch = args[1] if len(args) > 1 else kwargs.get("forward_batch")
+    mode = getattr(batch, "forward_mode", None)
+    for name in ("decode", "extend"):
+        check = getattr(mode, "is_" + name, None)
+        try:
+            if callable(check) and check():
+                return name
+        except Exception:
+            return None
+    return None
+
+
+def _finite(value: float) -> Optional[float]:
+    """A value JSON can hold: NaN and inf become null (the count of bad forwards says them)."""
+    value = float(value)
+    return value if value - value == 0.0 else None
+
+
+def _first_row(logits: Any, batch: Any) -> Dict[str, Any]:
+    row = logits[0].float()
+    top = row.topk(min(TOP_K, int(row.shape[0])))
+    ids = getattr(batch, "input_ids", None)
+    return {
+        "shape": [int(n) for n in logits.shape],
+        "head": [_finite(v) for v in row[:LOGITS_HEAD].tolist()],
+        "top_values": [_finite(v) for v in top.values.tolist()],
+        "top_indices": [int(v) for v in top.indices.tolist()],
+        "input_ids": [int(v) for v in ids.reshape(-1)[:IDS_HEAD].tolist()] if ids is not None else None,
+    }
+
+
+def _logits_of(result: Any) -> Any:
+    output = getattr(result, "logits_output", None)  # ModelRunnerOutput (0.5.x)
+    if output is None:
+        output = result[0] if isinstance(result, tuple) and result else result  # (logits_output, ...) before
+    logits = getattr(output, "next_token_logits", None)
+    return logits if hasattr(logits, "shape") and len(getattr(logits, "shape", ())) == 2 else None
+
+
+def _record(result: Any, args: Any, kwargs: Any) -> None:
+    torch = sys.modules.get("torch")
+    logits = _logits_of(result)
+    if torch is None or logits is None or _capturing() or int(logits.shape[0]) == 0:
+        return
+    step = _step(args, kwargs)
+    bad = bool((~torch.isfinite(logits)).any().item())
+    first = None
+    if step is not None and step not in _logits["first"]:
+        first = _first_row(logits, args[1] if len(args) > 1 else kwargs.get("forward_batch"))
+    with _lock:
+        _logits["forwards"] += 1
+        news = first is not None or (bad and not _logits["nonfinite"])
+        _logits["nonfinite"] += bad
+        if first is not None:
+            _logits["first"][step] = first
+        _state["dirty"] = True
+    if news:  # written now: a rank stopped at the end of the run still leaves it
+        flush()
+
+
+def _watched_forward(function: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        result = function(*args, **kwargs)
+        try:
+            _record(result, args, kwargs)
+        except Exception as exc:  # never break the server; say why the record is missing
+            with _lock:
+                _logits["error"] = "%s: %s" % (type(exc).__name__, exc)
+        return result
+
+    forward._sm120patch_counted = True  # type: ignore[attr-defined]
+    return forward
+
+
 def _refuse_multicast(*args: Any, **kwargs: Any) -> Any:
     raise RuntimeError(MULTICAST_MESSAGE)
 
@@ -132,6 +220,10 @@ def _after_load(module: Any) -> None:
     _loaded.append(name)
     if name in GATE_MODULES:
         _set_limit(module)
+    runner = getattr(module, "ModelRunner", None) if name == MODEL_RUNNER else None
+    forward = getattr(runner, "forward", None)
+    if runner is not None and callable(forward) and not getattr(forward, "_sm120patch_counted", False):
+        runner.forward = _watched_forward(forward)
     for (module_name, function_name), key in WRAPPED.items():
         function = getattr(module, function_name, None) if module_name == name else None
         if callable(function) and not getattr(function, "_sm120patch_counted", False):
@@ -176,7 +268,7 @@ class _Finder:
     """A meta-path finder for the watched modules only: the spec the other finders give,
     with its loader wrapped."""
 
-    watched = frozenset([SGLANG_FUSION, FLASHINFER_COMM, *MULTICAST_MODULES, *GATE_MODULES])
+    watched = frozenset([SGLANG_FUSION, FLASHINFER_COMM, MODEL_RUNNER, *MULTICAST_MODULES, *GATE_MODULES])
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if fullname not in self.watched:
@@ -219,6 +311,7 @@ def flush() -> None:
             "loaded": list(_loaded),
             "multicast_guarded": list(_guarded),
             "token_limit": list(_limits),
+            "logits": json.loads(json.dumps(_logits)),
         }
         _state["dirty"] = False
         _state["written"] = time.monotonic()

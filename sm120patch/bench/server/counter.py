@@ -42,6 +42,42 @@ class Calls:
 
 
 @dataclass
+class Logits:
+    """What the hook saw of the logits a run computed: forwards with a NaN or inf over the
+    whole run (graph replays included), and the first extend's and decode's row 0 as one
+    process recorded it (rank 0 where ranks are known: every TP rank holds the gathered
+    logits)."""
+
+    forwards: int = 0
+    nonfinite: int = 0
+    first: dict[str, dict[str, Any]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    rank: int | None = None
+
+    def add(self, data: dict[str, Any], rank: Any) -> None:
+        self.forwards += int(data.get("forwards", 0))
+        self.nonfinite += int(data.get("nonfinite", 0))
+        if data.get("error"):
+            self.errors.append(str(data["error"]))
+        first = data.get("first")
+        if isinstance(first, dict) and first and (not self.first or _before(rank, self.rank)):
+            self.first, self.rank = first, rank if type(rank) is int else None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "forwards": self.forwards,
+            "nonfinite_forwards": self.nonfinite,
+            "first": self.first,
+            "rank": self.rank,
+            "errors": self.errors,
+        }
+
+
+def _before(rank: Any, than: int | None) -> bool:
+    return type(rank) is int and (than is None or rank < than)
+
+
+@dataclass
 class Counts:
     """One run's counts over all its processes."""
 
@@ -53,6 +89,7 @@ class Counts:
     ranks_fused: int = 0  # processes that launched the fused kernel
     multicast_guarded: bool = False
     token_limits: set[int] = field(default_factory=set)  # the limits the hook set (bench --server --fuse-up-to)
+    logits: Logits = field(default_factory=Logits)
 
     @property
     def ran(self) -> bool:
@@ -83,6 +120,7 @@ class Counts:
             "ranks_with_fused_calls": self.ranks_fused,
             "ran": self.ran,
             "multicast_guarded": self.multicast_guarded,
+            "logits": self.logits.as_json(),
         }
 
 
@@ -110,6 +148,8 @@ def read(directory: Path) -> Counts:
         for entry in data.get("token_limit") or []:
             if isinstance(entry, dict) and type(entry.get("now")) is int:
                 counts.token_limits.add(entry["now"])
+        if isinstance(data.get("logits"), dict):
+            counts.logits.add(data["logits"], data.get("rank"))
         fused_here = 0
         for key, value in (data.get("counts") or {}).items():
             if key == ENTRY:
