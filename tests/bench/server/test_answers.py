@@ -53,7 +53,7 @@ def test_a_disagreeing_vector_is_wrong() -> None:
     assert found.why.startswith(f"its first decode's logits disagree with sglang's default (cosine {found.cosine:.4f}")
     pcie = check(BY_NAME["pcie-ipc"], [OTHER], AGREES, COSINE_MIN)
     assert pcie.why.endswith(
-        "likely sglang's PCIe-IPC allreduce on this host (its peer copies, or a size it does not fit)"[8:]
+        "likely sglang's PCIe-IPC allreduce on this host (its peer copies, or a size it does not fit)"
     )
 
 
