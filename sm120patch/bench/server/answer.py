@@ -145,6 +145,6 @@ def answer(
     lines = [_say(p, by_name, launches, tp) for p in parts]
     lines += [line for p in parts if (line := _fusion_loses(p, by_name, flags, eligible))]
     wrong = [c.name for c in chosen if checks[c.name].status.wrong]
-    if wrong:
-        lines.append("never the answer, whatever its speed: " + "; ".join(f"{n}: {checks[n].why}" for n in wrong))
+    if wrong:  # each one's why is in its check
+        lines.append(f"never the answer, whatever its speed (wrong answers): {', '.join(wrong)}")
     return Answer(parts, launches, "; ".join(lines), wrong)
