@@ -197,6 +197,7 @@ def _watched_forward(function: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as exc:  # never break the server; say why the record is missing
             with _lock:
                 _logits["error"] = "%s: %s" % (type(exc).__name__, exc)
+                _state["dirty"] = True
         return result
 
     forward._sm120patch_counted = True  # type: ignore[attr-defined]
