@@ -27,6 +27,13 @@ start-up in every process of the run: the benchmark's main process and each TP r
   (``logits.nonfinite``; one device sync per forward, the same in every configuration), and
   the first extend's and the first decode's row 0 (its first ``LOGITS_HEAD`` values, its top
   ``TOP_K``, the input ids it answered), which ``bench server`` compares with sglang's default;
+* wraps the methods ``GroupCoordinator.all_reduce`` dispatches a plain allreduce to
+  (``sglang.srt.distributed.parallel_state``, 0.5.9 - 0.5.23): ``_all_reduce_out_place`` by
+  the method it is given (``ca``: custom allreduce, ``pcie_ipc``: sglang's PCIe-IPC, 0.5.21+,
+  ``pynccl``, ``qr``, ``pymscclpp``, ``torch_symm_mem``), ``_all_reduce_in_place`` (NCCL:
+  PyNccl or torch.distributed) and ``_flashinfer_allreduce`` (FlashInfer's kAllReduce, the
+  plain allreduces fusion takes, 0.5.18+), counted as ``allreduce.<method>`` like the fused
+  calls (eager or in capture);
 * then runs the ``sitecustomize`` it shadows, if there is one.
 
 Standard library only, any Python >= 3.8, no import from sm120patch (probes/__init__.py).
@@ -62,6 +69,14 @@ MULTICAST_MESSAGE = (
 )
 FLUSH_EVERY_S = 1.0
 MODEL_RUNNER = "sglang.srt.model_executor.model_runner"
+PARALLEL_STATE = "sglang.srt.distributed.parallel_state"
+#: GroupCoordinator's methods that carry out a plain allreduce, and the key of each (None:
+#: the method's ``outplace_all_reduce_method`` argument names it).
+ALLREDUCE_METHODS = {
+    "_all_reduce_out_place": None,
+    "_all_reduce_in_place": "allreduce.nccl",
+    "_flashinfer_allreduce": "allreduce.flashinfer",
+}
 LOGITS_HEAD = 256  # logits kept of the first extend and decode: enough for a cosine, small in the record
 TOP_K = 8
 IDS_HEAD = 16  # input ids kept beside them: a comparison is only fair for the same inputs
@@ -204,6 +219,20 @@ def _watched_forward(function: Callable[..., Any]) -> Callable[..., Any]:
     return forward
 
 
+def _allreduce_counted(function: Callable[..., Any], key: Optional[str]) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        name = key
+        if name is None:
+            method = args[2] if len(args) > 2 else kwargs.get("outplace_all_reduce_method")
+            name = "allreduce.%s" % method
+        _count(name, "capture" if _capturing() else "eager")
+        return function(*args, **kwargs)
+
+    counted._sm120patch_counted = True  # type: ignore[attr-defined]
+    return counted
+
+
 def _refuse_multicast(*args: Any, **kwargs: Any) -> Any:
     raise RuntimeError(MULTICAST_MESSAGE)
 
@@ -221,6 +250,11 @@ def _after_load(module: Any) -> None:
     _loaded.append(name)
     if name in GATE_MODULES:
         _set_limit(module)
+    coordinator = getattr(module, "GroupCoordinator", None) if name == PARALLEL_STATE else None
+    for method, key in ALLREDUCE_METHODS.items() if coordinator is not None else ():
+        function = getattr(coordinator, method, None)
+        if callable(function) and not getattr(function, "_sm120patch_counted", False):
+            setattr(coordinator, method, _allreduce_counted(function, key))
     runner = getattr(module, "ModelRunner", None) if name == MODEL_RUNNER else None
     forward = getattr(runner, "forward", None)
     if runner is not None and callable(forward) and not getattr(forward, "_sm120patch_counted", False):
@@ -269,7 +303,9 @@ class _Finder:
     """A meta-path finder for the watched modules only: the spec the other finders give,
     with its loader wrapped."""
 
-    watched = frozenset([SGLANG_FUSION, FLASHINFER_COMM, MODEL_RUNNER, *MULTICAST_MODULES, *GATE_MODULES])
+    watched = frozenset(
+        [SGLANG_FUSION, FLASHINFER_COMM, MODEL_RUNNER, PARALLEL_STATE, *MULTICAST_MODULES, *GATE_MODULES]
+    )
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if fullname not in self.watched:

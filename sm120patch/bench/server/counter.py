@@ -20,6 +20,16 @@ ENTRY = "sglang.flashinfer_allreduce_residual_rmsnorm"
 FUSED_PATTERN = 1  # AllReduceFusionPattern.kARResidualRMSNorm
 KERNELS = ("flashinfer.allreduce_fusion", "flashinfer.trtllm_allreduce_fusion")
 FUSION_MODULE = "sglang.srt.layers.flashinfer_comm_fusion"
+ALLREDUCE = "allreduce."  # the hook's keys of the plain allreduces, by the method that took them
+#: The backend each method is, as a person names it; any other method is "other".
+BACKENDS = {
+    "ca": "custom allreduce",
+    "pcie_ipc": "PCIe-IPC",
+    "flashinfer": "FlashInfer kAllReduce",
+    "nccl": "NCCL",
+    "pynccl": "NCCL",
+}
+OTHER = "other"
 
 
 @dataclass
@@ -90,6 +100,17 @@ class Counts:
     multicast_guarded: bool = False
     token_limits: set[int] = field(default_factory=set)  # the limits the hook set (bench --server --fuse-up-to)
     logits: Logits = field(default_factory=Logits)
+    allreduce: dict[str, Calls] = field(default_factory=dict)  # plain allreduces by backend (BACKENDS)
+
+    def allreduces(self, backend: str) -> int:
+        calls = self.allreduce.get(backend)
+        return calls.total if calls else 0
+
+    def describe_allreduce(self) -> str:
+        if not self.allreduce:
+            return "no plain allreduce was seen"
+        taken = ", ".join(f"{name} {calls.total}x" for name, calls in sorted(self.allreduce.items()))
+        return f"plain allreduces: {taken}"
 
     @property
     def ran(self) -> bool:
@@ -121,6 +142,7 @@ class Counts:
             "ran": self.ran,
             "multicast_guarded": self.multicast_guarded,
             "logits": self.logits.as_json(),
+            "allreduce": {name: calls.as_json() for name, calls in sorted(self.allreduce.items())},
         }
 
 
@@ -154,6 +176,10 @@ def read(directory: Path) -> Counts:
         for key, value in (data.get("counts") or {}).items():
             if key == ENTRY:
                 counts.entry.add(value)
+                continue
+            if key.startswith(ALLREDUCE):
+                backend = BACKENDS.get(key[len(ALLREDUCE) :], OTHER)
+                counts.allreduce.setdefault(backend, Calls()).add(value)
                 continue
             kind = _is_fused(key)
             if kind is True:

@@ -112,6 +112,7 @@ class Run:
     error: str | None = None
     tail: list[str] = field(default_factory=list)
     config: str = ""  # the configuration's name; empty: the one of ``mode`` in the off/on/limit table
+    unused: str | None = None  # why the run has no figure: it did not use the allreduce its configuration names
 
     def __post_init__(self) -> None:
         self.config = self.config or TABLE[self.mode]
@@ -358,8 +359,25 @@ def _check(run: Run, flags: Flags, tp: int, limit: int | None = None) -> str | N
     return None
 
 
+def unused(run: Run, output: list[str]) -> str | None:
+    """Why a run of a PCIe-IPC configuration has no figure: PCIe-IPC took no allreduce (with
+    sglang's line that says why, where it logged one); None when it took some, or was not asked."""
+    if not configs.BY_NAME[run.config].pcie_ipc or run.counts.allreduces(counter.BACKENDS["pcie_ipc"]):
+        return None
+    said = parse.said(output, parse.PCIE_IPC_OFF)
+    flashinfer = run.counts.allreduces(counter.BACKENDS["flashinfer"])
+    if said:
+        why = f"{said[0][1]}; sglang said: {said[0][0]!r}"
+    elif flashinfer:
+        why = f"FlashInfer's kAllReduce took the plain allreduces ({flashinfer}x): fusion on leaves PCIe-IPC none"
+    else:
+        why = f"sglang logged no reason ({run.counts.describe_allreduce()})"
+    return f"{run.config} has no figure: PCIe-IPC was asked for and took no allreduce: {why}"
+
+
 def _after(run: Run, output: list[str], count_dir: Path, sweep: list[tuple[int, int, int]]) -> None:
     run.counts = counter.read(count_dir)
+    run.unused = unused(run, output)
     run.fallbacks = parse.said(output, parse.FALLBACKS)
     run.fatals = parse.said(output, parse.FATALS)
     run.workspace = [line for line, _ in parse.said(output, [(t, "") for t in parse.WORKSPACE_OK])]
@@ -447,6 +465,7 @@ def _run_all(
                 notes.append("stopped after this pair of runs: the next ones would not do what they say either")
             break
     rows = _rows(settings, runs, notes)
+    notes += list(dict.fromkeys(r.unused for r in runs if r.unused is not None))
     checks, self_cosine, limit = check_answers(chosen, runs)
     problems += [
         f"the {name} configuration computed wrong answers: {check.why}"
@@ -516,7 +535,7 @@ def _figures(runs: list[Run], part: str) -> dict[str, dict[int, list[float]]]:
     """Each configuration's latencies (ms) of ``part`` by batch size, over its runs."""
     found: dict[str, dict[int, list[float]]] = {}
     for run in runs:
-        if run.error is not None:
+        if run.error is not None or run.unused is not None:
             continue
         by_size = found.setdefault(run.config, {})
         for m in run.measurements:

@@ -41,6 +41,7 @@ def _run_json(run: Run) -> dict[str, Any]:
         "sglang_said": [{"line": line, "why": why} for line, why in run.fallbacks + run.fatals],
         "workspace": run.workspace,
         "error": run.error,
+        "unused": run.unused,
         "measurements": [
             {
                 "batch_size": m.batch_size,
@@ -119,7 +120,7 @@ def to_json(result: ServerResult) -> dict[str, Any]:
 def _medians(result: ServerResult, name: str, part: str) -> dict[int, float]:
     found: dict[int, list[float]] = {}
     for run in result.runs:
-        if run.config != name or run.error is not None:
+        if run.config != name or run.error is not None or run.unused is not None:
             continue
         for m in run.measurements:
             value = m.decode_ms if part == "decode" else m.prefill_latency_s
@@ -262,6 +263,9 @@ def render(result: ServerResult, out: Console) -> None:
             facts.append(f"{label}: {said[0]}" + (f" (each of {len(said)} runs)" if len(said) > 1 else ""))
         else:
             facts.append(f"{label}: " + "; ".join(f"run {r.repeat}: {d}" for r, d in zip(counted, said, strict=True)))
+    for name in dict.fromkeys(r.config for r in result.runs if r.counts.allreduce):
+        taken = dict.fromkeys(r.counts.describe_allreduce() for r in result.runs if r.config == name)
+        facts.append(f"{_LABEL.get(name, name)}: {' / '.join(taken)}")
     facts.append("decode steps replayed from CUDA graphs run no Python: counts are eager calls + graph captures")
     for run in result.runs:
         facts += [f"{run.mode} run {run.repeat}, sglang said: {line}" for line, _ in run.fallbacks + run.fatals]
@@ -293,7 +297,7 @@ def _render_configs(result: ServerResult, out: Console) -> None:
     table.add_column("answers", no_wrap=True)
     for config in result.chosen:
         check = result.checks[config.name]
-        medians = _medians(result, config.name, "decode")
+        medians = _medians(result, config.name, "decode")  # a run without a figure is left out
         cosine = f" {check.cosine:.4f}" if check.cosine is not None else ""
         table.add_row(
             config.name,

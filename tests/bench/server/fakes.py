@@ -12,7 +12,8 @@
   ``--random-seed``, then greedy decode), is 10 % faster with fusion and 20 % with
   ``SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1`` alone, and prints the real release's lines
   (``FAKE_SGLANG`` picks the behaviour: normal, fallback, crash-on, hang:<phase>, grandchild,
-  extra-result, tp1-no-entry, nan-on, wrong-on).
+  extra-result, tp1-no-entry, nan-on, wrong-on, pcie-off); its ``GroupCoordinator.all_reduce``
+  dispatches each plain allreduce as the real one does (``PARALLEL_STATE``).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ import sys
 import time
 
 MODE = os.environ.get("FAKE_SGLANG", "normal")
+PCIE_IPC_MODULE = "srt/distributed/device_communicators/pcie_ipc_ar.py"
 
 
 def hang(phase):
@@ -131,6 +133,13 @@ def work(args, rank, fusion):
     say("Benchmark ...", flush=True)
     from sglang.srt.model_executor import model_runner
 
+    import sglang
+    from sglang.srt.distributed import parallel_state
+
+    pcie_ipc = os.path.isfile(os.path.join(os.path.dirname(sglang.__file__), PCIE_IPC_MODULE))
+    group = parallel_state.GroupCoordinator(args.tp_size, fusion, pcie_ipc)
+    for _ in args.batch_size:
+        group.all_reduce("x")
     runner = model_runner.ModelRunner(fusion)
     draw = random.Random(args.random_seed)
     # fusion takes the plain allreduces too (kAllReduce), so PCIe-IPC pays only without it
@@ -322,6 +331,49 @@ def batch(ids, decode):
 '''
 
 
+#: FakeSglang's parallel state: ``GroupCoordinator.all_reduce`` picking a backend in the real
+#: order (FlashInfer's kAllReduce with fusion on, then custom allreduce at TP 2, then PCIe-IPC
+#: where asked for and present, else NCCL), each a method the hook wraps.
+PARALLEL_STATE = '''\
+"""FakeSglang's GroupCoordinator: the real dispatch order, no communication."""
+import logging
+import os
+
+logger = logging.getLogger(__name__)
+
+
+class GroupCoordinator:
+    def __init__(self, world_size, fusion, pcie_ipc):
+        self.world_size = world_size
+        self.fusion = fusion
+        self.pcie_ipc = pcie_ipc and os.environ.get("SGLANG_ENABLE_PCIE_IPC_ALLREDUCE") == "1"
+        if self.pcie_ipc and os.environ.get("FAKE_SGLANG") == "pcie-off":
+            logger.warning(
+                "FlashInfer PCIe-IPC workspace (max_numel=786432) failed: peer access unsupported; "
+                "reductions stay on NCCL"
+            )
+            self.pcie_ipc = False
+
+    def all_reduce(self, input_):
+        if self.fusion:
+            return self._flashinfer_allreduce(input_)
+        method = "ca" if self.world_size == 2 and not self.pcie_ipc else "pcie_ipc" if self.pcie_ipc else None
+        if method is not None:
+            return self._all_reduce_out_place(input_, method)
+        self._all_reduce_in_place(input_)
+        return input_
+
+    def _flashinfer_allreduce(self, input_):
+        return input_
+
+    def _all_reduce_out_place(self, input_, outplace_all_reduce_method):
+        return input_
+
+    def _all_reduce_in_place(self, input_):
+        return None
+'''
+
+
 def fake_server_site(
     root: Path,
     gpus: int = 2,
@@ -385,8 +437,9 @@ def fake_server_site(
         "sglang/srt/model_executor/__init__.py": "",
         "sglang/srt/model_executor/model_runner.py": MODEL_RUNNER,
     }
+    files["sglang/srt/distributed/__init__.py"] = ""
+    files["sglang/srt/distributed/parallel_state.py"] = PARALLEL_STATE
     if pcie_ipc:
-        files["sglang/srt/distributed/__init__.py"] = ""
         files["sglang/srt/distributed/device_communicators/__init__.py"] = ""
         files["sglang/srt/distributed/device_communicators/pcie_ipc_ar.py"] = '"""FakeSglang: PCIe-IPC is here."""\n'
     if gate is not None:

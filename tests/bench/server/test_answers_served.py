@@ -61,8 +61,38 @@ def test_every_configuration_agrees_and_pcie_ipc_wins_over_fusion(tmp_path: Path
         "apply": None,
         "text": f"`{PCIE_IPC_FLAG}=1 python -m sglang.launch_server ... {HATCH}`",
     }
-    assert "fusion loses to PCIe-IPC in decode (fusion, pcie-ipc+fusion slower than pcie-ipc)" in answer["sentence"]
+    assert "fusion loses to PCIe-IPC in decode (fusion slower than pcie-ipc)" in answer["sentence"]
     assert "`sm120patch revert` is the right move" in answer["sentence"]
+    # which backend took the plain allreduces, per configuration: 2 ranks x 2 batch sizes
+    taken = {r["config"]: r["counts"]["allreduce"] for r in data["runs"]}
+    assert {name: sorted(backends) for name, backends in taken.items()} == {
+        "default": ["custom allreduce"],
+        "fusion": ["FlashInfer kAllReduce"],
+        "pcie-ipc": ["PCIe-IPC"],
+        "pcie-ipc+fusion": ["FlashInfer kAllReduce"],
+    }
+    assert taken["pcie-ipc"]["PCIe-IPC"] == {"eager": 4, "capture": 0, "fell_back": 0}
+    # asked for PCIe-IPC and used none: no figure, and why
+    assert found["pcie-ipc+fusion"]["decode_ms"] == {} and found["pcie-ipc"]["decode_ms"]
+    assert data["notes"] == [
+        "pcie-ipc+fusion has no figure: PCIe-IPC was asked for and took no allreduce: FlashInfer's kAllReduce "
+        "took the plain allreduces (4x): fusion on leaves PCIe-IPC none"
+    ]
+
+
+@pytest.mark.offline
+def test_pcie_ipc_that_took_no_allreduce_has_no_figure_and_sglangs_line_says_why(tmp_path: Path) -> None:
+    code, data = bench(tmp_path, "--configs", "pcie-ipc", "--repeat", "1", fake="pcie-off")
+    assert code == 0, data["problems"]
+    run = next(r for r in data["runs"] if r["config"] == "pcie-ipc")
+    assert run["counts"]["allreduce"] == {"custom allreduce": {"eager": 4, "capture": 0, "fell_back": 0}}
+    assert run["unused"] == (
+        "pcie-ipc has no figure: PCIe-IPC was asked for and took no allreduce: PCIe-IPC's workspace could not be "
+        "built; sglang said: 'FlashInfer PCIe-IPC workspace (max_numel=786432) failed: peer access unsupported; "
+        "reductions stay on NCCL'"
+    )
+    assert configs(data)["pcie-ipc"]["decode_ms"] == {}
+    assert data["answer"]["parts"][0]["config"] == "default"
 
 
 @pytest.mark.offline

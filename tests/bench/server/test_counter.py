@@ -89,6 +89,7 @@ def test_the_json_of_a_run_names_every_count() -> None:
         ranks_fused=2,
         multicast_guarded=True,
         logits=Logits(40, 2, {"decode": {"head": [1.0]}}, ["boom"], 0),
+        allreduce={"PCIe-IPC": Calls(3, 4, 0)},
     )
     assert counts.as_json() == {
         "processes": 3,
@@ -106,6 +107,7 @@ def test_the_json_of_a_run_names_every_count() -> None:
             "rank": 0,
             "errors": ["boom"],
         },
+        "allreduce": {"PCIe-IPC": {"eager": 3, "capture": 4, "fell_back": 0}},
     }
     assert Counts().as_json()["ran"] is False and Counts().as_json()["multicast_guarded"] is False
 

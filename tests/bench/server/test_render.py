@@ -123,6 +123,7 @@ def test_the_json_of_a_run_holds_everything_it_did() -> None:
             "ran": True,
             "multicast_guarded": True,
             "logits": {"forwards": 0, "nonfinite_forwards": 0, "first": {}, "rank": None, "errors": []},
+            "allreduce": {},
         },
         "sglang_said": [
             {"line": "W fusion disabled globally", "why": "another rank"},
@@ -130,6 +131,7 @@ def test_the_json_of_a_run_holds_everything_it_did() -> None:
         ],
         "workspace": ["FlashInfer workspace initialized"],
         "error": None,
+        "unused": None,
         "measurements": [
             {
                 "batch_size": 8,
