@@ -479,6 +479,8 @@ def _run_all(
         verdict = no_verdict(problems[0])
     elif rows:
         verdict = judge(rows, _tp(settings), flags)
+        if any(c.name not in TABLE.values() for c in chosen):  # fusion against the default alone may mislead
+            verdict = Verdict(verdict.kind, f"{verdict.advice} (against sglang's default; the answer weighs all)")
     else:
         verdict = no_verdict("fusion was not among the configurations run: the answer below says what is fastest")
     found = answer.answer(

@@ -48,6 +48,7 @@ def test_every_configuration_agrees_and_pcie_ipc_wins_over_fusion(tmp_path: Path
     first = next(r for r in data["runs"] if r["config"] == "fusion")["counts"]["logits"]
     assert first["nonfinite_forwards"] == 0 and first["forwards"] == 2 * 2 * 4  # 2 ranks x 2 sizes x (1 + 3)
     assert len(first["first"]["decode"]["head"]) == 32 and first["rank"] is None  # FakeTorch has no distributed
+    assert data["verdict"]["advice"].endswith("(against sglang's default; the answer weighs all)")
     answer = data["answer"]
     decode = answer["parts"][0]
     assert (decode["part"], decode["config"], decode["vs_default_pct"]) == (
