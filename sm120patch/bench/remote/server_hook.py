@@ -34,6 +34,10 @@ start-up in every process of the run: the benchmark's main process and each TP r
   PyNccl or torch.distributed) and ``_flashinfer_allreduce`` (FlashInfer's kAllReduce, the
   plain allreduces fusion takes, 0.5.18+), counted as ``allreduce.<method>`` like the fused
   calls (eager or in capture);
+* with ``SM120PATCH_NUMPY_SEED=N`` set, seeds numpy's global generator with N the moment numpy
+  is imported: bench_one_batch draws its prompts from it (``np.random.randint``) and nothing in
+  its ranks seeds it (sglang's ``set_random_seed`` is the scheduler's), so every configuration
+  answers the same request;
 * then runs the ``sitecustomize`` it shadows, if there is one.
 
 Standard library only, any Python >= 3.8, no import from sm120patch (probes/__init__.py).
@@ -52,6 +56,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 COUNT_DIR_ENV = "SM120PATCH_COUNT_DIR"
 FUSE_UP_TO_ENV = "SM120PATCH_FUSE_UP_TO"
+NUMPY_SEED_ENV = "SM120PATCH_NUMPY_SEED"
+NUMPY = "numpy"
 LIMIT_NAME = "FUSE_ALLREDUCE_MAX_BATCH_SIZE"
 GATE_MODULES = ("sglang.srt.layers.communicator", "sglang.srt.layers.layer_boundary.residual.add_norm")
 SGLANG_FUSION = "sglang.srt.layers.flashinfer_comm_fusion"
@@ -248,6 +254,8 @@ def _after_load(module: Any) -> None:
                 pass
         return
     _loaded.append(name)
+    if name == NUMPY:
+        _seed(module)
     if name in GATE_MODULES:
         _set_limit(module)
     coordinator = getattr(module, "GroupCoordinator", None) if name == PARALLEL_STATE else None
@@ -266,6 +274,17 @@ def _after_load(module: Any) -> None:
     with _lock:
         _state["dirty"] = True
     flush()
+
+
+def _seed(numpy: Any) -> None:
+    """numpy's global generator seeded with ``SM120PATCH_NUMPY_SEED``, where it is an integer."""
+    try:
+        seed = int(os.environ.get(NUMPY_SEED_ENV, ""))
+        numpy.random.seed(seed)
+    except (AttributeError, TypeError, ValueError):
+        return
+    with _lock:
+        _state["numpy_seed"] = seed
 
 
 def _set_limit(module: Any) -> None:
@@ -304,7 +323,7 @@ class _Finder:
     with its loader wrapped."""
 
     watched = frozenset(
-        [SGLANG_FUSION, FLASHINFER_COMM, MODEL_RUNNER, PARALLEL_STATE, *MULTICAST_MODULES, *GATE_MODULES]
+        [SGLANG_FUSION, FLASHINFER_COMM, MODEL_RUNNER, PARALLEL_STATE, NUMPY, *MULTICAST_MODULES, *GATE_MODULES]
     )
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
@@ -349,6 +368,7 @@ def flush() -> None:
             "multicast_guarded": list(_guarded),
             "token_limit": list(_limits),
             "logits": json.loads(json.dumps(_logits)),
+            "numpy_seed": _state.get("numpy_seed"),
         }
         _state["dirty"] = False
         _state["written"] = time.monotonic()

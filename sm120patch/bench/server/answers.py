@@ -1,7 +1,7 @@
 """Did each configuration compute what sglang's default computes?
 
-Every run answers the same request (``--random-seed``, random weights drawn per parameter from
-a fixed seed, greedy sampling), so at one TP the logits of sglang's default and of any other
+Every run answers the same request (numpy seeded by the hook, random weights drawn per
+parameter from a fixed seed, greedy sampling), so at one TP the logits of sglang's default and of any other
 configuration differ only by the order of the sums in their allreduces.  The hook records, per
 run, how many forwards had a NaN or inf anywhere, and the first extend's and first decode's
 row 0 (its first values, with the input ids it answered).  A configuration is wrong when any

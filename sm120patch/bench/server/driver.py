@@ -43,8 +43,10 @@ MODES = ("off", "on")
 LIMIT_MODE = "limit"  # fusion on, with the token limit of ``--fuse-up-to`` (the third setting)
 #: The configurations whose decode rows are the off / on / limit table (and its verdict).
 TABLE = {"off": configs.DEFAULT, "on": "fusion", LIMIT_MODE: "fusion-limit"}
-#: ``--random-seed`` for every run: bench_one_batch draws its prompts from numpy's generator,
-#: which sglang seeds with it (random when unset), so every configuration answers the same request.
+#: numpy's seed in every process of a run (the hook sets it as numpy is imported):
+#: bench_one_batch draws its prompts from numpy's global generator and its ranks never seed it
+#: (``--random-seed`` reaches only the scheduler's ``set_random_seed``), so without it each run
+#: would answer another request and no two could be compared.
 SEED = 1234
 
 
@@ -257,6 +259,7 @@ def probe_env(package_dir: Path, first: tuple[Path, ...] = ()) -> dict[str, str]
 def run_env(hook_dir: Path, count_dir: Path, package_dir: Path, token_limit: int | None = None) -> dict[str, str]:
     env = probe_env(package_dir, (hook_dir,))
     env[server_hook.COUNT_DIR_ENV] = str(count_dir)
+    env[server_hook.NUMPY_SEED_ENV] = str(SEED)
     if token_limit is not None:
         env[server_hook.FUSE_UP_TO_ENV] = str(token_limit)
     return env
@@ -280,7 +283,7 @@ def command(
     args += ["--tp-size", str(_tp(settings)), "--dtype", DTYPE_ARG[settings.dtype]]
     args += ["--batch-size", *map(str, settings.batch_sizes)]
     args += ["--input-len", str(settings.input_len), "--output-len", str(settings.output_len)]
-    args += ["--run-name", f"sm120patch-{chosen.name}-{index + 1}", "--random-seed", str(SEED)]
+    args += ["--run-name", f"sm120patch-{chosen.name}-{index + 1}"]
     args += list(configs.fusion_args(chosen, flags))
     return args + list(settings.server_args)
 

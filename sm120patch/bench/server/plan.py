@@ -7,7 +7,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from sm120patch.bench.remote import bench_rank
+from sm120patch.bench.remote import bench_rank, server_hook
 from sm120patch.bench.server import configs, driver
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def plan(settings: driver.Settings) -> dict[str, Any]:
             for c in configs.CONFIGS
             if c not in chosen and (why := configs.why_not(c, release)) is not None
         ],
-        "harness_env": dict(bench_rank.MULTICAST_ENV),
+        "harness_env": {**bench_rank.MULTICAST_ENV, server_hook.NUMPY_SEED_ENV: str(driver.SEED)},
         "notes": notes,
     }
 

@@ -184,6 +184,7 @@ def test_the_environment_of_the_serving_interpreter(monkeypatch: pytest.MonkeyPa
     run_env = driver.run_env(Path("/hook"), Path("/counts/on-1"), PACKAGE)
     assert run_env[server_hook.COUNT_DIR_ENV] == "/counts/on-1"
     assert run_env["PYTHONPATH"] == os.pathsep.join(["/hook", "/site"])
+    assert run_env[server_hook.NUMPY_SEED_ENV] == str(driver.SEED)  # every run answers the same prompts
 
 
 # --- one run -------------------------------------------------------------------------------
@@ -222,8 +223,6 @@ def test_the_command_of_each_run() -> None:
         "64",
         "--run-name",
         "sm120patch-fusion-2",
-        "--random-seed",
-        str(driver.SEED),
         BACKEND,
         "trtllm",
         "--mem-fraction-static=0.5",
@@ -231,8 +230,8 @@ def test_the_command_of_each_run() -> None:
     off = driver.command(settings(), "m", MODEL, FLAGS, BY_NAME["default"], 0)
     assert "--tokenizer-path" not in off
     assert off[off.index("--dtype") + 1] == "bfloat16"
-    assert off[-5:] == ["--run-name", "sm120patch-default-1", "--random-seed", "1234", HATCH]
-    assert driver.command(settings(), "m", MODEL, NO_HATCH, BY_NAME["default"], 0)[-1] == "1234"
+    assert off[-3:] == ["--run-name", "sm120patch-default-1", HATCH]
+    assert driver.command(settings(), "m", MODEL, NO_HATCH, BY_NAME["default"], 0)[-1] == "sm120patch-default-1"
 
 
 def test_the_model_of_the_runs(tmp_path: Path) -> None:

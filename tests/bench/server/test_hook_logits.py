@@ -108,3 +108,27 @@ def test_the_counter_takes_rank_0s_first_steps_and_sums_the_bad_forwards(tmp_pat
     logits = read(tmp_path).logits
     assert (logits.forwards, logits.nonfinite, logits.rank, logits.errors) == (15, 3, 0, ["E: x"])
     assert logits.first == {"decode": {"head": [2.0]}}
+
+
+class FakeNumpy(types.SimpleNamespace):
+    """numpy as the hook sees it once imported: ``random.seed`` records what it was given."""
+
+    def __init__(self) -> None:
+        seeds: list[Any] = []
+        super().__init__(__name__="numpy", seeds=seeds, random=types.SimpleNamespace(seed=seeds.append))
+
+
+def test_numpy_is_seeded_as_it_is_imported(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(server_hook, "_loaded", [])
+    monkeypatch.setattr(server_hook, "_state", {"dirty": False, "written": 0.0})
+    monkeypatch.setenv(server_hook.COUNT_DIR_ENV, str(tmp_path))
+    numpy = FakeNumpy()
+    monkeypatch.setenv(server_hook.NUMPY_SEED_ENV, "1234")
+    server_hook._after_load(numpy)
+    assert numpy.seeds == [1234]
+    assert json.loads(next(tmp_path.glob("*.json")).read_text())["numpy_seed"] == 1234
+    for value in ("", "x"):  # not asked for, or not a number: numpy is left alone
+        monkeypatch.setenv(server_hook.NUMPY_SEED_ENV, value)
+        server_hook._after_load(other := FakeNumpy())
+        assert other.seeds == []
+    assert "numpy" in server_hook._Finder.watched
