@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sm120patch.bench.server.answers import Check
+from sm120patch.bench.server.answers import Check, Status
 from sm120patch.bench.server.configs import DEFAULT, Config, fusion_args
 from sm120patch.bench.server.flags import Flags
 from sm120patch.bench.server.verdict import NOISE_FLOOR_PCT, SINGLE_RUN_PCT, spread_pct
@@ -147,4 +147,7 @@ def answer(
     wrong = [c.name for c in chosen if checks[c.name].status.wrong]
     if wrong:  # each one's why is in its check
         lines.append(f"never the answer, whatever its speed (wrong answers): {', '.join(wrong)}")
+    unchecked = [c.name for c in chosen if checks[c.name].status is Status.UNCHECKED]
+    if unchecked:  # not proven right: not the answer either, and said, so "default" is not read as measured
+        lines.append(f"not the answer, their answers could not be checked: {', '.join(unchecked)}")
     return Answer(parts, launches, "; ".join(lines), wrong)

@@ -80,6 +80,15 @@ def test_where_fusion_loses_to_pcie_ipc_the_answer_says_revert() -> None:
     assert no_hatch.sentence.endswith(f"(or keep the patches and this release has no {HATCH} (0.5.10+), so revert)")
 
 
+def test_configurations_whose_answers_could_not_be_checked_are_named_and_not_the_answer() -> None:
+    unchecked = Check(Status.UNCHECKED, None, None, 0, "no logits of sglang's default to compare with")
+    found = answer(
+        CONFIGS[:2], {"default": REF, "fusion": unchecked}, figures(default=10.0, fusion=5.0), {}, SIZES, FLAGS, None, 2
+    )
+    assert found.parts[0].config == "default"
+    assert found.sentence.endswith("; not the answer, their answers could not be checked: fusion")
+
+
 def test_per_part_the_limit_wins_prefill_and_wrong_ones_are_named() -> None:
     chosen = CONFIGS[:3]
     checks = {"default": REF, "fusion": NAN, "fusion-limit": AGREE}
