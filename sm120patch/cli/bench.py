@@ -42,6 +42,15 @@ class _BenchCommand(click.Command):
             raise
 
 
+def _config_names(value: str | None) -> tuple[str, ...] | None:
+    from sm120patch.bench.server.configs import parse_names
+
+    try:
+        return None if value is None else parse_names(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--configs'") from None
+
+
 @main.group(cls=_BenchGroup)
 def bench() -> None:
     """Does fusion pay on this host?  Fused vs unfused allreduce + RMSNorm, measured
@@ -193,6 +202,21 @@ def kernel(
     is_flag=True,
     help="Skip the kernel-level bench that runs beside it (same TP, hidden size and dtype).",
 )
+@click.option(
+    "--configs",
+    "config_names",
+    metavar="A,B",
+    callback=lambda ctx, param, value: _config_names(value),
+    help="The configurations to run (default: every one this release and --tp take; sglang's default always "
+    "runs): default, fusion, fusion-limit, pcie-ipc, pcie-ipc+fusion, pcie-ipc+fusion-limit.",
+)
+@click.option(
+    "--plan",
+    "plan_only",
+    is_flag=True,
+    help="Print the configurations it would run, each with its environment and bench_one_batch command "
+    "line, and stop (no GPU needed; needs --tp).",
+)
 def server(
     python: str | None,
     sglang_path: Path | None,
@@ -211,6 +235,8 @@ def server(
     server_args: tuple[str, ...],
     no_kernel: bool,
     fuse_up_to: int | str | None = None,
+    config_names: tuple[str, ...] | None = None,
+    plan_only: bool = False,
 ) -> None:
     """Run sglang's own offline benchmark (bench_one_batch) with fusion off and on, random
     weights, each run proven by counting the fused calls.  Exit 1 when a run did not do
@@ -239,6 +265,8 @@ def server(
                 plot=plot,
                 kernel=not no_kernel,
                 fuse_up_to=fuse_up_to,
+                config_names=config_names,
+                plan_only=plan_only,
             ),
             as_json,
         ),

@@ -137,6 +137,10 @@ OPTIONS: dict[str, dict[str, str]] = {
         "--fuse-up-to N|measured": "A third setting, fusion on up to N tokens (or the crossover bench saved: "
         "`measured`).",
         "--no-kernel": "Skip the kernel-level bench that runs beside it (same TP, hidden size and dtype).",
+        "--configs A,B": "The configurations to run (default: every one this release and --tp take; sglang's "
+        "default always runs): default, fusion, fusion-limit, pcie-ipc, pcie-ipc+fusion, pcie-ipc+fusion-limit.",
+        "--plan": "Print the configurations it would run, each with its environment and bench_one_batch command "
+        "line, and stop (no GPU needed; needs --tp).",
         **HELP,
     },
     "demo": {
@@ -487,12 +491,14 @@ def test_bench_server_hands_over_its_defaults_and_options(tmp_path: Path, monkey
         plot=None,
         kernel=True,
         fuse_up_to=None,
+        config_names=None,
+        plan_only=False,
     )
     code, _, err = run(
         "bench", "server", "--python", str(tmp_path / "py"), "--tp", "1", "--batch-sizes", "1,2",
         "--input-len", "1", "--output-len", "2", "--repeat", "1", "--timeout", "5", "--model-path", str(tmp_path),
         "--hidden", "1024", "--layers", "2", "--dtype", "fp16", "--server-arg=--a", "--server-arg", "b",
-        "--plot", str(tmp_path / "p.png"), "--no-kernel",
+        "--plot", str(tmp_path / "p.png"), "--no-kernel", "--configs", "pcie-ipc,default", "--plan",
     )  # fmt: skip
     assert code == 0, err
     assert bench.calls[-1] == keywords(
@@ -513,6 +519,8 @@ def test_bench_server_hands_over_its_defaults_and_options(tmp_path: Path, monkey
         plot=tmp_path / "p.png",
         kernel=False,
         fuse_up_to=None,
+        config_names=("default", "pcie-ipc"),  # in the table's order
+        plan_only=True,
     )
 
 

@@ -21,6 +21,23 @@ start-up in every process of the run: the benchmark's main process and each TP r
   (``FUSE_ALLREDUCE_MAX_BATCH_SIZE``) to N the moment that module has been executed, before
   any other module imports the name, and records the value it replaced (``token_limit``): the
   third setting of ``bench --server --fuse-up-to`` runs with N, the tree's files untouched;
+* wraps ``ModelRunner.forward`` (``sglang.srt.model_executor.model_runner``; every step goes
+  through it, graph replays included) and reads the logits it returns
+  (``.logits_output.next_token_logits``): how many forwards had a NaN or inf anywhere
+  (``logits.nonfinite``; one device sync per forward, the same in every configuration), and
+  the first extend's and the first decode's row 0 (its first ``LOGITS_HEAD`` values, its top
+  ``TOP_K``, the input ids it answered), which ``bench server`` compares with sglang's default;
+* wraps the methods ``GroupCoordinator.all_reduce`` dispatches a plain allreduce to
+  (``sglang.srt.distributed.parallel_state``, 0.5.9 - 0.5.23): ``_all_reduce_out_place`` by
+  the method it is given (``ca``: custom allreduce, ``pcie_ipc``: sglang's PCIe-IPC, 0.5.21+,
+  ``pynccl``, ``qr``, ``pymscclpp``, ``torch_symm_mem``), ``_all_reduce_in_place`` (NCCL:
+  PyNccl or torch.distributed) and ``_flashinfer_allreduce`` (FlashInfer's kAllReduce, the
+  plain allreduces fusion takes, 0.5.18+), counted as ``allreduce.<method>`` like the fused
+  calls (eager or in capture);
+* with ``SM120PATCH_NUMPY_SEED=N`` set, seeds numpy's global generator with N the moment numpy
+  is imported: bench_one_batch draws its prompts from it (``np.random.randint``) and nothing in
+  its ranks seeds it (sglang's ``set_random_seed`` is the scheduler's), so every configuration
+  answers the same request;
 * then runs the ``sitecustomize`` it shadows, if there is one.
 
 Standard library only, any Python >= 3.8, no import from sm120patch (probes/__init__.py).
@@ -39,6 +56,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 COUNT_DIR_ENV = "SM120PATCH_COUNT_DIR"
 FUSE_UP_TO_ENV = "SM120PATCH_FUSE_UP_TO"
+NUMPY_SEED_ENV = "SM120PATCH_NUMPY_SEED"
+NUMPY = "numpy"
 LIMIT_NAME = "FUSE_ALLREDUCE_MAX_BATCH_SIZE"
 GATE_MODULES = ("sglang.srt.layers.communicator", "sglang.srt.layers.layer_boundary.residual.add_norm")
 SGLANG_FUSION = "sglang.srt.layers.flashinfer_comm_fusion"
@@ -55,6 +74,18 @@ MULTICAST_MESSAGE = (
     "sm120patch bench --server: cuMulticastCreate is disabled (no multicast objects on a shared machine)"
 )
 FLUSH_EVERY_S = 1.0
+MODEL_RUNNER = "sglang.srt.model_executor.model_runner"
+PARALLEL_STATE = "sglang.srt.distributed.parallel_state"
+#: GroupCoordinator's methods that carry out a plain allreduce, and the key of each (None:
+#: the method's ``outplace_all_reduce_method`` argument names it).
+ALLREDUCE_METHODS = {
+    "_all_reduce_out_place": None,
+    "_all_reduce_in_place": "allreduce.nccl",
+    "_flashinfer_allreduce": "allreduce.flashinfer",
+}
+LOGITS_HEAD = 256  # logits kept of the first extend and decode: enough for a cosine, small in the record
+TOP_K = 8
+IDS_HEAD = 16  # input ids kept beside them: a comparison is only fair for the same inputs
 
 _lock = threading.Lock()
 _counts: Dict[str, Dict[str, int]] = {}
@@ -62,6 +93,7 @@ _loaded: List[str] = []
 _guarded: List[str] = []
 _limits: List[Dict[str, Any]] = []
 _state: Dict[str, Any] = {"dirty": False, "written": 0.0}
+_logits: Dict[str, Any] = {"forwards": 0, "nonfinite": 0, "first": {}}
 
 
 def _capturing() -> bool:
@@ -115,6 +147,98 @@ def _counted(function: Callable[..., Any], key: str, module_name: str) -> Callab
     return counted
 
 
+def _step(args: Any, kwargs: Any) -> Optional[str]:
+    """``extend`` or ``decode`` for a forward batch, None for anything else (idle, a draft)."""
+    batch = args[1] if len(args) > 1 else kwargs.get("forward_batch")
+    mode = getattr(batch, "forward_mode", None)
+    for name in ("decode", "extend"):
+        check = getattr(mode, "is_" + name, None)
+        try:
+            if callable(check) and check():
+                return name
+        except Exception:
+            return None
+    return None
+
+
+def _finite(value: float) -> Optional[float]:
+    """A value JSON can hold: NaN and inf become null (the count of bad forwards says them)."""
+    value = float(value)
+    return value if value - value == 0.0 else None
+
+
+def _first_row(logits: Any, batch: Any) -> Dict[str, Any]:
+    row = logits[0].float()
+    top = row.topk(min(TOP_K, int(row.shape[0])))
+    ids = getattr(batch, "input_ids", None)
+    return {
+        "shape": [int(n) for n in logits.shape],
+        "head": [_finite(v) for v in row[:LOGITS_HEAD].tolist()],
+        "top_values": [_finite(v) for v in top.values.tolist()],
+        "top_indices": [int(v) for v in top.indices.tolist()],
+        "input_ids": [int(v) for v in ids.reshape(-1)[:IDS_HEAD].tolist()] if ids is not None else None,
+    }
+
+
+def _logits_of(result: Any) -> Any:
+    output = getattr(result, "logits_output", None)  # ModelRunnerOutput (0.5.x)
+    if output is None:
+        output = result[0] if isinstance(result, tuple) and result else result  # (logits_output, ...) before
+    logits = getattr(output, "next_token_logits", None)
+    return logits if hasattr(logits, "shape") and len(getattr(logits, "shape", ())) == 2 else None
+
+
+def _record(result: Any, args: Any, kwargs: Any) -> None:
+    torch = sys.modules.get("torch")
+    logits = _logits_of(result)
+    if torch is None or logits is None or _capturing() or int(logits.shape[0]) == 0:
+        return
+    step = _step(args, kwargs)
+    bad = bool((~torch.isfinite(logits)).any().item())
+    first = None
+    if step is not None and step not in _logits["first"]:
+        first = _first_row(logits, args[1] if len(args) > 1 else kwargs.get("forward_batch"))
+    with _lock:
+        _logits["forwards"] += 1
+        news = first is not None or (bad and not _logits["nonfinite"])
+        _logits["nonfinite"] += bad
+        if first is not None:
+            _logits["first"][step] = first
+        _state["dirty"] = True
+    if news:  # written now: a rank stopped at the end of the run still leaves it
+        flush()
+
+
+def _watched_forward(function: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        result = function(*args, **kwargs)
+        try:
+            _record(result, args, kwargs)
+        except Exception as exc:  # never break the server; say why the record is missing
+            with _lock:
+                _logits["error"] = "%s: %s" % (type(exc).__name__, exc)
+                _state["dirty"] = True
+        return result
+
+    forward._sm120patch_counted = True  # type: ignore[attr-defined]
+    return forward
+
+
+def _allreduce_counted(function: Callable[..., Any], key: Optional[str]) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        name = key
+        if name is None:
+            method = args[2] if len(args) > 2 else kwargs.get("outplace_all_reduce_method")
+            name = "allreduce.%s" % method
+        _count(name, "capture" if _capturing() else "eager")
+        return function(*args, **kwargs)
+
+    counted._sm120patch_counted = True  # type: ignore[attr-defined]
+    return counted
+
+
 def _refuse_multicast(*args: Any, **kwargs: Any) -> Any:
     raise RuntimeError(MULTICAST_MESSAGE)
 
@@ -130,8 +254,19 @@ def _after_load(module: Any) -> None:
                 pass
         return
     _loaded.append(name)
+    if name == NUMPY:
+        _seed(module)
     if name in GATE_MODULES:
         _set_limit(module)
+    coordinator = getattr(module, "GroupCoordinator", None) if name == PARALLEL_STATE else None
+    for method, key in ALLREDUCE_METHODS.items() if coordinator is not None else ():
+        function = getattr(coordinator, method, None)
+        if callable(function) and not getattr(function, "_sm120patch_counted", False):
+            setattr(coordinator, method, _allreduce_counted(function, key))
+    runner = getattr(module, "ModelRunner", None) if name == MODEL_RUNNER else None
+    forward = getattr(runner, "forward", None)
+    if runner is not None and callable(forward) and not getattr(forward, "_sm120patch_counted", False):
+        runner.forward = _watched_forward(forward)
     for (module_name, function_name), key in WRAPPED.items():
         function = getattr(module, function_name, None) if module_name == name else None
         if callable(function) and not getattr(function, "_sm120patch_counted", False):
@@ -139,6 +274,17 @@ def _after_load(module: Any) -> None:
     with _lock:
         _state["dirty"] = True
     flush()
+
+
+def _seed(numpy: Any) -> None:
+    """numpy's global generator seeded with ``SM120PATCH_NUMPY_SEED``, where it is an integer."""
+    try:
+        seed = int(os.environ.get(NUMPY_SEED_ENV, ""))
+        numpy.random.seed(seed)
+    except (AttributeError, TypeError, ValueError):
+        return
+    with _lock:
+        _state["numpy_seed"] = seed
 
 
 def _set_limit(module: Any) -> None:
@@ -176,7 +322,9 @@ class _Finder:
     """A meta-path finder for the watched modules only: the spec the other finders give,
     with its loader wrapped."""
 
-    watched = frozenset([SGLANG_FUSION, FLASHINFER_COMM, *MULTICAST_MODULES, *GATE_MODULES])
+    watched = frozenset(
+        [SGLANG_FUSION, FLASHINFER_COMM, MODEL_RUNNER, PARALLEL_STATE, NUMPY, *MULTICAST_MODULES, *GATE_MODULES]
+    )
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if fullname not in self.watched:
@@ -219,6 +367,8 @@ def flush() -> None:
             "loaded": list(_loaded),
             "multicast_guarded": list(_guarded),
             "token_limit": list(_limits),
+            "logits": json.loads(json.dumps(_logits)),
+            "numpy_seed": _state.get("numpy_seed"),
         }
         _state["dirty"] = False
         _state["written"] = time.monotonic()

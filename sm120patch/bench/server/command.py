@@ -47,6 +47,8 @@ def bench_server(
     plot: Path | None,
     kernel: bool,
     fuse_up_to: int | str | None = None,
+    config_names: tuple[str, ...] | None = None,
+    plan_only: bool = False,
 ) -> ShownBench:
     from sm120patch.bench.server import driver, render
     from sm120patch.runner.locate import default_python, locate
@@ -79,7 +81,16 @@ def bench_server(
         server_args=tuple(server_args),
         fuse_up_to=limits[0],
         sglang_limit=limits[1],
+        config_names=config_names,
+        pcie_ipc=pcie_ipc_option(tree),
     )
+    if plan_only:
+        from sm120patch.bench.server import plan
+
+        if tp is None:
+            raise EnvironmentProblem("--plan needs --tp: without a GPU there is no count of them to default to")
+        data = plan.plan(settings)
+        return ShownBench(data, lambda out: plan.render(data, out), 0)
     status = StatusLine(not as_json and sys.stderr.isatty(), "asking the serving interpreter for its GPUs")
     with status:
         result = driver.run(settings, status.update)

@@ -50,6 +50,10 @@ def _text_config(config: dict[str, Any]) -> dict[str, Any]:
     return inner if isinstance(inner, dict) and "hidden_size" in inner else config
 
 
+def has_tokenizer(path: Path) -> bool:
+    return any((path / name).exists() for name in TOKENIZER_FILES)
+
+
 def read_user(path: Path, tp: int, scratch_tokenizer: Path) -> Model:
     """The user's model directory as sglang will see it; EnvironmentProblem with one sentence
     when its config cannot be read or cannot be split over ``tp`` ranks.  Without tokenizer
@@ -77,9 +81,7 @@ def read_user(path: Path, tp: int, scratch_tokenizer: Path) -> Model:
             f"the model in {path} has {heads} attention heads, which --tp {tp} does not divide: sglang cannot shard it"
         )
     architectures = config.get("architectures") or [config.get("model_type") or "unknown"]
-    tokenizer = None
-    if not any((path / name).exists() for name in TOKENIZER_FILES):
-        tokenizer = write_tokenizer(scratch_tokenizer)
+    tokenizer = None if has_tokenizer(path) else write_tokenizer(scratch_tokenizer)
     return Model(path, tokenizer, False, str(architectures[0]), hidden, layers)
 
 

@@ -20,6 +20,16 @@ ENTRY = "sglang.flashinfer_allreduce_residual_rmsnorm"
 FUSED_PATTERN = 1  # AllReduceFusionPattern.kARResidualRMSNorm
 KERNELS = ("flashinfer.allreduce_fusion", "flashinfer.trtllm_allreduce_fusion")
 FUSION_MODULE = "sglang.srt.layers.flashinfer_comm_fusion"
+ALLREDUCE = "allreduce."  # the hook's keys of the plain allreduces, by the method that took them
+#: The backend each method is, as a person names it; any other method is "other".
+BACKENDS = {
+    "ca": "custom allreduce",
+    "pcie_ipc": "PCIe-IPC",
+    "flashinfer": "FlashInfer kAllReduce",
+    "nccl": "NCCL",
+    "pynccl": "NCCL",
+}
+OTHER = "other"
 
 
 @dataclass
@@ -42,6 +52,42 @@ class Calls:
 
 
 @dataclass
+class Logits:
+    """What the hook saw of the logits a run computed: forwards with a NaN or inf over the
+    whole run (graph replays included), and the first extend's and decode's row 0 as one
+    process recorded it (rank 0 where ranks are known: every TP rank holds the gathered
+    logits)."""
+
+    forwards: int = 0
+    nonfinite: int = 0
+    first: dict[str, dict[str, Any]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    rank: int | None = None
+
+    def add(self, data: dict[str, Any], rank: Any) -> None:
+        self.forwards += int(data.get("forwards", 0))
+        self.nonfinite += int(data.get("nonfinite", 0))
+        if data.get("error"):
+            self.errors.append(str(data["error"]))
+        first = data.get("first")
+        if isinstance(first, dict) and first and (not self.first or _before(rank, self.rank)):
+            self.first, self.rank = first, rank if type(rank) is int else None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "forwards": self.forwards,
+            "nonfinite_forwards": self.nonfinite,
+            "first": self.first,
+            "rank": self.rank,
+            "errors": self.errors,
+        }
+
+
+def _before(rank: Any, than: int | None) -> bool:
+    return type(rank) is int and (than is None or rank < than)
+
+
+@dataclass
 class Counts:
     """One run's counts over all its processes."""
 
@@ -53,6 +99,18 @@ class Counts:
     ranks_fused: int = 0  # processes that launched the fused kernel
     multicast_guarded: bool = False
     token_limits: set[int] = field(default_factory=set)  # the limits the hook set (bench --server --fuse-up-to)
+    logits: Logits = field(default_factory=Logits)
+    allreduce: dict[str, Calls] = field(default_factory=dict)  # plain allreduces by backend (BACKENDS)
+
+    def allreduces(self, backend: str) -> int:
+        calls = self.allreduce.get(backend)
+        return calls.total if calls else 0
+
+    def describe_allreduce(self) -> str:
+        if not self.allreduce:
+            return "no plain allreduce was seen"
+        taken = ", ".join(f"{name} {calls.total}x" for name, calls in sorted(self.allreduce.items()))
+        return f"plain allreduces: {taken}"
 
     @property
     def ran(self) -> bool:
@@ -83,6 +141,8 @@ class Counts:
             "ranks_with_fused_calls": self.ranks_fused,
             "ran": self.ran,
             "multicast_guarded": self.multicast_guarded,
+            "logits": self.logits.as_json(),
+            "allreduce": {name: calls.as_json() for name, calls in sorted(self.allreduce.items())},
         }
 
 
@@ -110,10 +170,16 @@ def read(directory: Path) -> Counts:
         for entry in data.get("token_limit") or []:
             if isinstance(entry, dict) and type(entry.get("now")) is int:
                 counts.token_limits.add(entry["now"])
+        if isinstance(data.get("logits"), dict):
+            counts.logits.add(data["logits"], data.get("rank"))
         fused_here = 0
         for key, value in (data.get("counts") or {}).items():
             if key == ENTRY:
                 counts.entry.add(value)
+                continue
+            if key.startswith(ALLREDUCE):
+                backend = BACKENDS.get(key[len(ALLREDUCE) :], OTHER)
+                counts.allreduce.setdefault(backend, Calls()).add(value)
                 continue
             kind = _is_fused(key)
             if kind is True:

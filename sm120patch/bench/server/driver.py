@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from sm120patch.bench.remote import bench_rank, server_hook, server_probe
-from sm120patch.bench.server import config, counter, launch, parse
+from sm120patch.bench.server import answer, answers, config, configs, counter, launch, parse
+from sm120patch.bench.server.answer import Answer
+from sm120patch.bench.server.configs import Config
 from sm120patch.bench.server.flags import Flags, choose
 from sm120patch.bench.server.verdict import Row, Verdict, judge, no_verdict
 from sm120patch.errors import EnvironmentProblem, ExitCode
@@ -39,6 +41,13 @@ MIN_FREE_FRACTION = 0.75
 PROBE_TIMEOUT_S = 60.0
 MODES = ("off", "on")
 LIMIT_MODE = "limit"  # fusion on, with the token limit of ``--fuse-up-to`` (the third setting)
+#: The configurations whose decode rows are the off / on / limit table (and its verdict).
+TABLE = {"off": configs.DEFAULT, "on": "fusion", LIMIT_MODE: "fusion-limit"}
+#: numpy's seed in every process of a run (the hook sets it as numpy is imported):
+#: bench_one_batch draws its prompts from numpy's global generator and its ranks never seed it
+#: (``--random-seed`` reaches only the scheduler's ``set_random_seed``), so without it each run
+#: would answer another request and no two could be compared.
+SEED = 1234
 
 
 def order(repeat: int, modes: tuple[str, ...] = MODES) -> list[tuple[int, str]]:
@@ -72,10 +81,15 @@ class Settings:
     server_args: tuple[str, ...] = ()
     fuse_up_to: int | None = None  # --fuse-up-to: a third setting, fusion on with this token limit
     sglang_limit: int | None = None  # the release's own limit, which the "on" setting then runs with
+    config_names: tuple[str, ...] | None = None  # --configs: the names asked for (None: every one that applies)
+    pcie_ipc: bool = False  # the release has sglang's PCIe-IPC allreduce
 
     @property
     def modes(self) -> tuple[str, ...]:
         return (*MODES, LIMIT_MODE) if self.fuse_up_to is not None else MODES
+
+    def release(self, flags: Flags) -> configs.Release:
+        return configs.Release(self.version, flags, self.pcie_ipc, _tp(self), self.dtype, self.fuse_up_to)
 
     def token_limit(self, mode: str) -> int | None:
         """The limit the hook sets for a run of ``mode`` (None: the tree's own, untouched)."""
@@ -99,12 +113,27 @@ class Run:
     phases: list[tuple[str, float]] = field(default_factory=list)
     error: str | None = None
     tail: list[str] = field(default_factory=list)
+    config: str = ""  # the configuration's name; empty: the one of ``mode`` in the off/on/limit table
+    unused: str | None = None  # why the run has no figure: it did not use the allreduce its configuration names
+
+    def __post_init__(self) -> None:
+        self.config = self.config or TABLE[self.mode]
 
     def decode_ms(self, batch_size: int) -> float | None:
         for m in self.measurements:
             if m.batch_size == batch_size and m.decode_ms is not None:
                 return m.decode_ms
         return None
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """The cosine threshold the answers were held to, the provisional constant it started
+    from, and the default's agreement with itself that may have lowered it."""
+
+    threshold: float
+    provisional: float
+    default_vs_default: float | None
 
 
 @dataclass
@@ -120,6 +149,10 @@ class ServerResult:
     problems: list[str]
     notes: list[str]
     kept: Path | None = None  # the logs, kept when a run went wrong
+    chosen: tuple[Config, ...] = ()  # the configurations run, default first
+    checks: dict[str, answers.Check] = field(default_factory=dict)  # each configuration's answers
+    agreement: Agreement | None = None
+    answer: Answer | None = None
 
     @property
     def exit_code(self) -> ExitCode:
@@ -226,6 +259,7 @@ def probe_env(package_dir: Path, first: tuple[Path, ...] = ()) -> dict[str, str]
 def run_env(hook_dir: Path, count_dir: Path, package_dir: Path, token_limit: int | None = None) -> dict[str, str]:
     env = probe_env(package_dir, (hook_dir,))
     env[server_hook.COUNT_DIR_ENV] = str(count_dir)
+    env[server_hook.NUMPY_SEED_ENV] = str(SEED)
     if token_limit is not None:
         env[server_hook.FUSE_UP_TO_ENV] = str(token_limit)
     return env
@@ -236,16 +270,53 @@ def _tp(settings: Settings) -> int:
     return settings.tp
 
 
-def command(settings: Settings, module: str, model: config.Model, flags: Flags, mode: str, index: int) -> list[str]:
-    args = [settings.python, "-m", module, "--model-path", str(model.path), "--load-format", "dummy"]
-    if model.tokenizer is not None:
-        args += ["--tokenizer-path", str(model.tokenizer)]
+def command(
+    settings: Settings, module: str, model: config.Model | None, flags: Flags, chosen: Config, index: int
+) -> list[str]:
+    """bench_one_batch's command line for one run of ``chosen`` (``model`` None: the plan's
+    placeholders, before the scratch directory exists)."""
+    path = str(model.path) if model is not None else PLAN_MODEL
+    args = [settings.python, "-m", module, "--model-path", path, "--load-format", "dummy"]
+    tokenizer = model.tokenizer if model is not None else plan_tokenizer(settings)
+    if tokenizer is not None:
+        args += ["--tokenizer-path", str(tokenizer)]
     args += ["--tp-size", str(_tp(settings)), "--dtype", DTYPE_ARG[settings.dtype]]
     args += ["--batch-size", *map(str, settings.batch_sizes)]
     args += ["--input-len", str(settings.input_len), "--output-len", str(settings.output_len)]
-    args += ["--run-name", f"sm120patch-{mode}-{index + 1}"]
-    args += list(flags.off if mode == "off" else flags.on)
+    args += ["--run-name", f"sm120patch-{chosen.name}-{index + 1}"]
+    args += list(configs.fusion_args(chosen, flags))
     return args + list(settings.server_args)
+
+
+PLAN_MODEL = "<scratch>/model"  # the bundled config, written where the run's scratch directory will be
+PLAN_TOKENIZER = "<scratch>/tokenizer"
+
+
+def plan_tokenizer(settings: Settings) -> str | None:
+    """The tokenizer a run will be given: the tiny one where the user's directory has none
+    (the bundled config's directory is written with one)."""
+    if settings.model_path is None or config.has_tokenizer(settings.model_path):
+        return None
+    return PLAN_TOKENIZER
+
+
+def config_env(settings: Settings, chosen: Config) -> dict[str, str]:
+    """What a run of ``chosen`` adds to the environment: its own variables, and the token limit
+    the hook sets for it (``--fuse-up-to``)."""
+    env = dict(chosen.env)
+    limit = settings.token_limit(chosen.fusion)
+    if limit is not None:
+        env[server_hook.FUSE_UP_TO_ENV] = str(limit)
+    return env
+
+
+def choose_configs(settings: Settings, flags: Flags) -> tuple[tuple[Config, ...], list[str]]:
+    """The configurations this release and ``--tp`` run (``--configs``, else all that apply);
+    one that was asked for and does not apply is refused with why (exit 2)."""
+    try:
+        return configs.select(settings.config_names, settings.release(flags))
+    except ValueError as exc:
+        raise EnvironmentProblem(str(exc)) from None
 
 
 def _model(settings: Settings, scratch: Path) -> config.Model:
@@ -291,8 +362,25 @@ def _check(run: Run, flags: Flags, tp: int, limit: int | None = None) -> str | N
     return None
 
 
+def unused(run: Run, output: list[str]) -> str | None:
+    """Why a run of a PCIe-IPC configuration has no figure: PCIe-IPC took no allreduce (with
+    sglang's line that says why, where it logged one); None when it took some, or was not asked."""
+    if not configs.BY_NAME[run.config].pcie_ipc or run.counts.allreduces(counter.BACKENDS["pcie_ipc"]):
+        return None
+    said = parse.said(output, parse.PCIE_IPC_OFF)
+    flashinfer = run.counts.allreduces(counter.BACKENDS["flashinfer"])
+    if said:
+        why = f"{said[0][1]}; sglang said: {said[0][0]!r}"
+    elif flashinfer:
+        why = f"FlashInfer's kAllReduce took the plain allreduces ({flashinfer}x): fusion on leaves PCIe-IPC none"
+    else:
+        why = f"sglang logged no reason ({run.counts.describe_allreduce()})"
+    return f"{run.config} has no figure: PCIe-IPC was asked for and took no allreduce: {why}"
+
+
 def _after(run: Run, output: list[str], count_dir: Path, sweep: list[tuple[int, int, int]]) -> None:
     run.counts = counter.read(count_dir)
+    run.unused = unused(run, output)
     run.fallbacks = parse.said(output, parse.FALLBACKS)
     run.fatals = parse.said(output, parse.FATALS)
     run.workspace = [line for line, _ in parse.said(output, [(t, "") for t in parse.WORKSPACE_OK])]
@@ -319,11 +407,13 @@ def run(
     if problem:
         raise EnvironmentProblem(problem)
     settings = dataclasses.replace(settings, tp=settings.tp or len(probe["gpus"]))
+    chosen, chosen_notes = choose_configs(settings, flags)
     scratch = Path(tempfile.mkdtemp(prefix="sm120patch-bench-server-"))
     keep = False
     try:
         model = _model(settings, scratch)
-        result = _run_all(settings, module, flags, model, probe, scratch, on_status)
+        result = _run_all(settings, module, flags, model, probe, scratch, on_status, chosen)
+        result.notes[:0] = chosen_notes
         keep = bool(result.problems)
         result.kept = scratch / "logs" if keep else None
         return result
@@ -343,6 +433,7 @@ def _run_all(
     probe: dict[str, Any],
     scratch: Path,
     on_status: Callable[[str], None],
+    chosen: tuple[Config, ...],
 ) -> ServerResult:
     hook_dir = scratch / "hook"
     hook_dir.mkdir()
@@ -353,19 +444,22 @@ def _run_all(
     runs: list[Run] = []
     problems: list[str] = []
     notes: list[str] = []
-    total = settings.repeat * len(settings.modes)
-    for index, mode in order(settings.repeat, settings.modes):
-        count_dir = scratch / "counts" / f"{mode}-{index + 1}"
+    total = settings.repeat * len(chosen)
+    by_name = {c.name: c for c in chosen}
+    for index, name in order(settings.repeat, tuple(by_name)):
+        one_config = by_name[name]
+        mode = one_config.fusion
+        count_dir = scratch / "counts" / f"{name}-{index + 1}"
         count_dir.mkdir(parents=True)
-        run = Run(mode, index + 1, command(settings, module, model, flags, mode, index))
+        run = Run(mode, index + 1, command(settings, module, model, flags, one_config, index), config=name)
         runs.append(run)
-        label = f"run {len(runs)}/{total}, fusion {mode}" + (
+        label = f"run {len(runs)}/{total}, {name}" + (
             f" (up to {settings.fuse_up_to} tokens)" if mode == LIMIT_MODE else ""
         )
-        with open(scratch / "logs" / f"{mode}-{index + 1}.log", "w", encoding="utf-8") as log:
+        with open(scratch / "logs" / f"{name}-{index + 1}.log", "w", encoding="utf-8") as log:
             _one(settings, run, count_dir, hook_dir, scratch, sweep, log, label, on_status)
         if run.error is not None:
-            problems.append(f"the fusion-{mode} run failed: {run.error}")
+            problems.append(f"the {name} run failed: {run.error}")
             break
         problem = _check(run, flags, _tp(settings), settings.token_limit(mode))
         if problem:
@@ -374,13 +468,34 @@ def _run_all(
                 notes.append("stopped after this pair of runs: the next ones would not do what they say either")
             break
     rows = _rows(settings, runs, notes)
+    notes += list(dict.fromkeys(r.unused for r in runs if r.unused is not None))
+    checks, self_cosine, limit = check_answers(chosen, runs)
+    problems += [
+        f"the {name} configuration computed wrong answers: {check.why}"
+        for name, check in checks.items()
+        if check.status.wrong and not problems
+    ]
     if problems:
         verdict = no_verdict(problems[0])
-    elif not rows:
+    elif not rows and any(c.name == TABLE["on"] for c in chosen):
         problems.append("no batch size has a decode latency in every run")
         verdict = no_verdict(problems[0])
-    else:
+    elif rows:
         verdict = judge(rows, _tp(settings), flags)
+        if any(c.name not in TABLE.values() for c in chosen):  # fusion against the default alone may mislead
+            verdict = Verdict(verdict.kind, f"{verdict.advice} (against sglang's default; the answer weighs all)")
+    else:
+        verdict = no_verdict("fusion was not among the configurations run: the answer below says what is fastest")
+    found = answer.answer(
+        chosen,
+        checks,
+        _figures(runs, "decode"),
+        _figures(runs, "prefill"),
+        settings.batch_sizes,
+        flags,
+        settings.fuse_up_to,
+        _tp(settings),
+    )
     if settings.tp == 1:
         notes.append("TP 1 has no allreduce, so nothing can be fused: this run checks the harness, not fusion")
     if rows and not all(r.measured_noise for r in rows):
@@ -388,7 +503,51 @@ def _run_all(
             "one run per mode: the noise is not measured, and the off run went first with cold caches "
             "(--repeat 2 or more measures the noise and alternates the order)"
         )
-    return ServerResult(settings, module, flags, model, probe, runs, rows, verdict, problems, notes)
+    return ServerResult(
+        settings,
+        module,
+        flags,
+        model,
+        probe,
+        runs,
+        rows,
+        verdict,
+        problems,
+        notes,
+        chosen=chosen,
+        checks=checks,
+        agreement=Agreement(limit, answers.COSINE_MIN, self_cosine),
+        answer=found,
+    )
+
+
+def check_answers(chosen: tuple[Config, ...], runs: list[Run]) -> tuple[dict[str, answers.Check], float | None, float]:
+    """Each configuration's answers against sglang's default's first run; the default's own
+    agreement with itself (two runs or more) and the threshold it makes."""
+    defaults = [r.counts.logits for r in runs if r.config == configs.DEFAULT and r.error is None]
+    self_cosine = answers.self_agreement(defaults)
+    limit = answers.threshold(self_cosine)
+    reference = defaults[0] if defaults and defaults[0].first else None
+    done = [r for r in runs if r.error is None]
+    checks = {
+        c.name: answers.check(c, [r.counts.logits for r in done if r.config == c.name], reference, limit)
+        for c in chosen
+    }
+    return checks, self_cosine, limit
+
+
+def _figures(runs: list[Run], part: str) -> dict[str, dict[int, list[float]]]:
+    """Each configuration's latencies (ms) of ``part`` by batch size, over its runs."""
+    found: dict[str, dict[int, list[float]]] = {}
+    for run in runs:
+        if run.error is not None or run.unused is not None:
+            continue
+        by_size = found.setdefault(run.config, {})
+        for m in run.measurements:
+            value = m.decode_ms if part == "decode" else m.prefill_latency_s
+            if value is not None:
+                by_size.setdefault(m.batch_size, []).append(value if part == "decode" else value * 1000.0)
+    return found
 
 
 def _one(
@@ -403,6 +562,7 @@ def _one(
     on_status: Callable[[str], None],
 ) -> None:
     env = run_env(hook_dir, count_dir, settings.package_dir, settings.token_limit(run.mode))
+    env.update(configs.BY_NAME[run.config].env)
     try:
         output = launch.run(
             run.command, env, scratch / "cwd", settings.timeout, log, lambda phase: on_status(f"{label}: {phase}")
@@ -413,7 +573,7 @@ def _one(
         run.fatals = parse.said(_read(log), parse.FATALS)
         run.fallbacks = parse.said(_read(log), parse.FALLBACKS)
         text = _failure_text(run, failure)
-        if failure.kind == "timeout" or run.mode == "off":
+        if failure.kind == "timeout" or run.config == configs.DEFAULT:
             raise RunStopped(
                 f"bench --server stopped in {label}: {text}; the log is in {scratch / 'logs'}"
             ) from failure
@@ -423,10 +583,15 @@ def _one(
     _after(run, output.lines, count_dir, sweep)
 
 
+def _table_runs(runs: list[Run]) -> list[Run]:
+    """The runs of the off / on / limit table: sglang's default, fusion, fusion up to the limit."""
+    return [r for r in runs if TABLE.get(r.mode) == r.config]
+
+
 def _prefill(runs: list[Run], size: int) -> dict[str, list[float]]:
     """Each setting's prefill latencies (s) at batch ``size``: where a lower token limit shows."""
     found: dict[str, list[float]] = {}
-    for run in runs:
+    for run in _table_runs(runs):
         for m in run.measurements:
             if m.batch_size == size and m.prefill_latency_s is not None:
                 found.setdefault(run.mode, []).append(m.prefill_latency_s)
@@ -441,6 +606,7 @@ def _read(log: TextIO) -> list[str]:
 
 def _rows(settings: Settings, runs: list[Run], notes: list[str]) -> list[Row]:
     rows = []
+    runs = _table_runs(runs)
     for size in settings.batch_sizes:
         off = [ms for r in runs if r.mode == "off" and (ms := r.decode_ms(size)) is not None]
         on = [ms for r in runs if r.mode == "on" and (ms := r.decode_ms(size)) is not None]

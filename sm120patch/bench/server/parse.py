@@ -64,6 +64,14 @@ FATALS: tuple[tuple[str, str], ...] = (
     ("No supported CUDA architectures found", "FlashInfer's kernel is not built for these GPUs"),
     ("Capture cuda graph failed", "CUDA-graph capture failed"),
 )
+#: What sglang logs when its PCIe-IPC allreduce (0.5.21+, ``pcie_ipc_ar.py``) stays off.
+PCIE_IPC_OFF: tuple[tuple[str, str], ...] = (
+    ("leaving PCIe-IPC all-reduce off", "deterministic inference turns PCIe-IPC off"),
+    ("FlashInfer PCIe-IPC all-reduce serves bf16 only", "PCIe-IPC serves bf16 only"),
+    ("has no pcie_ipc_comm", "this FlashInfer has no PCIe-IPC kernels"),
+    ("; reductions stay on NCCL", "PCIe-IPC's workspace could not be built"),
+    ("FlashInfer PCIe-IPC all-reduce skipped", "PCIe-IPC does not take this world size"),
+)
 WORKSPACE_OK = ("FlashInfer workspace initialized", "FlashInfer AllReduce Fusion enabled and workspace initialized")
 
 

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sm120patch import __version__
-from sm120patch.bench.server.driver import Run, ServerResult
+from sm120patch.bench.server.answers import SELF_MARGIN
+from sm120patch.bench.server.configs import Config, fusion_args
+from sm120patch.bench.server.driver import TABLE, Run, ServerResult
 from sm120patch.bench.server.verdict import Compare, Kind
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 SCHEMA = "sm120patch-bench-server/1"
+#: The off / on / limit table's configurations keep the names the table gives them.
+_LABEL = {name: f"fusion {mode}" for mode, name in TABLE.items()}
 _COMPARE_STYLE = {Compare.FASTER: "green", Compare.SLOWER: "red", Compare.EVEN: "dim"}
 _KIND_STYLE = {
     Kind.PAYS: "bold green",
@@ -26,6 +31,7 @@ WIDTH = 80
 
 def _run_json(run: Run) -> dict[str, Any]:
     return {
+        "config": run.config,
         "mode": run.mode,
         "repeat": run.repeat,
         "command": run.command,
@@ -35,6 +41,7 @@ def _run_json(run: Run) -> dict[str, Any]:
         "sglang_said": [{"line": line, "why": why} for line, why in run.fallbacks + run.fatals],
         "workspace": run.workspace,
         "error": run.error,
+        "unused": run.unused,
         "measurements": [
             {
                 "batch_size": m.batch_size,
@@ -104,6 +111,80 @@ def to_json(result: ServerResult) -> dict[str, Any]:
         "notes": result.notes,
         "logs_kept": str(result.kept) if result.kept else None,
         "three_settings": _three_json(result),
+        "configs": [_config_json(result, c) for c in result.chosen],
+        "agreement": _agreement_json(result),
+        "answer": _answer_json(result),
+    }
+
+
+def _medians(result: ServerResult, name: str, part: str) -> dict[int, float]:
+    found: dict[int, list[float]] = {}
+    for run in result.runs:
+        if run.config != name or run.error is not None or run.unused is not None:
+            continue
+        for m in run.measurements:
+            value = m.decode_ms if part == "decode" else m.prefill_latency_s
+            if value is not None:
+                found.setdefault(m.batch_size, []).append(value if part == "decode" else value * 1000.0)
+    return {size: statistics.median(values) for size, values in sorted(found.items())}
+
+
+def _config_json(result: ServerResult, config: Config) -> dict[str, Any]:
+    check = result.checks.get(config.name)
+    return {
+        "name": config.name,
+        "sentence": config.sentence,
+        "fusion": config.fusion,
+        "env": dict(config.env),
+        "server_args": list(fusion_args(config, result.flags)),
+        "answers": None
+        if check is None
+        else {
+            "status": check.status.value,
+            "cosine": check.cosine,
+            "step": check.step,
+            "nonfinite_forwards": check.nonfinite,
+            "why": check.why,
+        },
+        "decode_ms": {str(k): v for k, v in _medians(result, config.name, "decode").items()},
+        "prefill_ms": {str(k): v for k, v in _medians(result, config.name, "prefill").items()},
+    }
+
+
+def _agreement_json(result: ServerResult) -> dict[str, Any] | None:
+    found = result.agreement
+    if found is None:
+        return None
+    return {
+        "threshold": found.threshold,
+        "provisional_threshold": found.provisional,
+        "default_vs_default": found.default_vs_default,
+        "self_margin": SELF_MARGIN,
+    }
+
+
+def _answer_json(result: ServerResult) -> dict[str, Any] | None:
+    found = result.answer
+    if found is None:
+        return None
+    return {
+        "parts": [
+            {
+                "part": p.part,
+                "config": p.config,
+                "vs_default_pct": p.vs_default_pct,
+                "noise_pct": round(p.noise_pct, 2),
+                "vs_default_ratio": p.figures,
+                "fastest_by_batch": {str(k): v for k, v in p.winners.items()},
+            }
+            for p in found.parts
+        ],
+        "launch": {
+            name: {"env": one.env, "server_args": list(one.server_args), "apply": one.apply, "text": one.text}
+            for name, one in found.launches.items()
+        },
+        "wrong": found.wrong,
+        "sentence": found.sentence,
     }
 
 
@@ -174,15 +255,17 @@ def render(result: ServerResult, out: Console) -> None:
         f"fusion on: {result.flags.on_text}; off: {result.flags.off_text}",
         f"{len(result.runs)} runs of {result.module} in {s.python}",
     ]
-    for mode in s.modes:
-        counted = [r for r in result.runs if r.mode == mode]
+    for name in dict.fromkeys(r.config for r in result.runs):
+        counted = [r for r in result.runs if r.config == name]
         said = [r.counts.describe() for r in counted]
-        if said and len(set(said)) == 1:
-            facts.append(f"fusion {mode}: {said[0]}" + (f" (each of {len(said)} runs)" if len(said) > 1 else ""))
-        elif said:
-            facts.append(
-                f"fusion {mode}: " + "; ".join(f"run {r.repeat}: {d}" for r, d in zip(counted, said, strict=True))
-            )
+        label = _LABEL.get(name, name)
+        if len(set(said)) == 1:
+            facts.append(f"{label}: {said[0]}" + (f" (each of {len(said)} runs)" if len(said) > 1 else ""))
+        else:
+            facts.append(f"{label}: " + "; ".join(f"run {r.repeat}: {d}" for r, d in zip(counted, said, strict=True)))
+    for name in dict.fromkeys(r.config for r in result.runs if r.counts.allreduce):
+        taken = dict.fromkeys(r.counts.describe_allreduce() for r in result.runs if r.config == name)
+        facts.append(f"{_LABEL.get(name, name)}: {' / '.join(taken)}")
     facts.append("decode steps replayed from CUDA graphs run no Python: counts are eager calls + graph captures")
     for run in result.runs:
         facts += [f"{run.mode} run {run.repeat}, sglang said: {line}" for line, _ in run.fallbacks + run.fatals]
@@ -192,6 +275,50 @@ def render(result: ServerResult, out: Console) -> None:
     if result.kept:  # one line the terminal wraps, so the path is copied whole
         out.print(Text(f"logs kept in {result.kept}", style="dim"), soft_wrap=True)
     out.print(Text(result.verdict.advice, style=_KIND_STYLE[result.verdict.kind]), width=min(WIDTH, out.width))
+    _render_configs(result, out)
+
+
+def _render_configs(result: ServerResult, out: Console) -> None:
+    """Every configuration's decode and its answers against sglang's default, then the answer."""
+    from rich.table import Table
+    from rich.text import Text
+
+    if result.answer is None or result.agreement is None:
+        return
+    s = result.settings
+    table = Table(
+        title="configurations: decode ms/tok by batch size (median), answers against sglang's default",
+        title_justify="left",
+        width=min(WIDTH, out.width),
+    )
+    table.add_column("configuration", no_wrap=True)
+    for size in s.batch_sizes:
+        table.add_column(str(size), justify="right", no_wrap=True)
+    table.add_column("answers", no_wrap=True)
+    for config in result.chosen:
+        check = result.checks[config.name]
+        medians = _medians(result, config.name, "decode")  # a run without a figure is left out
+        cosine = f" {check.cosine:.4f}" if check.cosine is not None else ""
+        table.add_row(
+            config.name,
+            *("-" if size not in medians else _ms(medians[size]) for size in s.batch_sizes),
+            Text(check.status.value + cosine, style="red" if check.status.wrong else ""),
+        )
+    out.print(table)
+    agreement = result.agreement
+    measured = (
+        f"default vs default {agreement.default_vs_default:.4f}"
+        if agreement.default_vs_default is not None
+        else "default vs default not measured (--repeat 1)"
+    )
+    lines = [
+        f"answers agree at cosine >= {agreement.threshold:.4f} (provisional {agreement.provisional}; {measured})",
+        *(f"{name}: {result.checks[name].why}" for name in result.answer.wrong),
+    ]
+    for line in lines:
+        out.print(Text(line, style="dim"), width=min(WIDTH, out.width))
+    style = "bold red" if result.answer.wrong else "bold"
+    out.print(Text(f"answer: {result.answer.sentence}", style=style), width=min(WIDTH, out.width))
 
 
 def _render_three(result: ServerResult, out: Console) -> None:

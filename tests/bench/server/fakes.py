@@ -8,8 +8,12 @@
   ``flashinfer_comm_fusion.flashinfer_allreduce_residual_rmsnorm`` (calls the fake kernel,
   or logs sglang's fallback line and returns ``(None, None)``), and a ``bench_one_batch``
   that spawns one process per TP rank like the real one, calls the fused entry in graph
-  capture and eagerly, and prints the real release's lines (``FAKE_SGLANG`` picks the
-  behaviour: normal, fallback, crash-on, hang:<phase>, grandchild, extra-result, tp1-no-entry).
+  capture and eagerly, runs its ``ModelRunner.forward`` (logits from the input ids drawn with
+  numpy's global generator as the real one, then greedy decode), is 10 % faster with fusion and 20 % with
+  ``SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1`` alone, and prints the real release's lines
+  (``FAKE_SGLANG`` picks the behaviour: normal, fallback, crash-on, hang:<phase>, grandchild,
+  extra-result, tp1-no-entry, nan-on, wrong-on, pcie-off); its ``GroupCoordinator.all_reduce``
+  dispatches each plain allreduce as the real one does (``PARALLEL_STATE``).
 """
 
 from __future__ import annotations
@@ -75,6 +79,7 @@ import sys
 import time
 
 MODE = os.environ.get("FAKE_SGLANG", "normal")
+PCIE_IPC_MODULE = "srt/distributed/device_communicators/pcie_ipc_ar.py"
 
 
 def hang(phase):
@@ -125,8 +130,26 @@ def work(args, rank, fusion):
         fusion_module.flashinfer_allreduce_residual_rmsnorm("x", "r", "w")
     hang("warm-up")
     say("Benchmark ...", flush=True)
-    factor = 0.9 if fusion else 1.0
+    from sglang.srt.model_executor import model_runner
+
+    import sglang
+    from sglang.srt.distributed import parallel_state
+
+    pcie_ipc = os.path.isfile(os.path.join(os.path.dirname(sglang.__file__), PCIE_IPC_MODULE))
+    group = parallel_state.GroupCoordinator(args.tp_size, fusion, pcie_ipc)
+    for _ in args.batch_size:
+        group.all_reduce("x")
+    runner = model_runner.ModelRunner(fusion)
+    import numpy as np
+    # fusion takes the plain allreduces too (kAllReduce), so PCIe-IPC pays only without it
+    factor = 0.9 if fusion else 0.8 if os.environ.get("SGLANG_ENABLE_PCIE_IPC_ALLREDUCE") == "1" else 1.0
     for bs in args.batch_size:
+        ids = np.random.randint(0, 10000, (bs, 4)).tolist()  # as the real one draws its prompts
+        out = runner.forward(model_runner.batch(ids, False))
+        for _ in range(min(5, args.output_len[0] - 1)):
+            rows = out.logits_output.next_token_logits.tolist()
+            ids = [[max(range(len(row)), key=lambda i: row[i] if row[i] == row[i] else 0)] for row in rows]
+            out = runner.forward(model_runner.batch(ids, True))
         il, ol = args.input_len[0], args.output_len[0]
         if bs > 512:
             say(f"skipping ({bs}, {il}, {ol}) due to max batch size limit")
@@ -190,6 +213,165 @@ if __name__ == "__main__":
 '''
 
 
+#: FakeTorch's tensors: nested lists, with only what the hook does to logits (``isfinite``,
+#: ``~``, ``any``, ``item``, a row, ``float``, ``topk``, ``tolist``, ``reshape(-1)``, a slice).
+TENSOR = '''\
+import math as _math
+import types as _types
+
+
+class Tensor:
+    """FakeTorch's tensor: nested lists of numbers or bools; no device, no dtype."""
+
+    def __init__(self, data):
+        self.data = data
+
+    @property
+    def shape(self):
+        shape, data = [], self.data
+        while isinstance(data, list):
+            shape.append(len(data))
+            data = data[0] if data else None
+        return tuple(shape)
+
+    def _flat(self):
+        out, todo = [], [self.data]
+        while todo:
+            item = todo.pop(0)
+            if isinstance(item, list):
+                todo[:0] = item
+            else:
+                out.append(item)
+        return out
+
+    def __getitem__(self, key):
+        value = self.data[key]
+        return Tensor(value) if isinstance(value, list) else value
+
+    def float(self):
+        return self
+
+    def tolist(self):
+        return self.data
+
+    def reshape(self, *shape):
+        return Tensor(self._flat())
+
+    def topk(self, k):
+        order = sorted(range(len(self.data)), key=lambda i: -self.data[i])[:k]
+        return _types.SimpleNamespace(values=Tensor([self.data[i] for i in order]), indices=Tensor(order))
+
+    def __invert__(self):
+        return Tensor(_map(self.data, lambda v: not v))
+
+    def any(self):
+        return Tensor(any(self._flat()))
+
+    def item(self):
+        return self.data
+
+
+def _map(data, function):
+    return [_map(d, function) for d in data] if isinstance(data, list) else function(data)
+
+
+def isfinite(tensor):
+    return Tensor(_map(tensor.data, _math.isfinite))
+'''
+
+#: FakeSglang's model runner: logits of a 32-token vocabulary from the input ids, a NaN in
+#: every fused forward (``FAKE_SGLANG=nan-on``) or another vector (``wrong-on``).
+MODEL_RUNNER = '''\
+"""FakeSglang's ModelRunner.forward: logits from the input ids, as the real one returns them."""
+import math
+import os
+import types
+
+import torch
+
+MODE = os.environ.get("FAKE_SGLANG", "normal")
+VOCAB = 32
+
+
+class ForwardMode:
+    def __init__(self, decode):
+        self.decode = decode
+
+    def is_decode(self):
+        return self.decode
+
+    def is_extend(self):
+        return not self.decode
+
+
+class ModelRunner:
+    def __init__(self, fusion):
+        self.fusion = fusion
+
+    def forward(self, forward_batch, skip_attn_backend_init=None):
+        rows = []
+        for seed in forward_batch.rows:
+            rows.append([math.sin(seed + i) for i in range(VOCAB)])
+            if self.fusion and MODE == "wrong-on":
+                rows[-1] = [math.cos(3 * seed + 7 * i) for i in range(VOCAB)]
+            if self.fusion and MODE == "nan-on":
+                rows[-1][3] = float("nan")
+        logits = torch.Tensor(rows)
+        return types.SimpleNamespace(logits_output=types.SimpleNamespace(next_token_logits=logits))
+
+
+def batch(ids, decode):
+    """A forward batch of ``ids`` (one list per request): its input ids and its mode."""
+    flat = [i for row in ids for i in row]
+    return types.SimpleNamespace(
+        input_ids=torch.Tensor(flat), forward_mode=ForwardMode(decode), rows=[sum(row) for row in ids]
+    )
+'''
+
+
+#: FakeSglang's parallel state: ``GroupCoordinator.all_reduce`` picking a backend in the real
+#: order (FlashInfer's kAllReduce with fusion on, then custom allreduce at TP 2, then PCIe-IPC
+#: where asked for and present, else NCCL), each a method the hook wraps.
+PARALLEL_STATE = '''\
+"""FakeSglang's GroupCoordinator: the real dispatch order, no communication."""
+import logging
+import os
+
+logger = logging.getLogger(__name__)
+
+
+class GroupCoordinator:
+    def __init__(self, world_size, fusion, pcie_ipc):
+        self.world_size = world_size
+        self.fusion = fusion
+        self.pcie_ipc = pcie_ipc and os.environ.get("SGLANG_ENABLE_PCIE_IPC_ALLREDUCE") == "1"
+        if self.pcie_ipc and os.environ.get("FAKE_SGLANG") == "pcie-off":
+            logger.warning(
+                "FlashInfer PCIe-IPC workspace (max_numel=786432) failed: peer access unsupported; "
+                "reductions stay on NCCL"
+            )
+            self.pcie_ipc = False
+
+    def all_reduce(self, input_):
+        if self.fusion:
+            return self._flashinfer_allreduce(input_)
+        method = "ca" if self.world_size == 2 and not self.pcie_ipc else "pcie_ipc" if self.pcie_ipc else None
+        if method is not None:
+            return self._all_reduce_out_place(input_, method)
+        self._all_reduce_in_place(input_)
+        return input_
+
+    def _flashinfer_allreduce(self, input_):
+        return input_
+
+    def _all_reduce_out_place(self, input_, outplace_all_reduce_method):
+        return input_
+
+    def _all_reduce_in_place(self, input_):
+        return None
+'''
+
+
 def fake_server_site(
     root: Path,
     gpus: int = 2,
@@ -199,6 +381,7 @@ def fake_server_site(
     version: str = "0.5.14",
     layout: str = "benchmark/one_batch.py",
     gate: str | None = None,
+    pcie_ipc: bool = False,
 ) -> Path:
     """A directory holding FakeTorch, FakeFlashInfer and FakeSglang; returns the sglang
     package directory (for --sglang-path).  ``gate``: FakeSglang's fusion gate module (its
@@ -237,7 +420,8 @@ def fake_server_site(
 
             cuda = _Cuda()
             '''
-        ),
+        )
+        + TENSOR,
         "flashinfer/__init__.py": '"""FakeFlashInfer."""\n__version__ = "0.6.18"\n',
         "flashinfer/comm/__init__.py": (
             '"""FakeFlashInfer: the fused kernel\'s launch, doing nothing."""\n'
@@ -248,7 +432,14 @@ def fake_server_site(
         "sglang/srt/server_args.py": SERVER_ARGS[options],
         "sglang/srt/layers/__init__.py": "",
         "sglang/srt/layers/flashinfer_comm_fusion.py": FUSION,
+        "sglang/srt/model_executor/__init__.py": "",
+        "sglang/srt/model_executor/model_runner.py": MODEL_RUNNER,
     }
+    files["sglang/srt/distributed/__init__.py"] = ""
+    files["sglang/srt/distributed/parallel_state.py"] = PARALLEL_STATE
+    if pcie_ipc:
+        files["sglang/srt/distributed/device_communicators/__init__.py"] = ""
+        files["sglang/srt/distributed/device_communicators/pcie_ipc_ar.py"] = '"""FakeSglang: PCIe-IPC is here."""\n'
     if gate is not None:
         files["sglang/srt/layers/communicator.py"] = gate
     if layout:

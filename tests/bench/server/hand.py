@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sm120patch.bench.server import config, driver, parse
-from sm120patch.bench.server.counter import Calls, Counts
+from sm120patch.bench.server.counter import Calls, Counts, Logits
 from sm120patch.bench.server.flags import Flags
 from sm120patch.bench.server.verdict import Row, Verdict, judge, no_verdict
 from sm120patch.sglang.options import BACKEND, HATCH
@@ -113,3 +113,21 @@ def gpu(index: int, free: Any = 90 * GiB, total: Any = 95 * GiB) -> dict[str, An
 def probe(gpus: list[dict[str, Any]], **torch: Any) -> dict[str, Any]:
     """The probe's answer: torch and the GPUs it sees."""
     return {"torch": {"ok": True, "version": "2.11.0", **torch}, "gpus": gpus}
+
+
+def logits_record(
+    head: list[float | None], nonfinite: int = 0, decode_ids: list[int] | None = None, forwards: int = 20
+) -> Logits:
+    """What the hook saw of one run's logits: ``head`` as the first decode's and the first
+    extend's row 0, with ``nonfinite`` forwards that held a NaN or inf."""
+    step = {"shape": [1, 32000], "head": head, "top_values": [], "top_indices": []}
+    return Logits(
+        forwards,
+        nonfinite,
+        {
+            "extend": dict(step, input_ids=[5, 6, 7]),
+            "decode": dict(step, input_ids=decode_ids if decode_ids is not None else [42]),
+        },
+        [],
+        0,
+    )

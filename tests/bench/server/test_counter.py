@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sm120patch.bench.server.counter import ENTRY, FUSION_MODULE, Calls, Counts, _is_fused, read
+from sm120patch.bench.server.counter import ENTRY, FUSION_MODULE, Calls, Counts, Logits, _is_fused, read
 
 KERNEL = "flashinfer.allreduce_fusion"
 LEGACY = "flashinfer.trtllm_allreduce_fusion"
@@ -88,6 +88,8 @@ def test_the_json_of_a_run_names_every_count() -> None:
         other_kernel=Calls(6, 7, 0),
         ranks_fused=2,
         multicast_guarded=True,
+        logits=Logits(40, 2, {"decode": {"head": [1.0]}}, ["boom"], 0),
+        allreduce={"PCIe-IPC": Calls(3, 4, 0)},
     )
     assert counts.as_json() == {
         "processes": 3,
@@ -98,6 +100,14 @@ def test_the_json_of_a_run_names_every_count() -> None:
         "ranks_with_fused_calls": 2,
         "ran": True,
         "multicast_guarded": True,
+        "logits": {
+            "forwards": 40,
+            "nonfinite_forwards": 2,
+            "first": {"decode": {"head": [1.0]}},
+            "rank": 0,
+            "errors": ["boom"],
+        },
+        "allreduce": {"PCIe-IPC": {"eager": 3, "capture": 4, "fell_back": 0}},
     }
     assert Counts().as_json()["ran"] is False and Counts().as_json()["multicast_guarded"] is False
 

@@ -86,7 +86,7 @@ def test_fallback_is_reported_with_sglangs_line_and_no_verdict(tmp_path: Path) -
     on = data["runs"][1]
     assert on["counts"]["sglang_entry"]["fell_back"] == on["counts"]["sglang_entry"]["capture"] + 2
     assert len(data["runs"]) == 2  # stopped after the first pair
-    assert data["logs_kept"] and Path(data["logs_kept"], "on-1.log").is_file()
+    assert data["logs_kept"] and Path(data["logs_kept"], "fusion-1.log").is_file()
 
 
 @pytest.mark.offline
@@ -177,7 +177,7 @@ def test_a_smaller_mem_fraction_lets_a_busy_gpu_through(tmp_path: Path) -> None:
 @pytest.mark.offline
 def test_an_off_run_that_fails_is_exit_2_with_the_log_kept(tmp_path: Path) -> None:
     error = refused(fake_server_site(tmp_path, gpus=1), "--tp", "1", "--server-arg=--no-such-option")
-    assert error.startswith("bench --server stopped in run 1/4, fusion off: sglang's benchmark ended with exit 2")
+    assert error.startswith("bench --server stopped in run 1/4, default: sglang's benchmark ended with exit 2")
     assert "unrecognized arguments: --no-such-option" in error
     assert "the log is in" in error
 
@@ -217,7 +217,7 @@ def test_more_results_than_asked_for_is_a_run_that_could_not_be_read(
     code, data = bench(fake_server_site(tmp_path, gpus=1), "--tp", "1", "--repeat", "1")
     assert code == 1
     assert data["problems"][0].startswith(
-        "the fusion-off run failed: its output could not be read: more results than the 2 asked for: "
+        "the default run failed: its output could not be read: more results than the 2 asked for: "
     )
 
 

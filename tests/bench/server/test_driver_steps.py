@@ -15,6 +15,7 @@ import pytest
 
 from sm120patch.bench.remote import bench_rank, server_hook
 from sm120patch.bench.server import driver, launch
+from sm120patch.bench.server.configs import BY_NAME
 from sm120patch.bench.server.counter import Calls, Counts
 from sm120patch.bench.server.flags import Flags
 from sm120patch.bench.server.verdict import Kind, Row
@@ -183,6 +184,7 @@ def test_the_environment_of_the_serving_interpreter(monkeypatch: pytest.MonkeyPa
     run_env = driver.run_env(Path("/hook"), Path("/counts/on-1"), PACKAGE)
     assert run_env[server_hook.COUNT_DIR_ENV] == "/counts/on-1"
     assert run_env["PYTHONPATH"] == os.pathsep.join(["/hook", "/site"])
+    assert run_env[server_hook.NUMPY_SEED_ENV] == str(driver.SEED)  # every run answers the same prompts
 
 
 # --- one run -------------------------------------------------------------------------------
@@ -195,7 +197,7 @@ def test_the_command_of_each_run() -> None:
         "sglang.bench_one_batch",
         user,
         FLAGS,
-        "on",
+        BY_NAME["fusion"],
         1,
     )
     assert on == [
@@ -220,16 +222,16 @@ def test_the_command_of_each_run() -> None:
         "--output-len",
         "64",
         "--run-name",
-        "sm120patch-on-2",
+        "sm120patch-fusion-2",
         BACKEND,
         "trtllm",
         "--mem-fraction-static=0.5",
     ]
-    off = driver.command(settings(), "m", MODEL, FLAGS, "off", 0)
+    off = driver.command(settings(), "m", MODEL, FLAGS, BY_NAME["default"], 0)
     assert "--tokenizer-path" not in off
     assert off[off.index("--dtype") + 1] == "bfloat16"
-    assert off[-3:] == ["--run-name", "sm120patch-off-1", HATCH]
-    assert driver.command(settings(), "m", MODEL, NO_HATCH, "off", 0)[-1] == "sm120patch-off-1"
+    assert off[-3:] == ["--run-name", "sm120patch-default-1", HATCH]
+    assert driver.command(settings(), "m", MODEL, NO_HATCH, BY_NAME["default"], 0)[-1] == "sm120patch-default-1"
 
 
 def test_the_model_of_the_runs(tmp_path: Path) -> None:
@@ -375,7 +377,7 @@ def one(tmp_path: Path, fake: FakeLaunch, mode: str, monkeypatch: pytest.MonkeyP
             tmp_path,
             [(1, 256, 64), (8, 256, 64)],
             log,
-            "run 2/4, fusion on",
+            "run 2/4, fusion",
             status.append,
         )
     return the_run
@@ -385,7 +387,7 @@ def test_a_run_that_ends_well(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     fake = FakeLaunch(BENCH_OUTPUT[:-2] + [f"line {i}" for i in range(20)])
     status: list[str] = []
     done = one(tmp_path, fake, "on", monkeypatch, status)
-    assert status == ["run 2/4, fusion on: benchmark"]
+    assert status == ["run 2/4, fusion: benchmark"]
     ((command, env, cwd, timeout),) = fake.calls
     assert (command, cwd, timeout) == (["python", "-m", "bench"], tmp_path / "cwd", 42.0)
     assert env[server_hook.COUNT_DIR_ENV] == str(tmp_path / "counts")
@@ -419,7 +421,7 @@ def test_a_hang_or_a_failed_off_run_stops_the_bench(
     with pytest.raises(driver.RunStopped) as raised:
         one(tmp_path, FakeLaunch([], failure), mode, monkeypatch, [])
     assert str(raised.value) == (
-        f"bench --server stopped in run 2/4, fusion on: no progress for 300 s (phase: warm-up); sglang's last word: "
+        f"bench --server stopped in run 2/4, fusion: no progress for 300 s (phase: warm-up); sglang's last word: "
         f"'t1'; the log is in {tmp_path / 'logs'}"
     )
     assert raised.value.__cause__ is failure
@@ -507,21 +509,21 @@ def test_runs_in_order_with_their_own_logs_and_counts(host: Path, monkeypatch: p
     done, seen, status = server_run(host, monkeypatch, PAYS)
     assert done.settings.tp == 2  # every GPU the probe saw
     assert [(mode, repeat, label) for mode, repeat, *_, label in seen] == [
-        ("off", 1, "run 1/4, fusion off"),
-        ("on", 1, "run 2/4, fusion on"),
-        ("on", 2, "run 3/4, fusion on"),
-        ("off", 2, "run 4/4, fusion off"),
+        ("off", 1, "run 1/4, default"),
+        ("on", 1, "run 2/4, fusion"),
+        ("on", 2, "run 3/4, fusion"),
+        ("off", 2, "run 4/4, default"),
     ]
     assert status == [label for *_, label in seen]
     _, _, count_dir, hook_dir, sweep, log, _ = seen[2]
     scratch = hook_dir.parent
-    assert (count_dir, log) == (scratch / "counts" / "on-2", scratch / "logs" / "on-2.log")
+    assert (count_dir, log) == (scratch / "counts" / "fusion-2", scratch / "logs" / "fusion-2.log")
     assert sweep == [(1, 256, 64), (8, 256, 64)]
     assert [r.command[r.command.index("--run-name") + 1] for r in done.runs] == [
-        "sm120patch-off-1",
-        "sm120patch-on-1",
-        "sm120patch-on-2",
-        "sm120patch-off-2",
+        "sm120patch-default-1",
+        "sm120patch-fusion-1",
+        "sm120patch-fusion-2",
+        "sm120patch-default-2",
     ]
     assert done.module == "sglang.bench_one_batch" and done.flags == FLAGS
     assert done.model.bundled and done.model.hidden == 256
@@ -544,7 +546,7 @@ def test_a_run_that_did_not_do_what_it_says_stops_after_its_pair(host: Path, mon
     assert done.notes[0] == "stopped after this pair of runs: the next ones would not do what they say either"
     assert done.exit_code is ExitCode.NOT_AS_ASKED
     (scratch,) = scratch_dirs()
-    assert done.kept == scratch / "logs" and (scratch / "logs" / "on-1.log").is_file()
+    assert done.kept == scratch / "logs" and (scratch / "logs" / "fusion-1.log").is_file()
 
 
 def test_a_problem_in_the_last_pair_has_no_next_runs_to_mention(host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -560,8 +562,8 @@ def test_a_failed_run_ends_the_runs(host: Path, monkeypatch: pytest.MonkeyPatch)
     script = {**PAYS, ("on", 1): {"error": "sglang's benchmark ended with exit 3", "counts": fused()}}
     done, seen, _ = server_run(host, monkeypatch, script)
     assert len(seen) == 2
-    assert done.problems == ["the fusion-on run failed: sglang's benchmark ended with exit 3"]
-    assert done.verdict.advice == "no verdict: the fusion-on run failed: sglang's benchmark ended with exit 3"
+    assert done.problems == ["the fusion run failed: sglang's benchmark ended with exit 3"]
+    assert done.verdict.advice == "no verdict: the fusion run failed: sglang's benchmark ended with exit 3"
 
 
 def test_no_latency_in_every_run_is_no_verdict(host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -590,13 +592,13 @@ def test_notes_of_tp1_and_of_single_runs(host: Path, monkeypatch: pytest.MonkeyP
 
 def test_a_stopped_run_keeps_the_logs(host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def stopping(*args: Any) -> None:
-        raise driver.RunStopped("bench --server stopped in run 1/4, fusion off")
+        raise driver.RunStopped("bench --server stopped in run 1/4, default")
 
     monkeypatch.setattr(driver, "_one", stopping)
     with pytest.raises(driver.RunStopped):
         driver.run(settings(package_dir=host, hidden=256))
     (scratch,) = scratch_dirs()
-    assert (scratch / "logs" / "off-1.log").is_file()
+    assert (scratch / "logs" / "default-1.log").is_file()
 
 
 def test_a_refusal_before_any_run_leaves_no_scratch(host: Path, monkeypatch: pytest.MonkeyPatch) -> None:

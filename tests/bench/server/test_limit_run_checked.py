@@ -65,7 +65,7 @@ def three_settings(
 
 def test_the_status_line_names_the_limit_of_the_third_setting(host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     done, status = three_settings(host, monkeypatch, limited(256))
-    assert status == ["run 1/3, fusion off", "run 2/3, fusion on", "run 3/3, fusion limit (up to 256 tokens)"]
+    assert status == ["run 1/3, default", "run 2/3, fusion", "run 3/3, fusion-limit (up to 256 tokens)"]
     assert done.problems == [] and done.verdict.kind is not Kind.NONE
 
 

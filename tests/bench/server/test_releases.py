@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from sm120patch.bench.server import driver, parse
+from sm120patch.bench.server.configs import BY_NAME
 from sm120patch.bench.server.flags import choose
 from sm120patch.sglang.options import BACKEND, ENABLE, HATCH, release_options
 from sm120patch.sglang.tree import from_directory
@@ -145,8 +146,8 @@ def test_flags_and_arguments_exist_in_the_release(version: str, release: Callabl
     module = driver.bench_module(package)
     assert module is not None
     accepted = _arguments(package)
-    for mode in driver.MODES:
-        command = driver.command(settings, module, model, flags, mode, 0)
+    for name in ("default", "fusion"):
+        command = driver.command(settings, module, model, flags, BY_NAME[name], 0)
         passed = {arg for arg in command if arg.startswith("--")}
         assert passed <= accepted, f"{version} does not accept {sorted(passed - accepted)}"
     load_config = (package / "srt/configs/load_config.py").read_text()

@@ -68,6 +68,9 @@ def test_the_json_object_of_a_result() -> None:
         "notes": ["a note"],
         "logs_kept": None,
         "three_settings": None,
+        "configs": [],
+        "agreement": None,
+        "answer": None,
     }
     assert [(r["mode"], r["repeat"]) for r in runs] == [("off", 1), ("on", 1), ("on", 2), ("off", 2)]
     assert rows[0] == {
@@ -104,6 +107,7 @@ def test_the_json_of_a_run_holds_everything_it_did() -> None:
     )
     data = render._run_json(one)
     assert data == {
+        "config": "fusion",
         "mode": "on",
         "repeat": 2,
         "command": one.command,
@@ -118,6 +122,8 @@ def test_the_json_of_a_run_holds_everything_it_did() -> None:
             "ranks_with_fused_calls": 1,
             "ran": True,
             "multicast_guarded": True,
+            "logits": {"forwards": 0, "nonfinite_forwards": 0, "first": {}, "rank": None, "errors": []},
+            "allreduce": {},
         },
         "sglang_said": [
             {"line": "W fusion disabled globally", "why": "another rank"},
@@ -125,6 +131,7 @@ def test_the_json_of_a_run_holds_everything_it_did() -> None:
         ],
         "workspace": ["FlashInfer workspace initialized"],
         "error": None,
+        "unused": None,
         "measurements": [
             {
                 "batch_size": 8,
