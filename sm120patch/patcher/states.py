@@ -6,6 +6,8 @@ result in.  The only patcher module the other products import (the layers contra
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.patches.fusion_token_limit import LIMIT_NAME, limit_in_force
 from sm120patch.patcher.plan.current import current_plan, judge
@@ -19,11 +21,13 @@ from sm120patch.patcher.plan.token_limit import (
     gate_rel,
     mismatch,
     recorded,
+    recorded_rel,
     sglang_limit,
     sglang_sites,
 )
 from sm120patch.patcher.plan.types import Plan
 from sm120patch.patcher.transaction.state import BENCH_RESULT, StateDir
+from sm120patch.sglang.layout import GATE, files_keeping, module_name
 from sm120patch.sglang.tree import SglangTree
 
 __all__ = [
@@ -35,6 +39,7 @@ __all__ = [
     "LimitAsk",
     "State",
     "StateDir",
+    "gate_modules",
     "gate_rel",
     "keeps_fused_path_shut",
     "limit_in_force",
@@ -45,6 +50,13 @@ __all__ = [
     "sglang_sites",
     "tree_states",
 ]
+
+
+def gate_modules(package_dir: Path) -> tuple[str, ...]:
+    """The modules sglang may keep its fusion gate (and token limit) in, as it imports them: where
+    the last apply found the limit in this tree first (a role find), then every layout known."""
+    found = recorded_rel(StateDir(package_dir).load()) if package_dir.is_dir() else None
+    return tuple(dict.fromkeys(module_name(rel) for rel in (*([found] if found else []), *files_keeping(GATE))))
 
 
 def keeps_fused_path_shut(pid: str) -> bool:

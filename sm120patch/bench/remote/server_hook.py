@@ -59,7 +59,14 @@ FUSE_UP_TO_ENV = "SM120PATCH_FUSE_UP_TO"
 NUMPY_SEED_ENV = "SM120PATCH_NUMPY_SEED"
 NUMPY = "numpy"
 LIMIT_NAME = "FUSE_ALLREDUCE_MAX_BATCH_SIZE"
-GATE_MODULES = ("sglang.srt.layers.communicator", "sglang.srt.layers.layer_boundary.residual.add_norm")
+#: The modules that keep the fusion gate and its token limit, from the bench (``sglang.layout``,
+#: and where apply found them in this tree); the two of 0.5.4 - 0.5.23 where it sets none.
+GATE_MODULES_ENV = "SM120PATCH_GATE_MODULES"
+GATE_MODULES = tuple(
+    os.environ.get(GATE_MODULES_ENV, "").split(",")
+    if os.environ.get(GATE_MODULES_ENV)
+    else ("sglang.srt.layers.communicator", "sglang.srt.layers.layer_boundary.residual.add_norm")
+)
 SGLANG_FUSION = "sglang.srt.layers.flashinfer_comm_fusion"
 SGLANG_ENTRY = "flashinfer_allreduce_residual_rmsnorm"
 FLASHINFER_COMM = "flashinfer.comm"

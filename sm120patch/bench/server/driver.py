@@ -257,8 +257,11 @@ def probe_env(package_dir: Path, first: tuple[Path, ...] = ()) -> dict[str, str]
 
 
 def run_env(hook_dir: Path, count_dir: Path, package_dir: Path, token_limit: int | None = None) -> dict[str, str]:
+    from sm120patch.patcher.states import gate_modules
+
     env = probe_env(package_dir, (hook_dir,))
     env[server_hook.COUNT_DIR_ENV] = str(count_dir)
+    env[server_hook.GATE_MODULES_ENV] = ",".join(gate_modules(package_dir))
     env[server_hook.NUMPY_SEED_ENV] = str(SEED)
     if token_limit is not None:
         env[server_hook.FUSE_UP_TO_ENV] = str(token_limit)

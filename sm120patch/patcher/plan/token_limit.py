@@ -105,10 +105,15 @@ def limit_note(reports: list[PatchReport], manifest: Manifest | None, tree: Sgla
 def gate_rel(tree: SglangTree, manifest: Manifest | None = None) -> str:
     """The gate's module in this tree (where the limit lives): where the last apply found the
     limit (a role find, in a release that moved it), else the newest layout that exists."""
+    return recorded_rel(manifest) or next((rel for rel in GATE_FILES if tree.exists(rel)), GATE_FILES[-1])
+
+
+def recorded_rel(manifest: Manifest | None) -> str | None:
+    """The module the last apply found the token limit in, as its manifest records it."""
     for rel, checked in (manifest.checked if manifest else {}).items():
         if any(report.get("id") == PATCH_ID for report in checked.get("reports", ())):
             return rel
-    return next((rel for rel in GATE_FILES if tree.exists(rel)), GATE_FILES[-1])
+    return None
 
 
 def _gate_source(tree: SglangTree, shipped: bool) -> bytes | None:

@@ -242,3 +242,49 @@ def test_a_patch_left_out_is_checked_on_its_file_as_the_plan_leaves_it(tmp_path:
     assert left.detail.startswith("left out as asked (--only / --skip); the code: pending: ")
     assert gate.id not in {r.id for r in plan.reports} and plan.skipped == [left]
     assert "_is_sm120_supported)" not in next(f for f in plan.changes if f.rel == COMM).updated.decode()
+
+
+MOVED_GATE = (
+    "from sglang.srt.utils import (\n"
+    "    is_cuda,\n"
+    "    is_sm90_supported,\n"
+    "    is_sm100_supported,\n"
+    ")\n\n"
+    "_is_cuda = is_cuda()\n"
+    "_is_sm90_supported = _is_cuda and is_sm90_supported()\n"
+    "_is_sm100_supported = _is_cuda and is_sm100_supported()\n\n"
+    "FUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048\n\n\n"
+    "def ar_fusion_enabled(batch_size: int):\n"
+    "    return (\n"
+    "        (_is_sm90_supported or _is_sm100_supported)\n"
+    "        and get_global_server_args().enable_flashinfer_allreduce_fusion\n"
+    "        and batch_size <= FUSE_ALLREDUCE_MAX_BATCH_SIZE\n"
+    "    )\n"
+)
+
+
+def test_a_gate_moved_with_its_flags_and_limit_is_patched_there_and_bench_hooks_that_module(tmp_path: Path) -> None:
+    from sm120patch.patcher.commands.apply import apply as apply_tree
+    from sm120patch.patcher.states import gate_modules
+
+    moved = "srt/layers/fusion_gates.py"
+    files = {**FILES, COMM: "from sglang.srt.utils import is_cuda\n\n_is_cuda = is_cuda()\n", moved: MOVED_GATE}
+    package = write_mini_sglang(tmp_path / "site", files=files)
+    outcome = apply_tree(from_directory(package))
+    assert outcome.exit_code == 0, outcome.headline
+    assert outcome.plan is not None
+    found = {r.id: (r.file, r.found_by) for r in outcome.plan.reports if r.file == moved}
+    assert found == {
+        "communicator-import": (moved, "role"),
+        "communicator-flag": (moved, "role"),
+        "communicator-fusion-gate": (moved, "role"),
+        "fusion-token-limit": (moved, "role"),
+    }
+    text = (package / moved).read_text()
+    assert "_is_sm120_supported = _is_cuda and is_sm120_supported()" in text
+    assert "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)" in text
+    assert gate_modules(package)[0] == "sglang.srt.layers.fusion_gates"
+    assert set(gate_modules(package)[1:]) == {
+        "sglang.srt.layers.communicator",
+        "sglang.srt.layers.layer_boundary.residual.add_norm",
+    }
