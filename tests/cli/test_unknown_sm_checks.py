@@ -46,7 +46,7 @@ NEW_WARNING = (
 )
 COMM_WARNING = (
     f"an SM check this tool does not know: sglang/{COMM}:20 allreduce_fusion_workspace_ready: "
-    "_is_sm100_supported and size > 0"
+    "_is_sm100_supported"
 )
 
 
@@ -91,7 +91,7 @@ COMM_CHECK = {
     "file": f"sglang/{COMM}",
     "line": 22,  # after apply: the patched file gained its import above
     "function": "allreduce_fusion_workspace_ready",
-    "expression": "_is_sm100_supported and size > 0",
+    "expression": "_is_sm100_supported",
 }
 
 

@@ -476,7 +476,14 @@ class _Reader:
         else:
             statement = self.source(governs)
         line, end = test.lineno, test.end_lineno or test.lineno  # type: ignore[attr-defined]
-        self.checks.append(_Check(line, end, function, " ".join(text.split()), archs, f"{within} {statement}"))
+        self.checks.append(_Check(line, end, function, self._clause(test), archs, f"{within} {statement}"))
+
+    def _clause(self, test: ast.AST) -> str:
+        """The SM clause of ``test`` on one line: the conjuncts that test the GPU (through
+        ``not``), without the rest of the condition or its comments."""
+        parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+        sm = [part for part in parts if _terms(part, self.aliases)[0]] or [test]
+        return " and ".join(" ".join(ast.unparse(part).split()) for part in sm)
 
 
 def _blocks(stmt: ast.stmt) -> Iterator[list[ast.stmt]]:

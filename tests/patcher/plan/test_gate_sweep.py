@@ -522,7 +522,7 @@ def test_a_definition_read_alone_is_read_as_in_its_whole_file() -> None:
     whole = found(ON_PATH_ONLY)  # COMM: a module on the path, read whole
     assert whole == [
         (6, "build.FusedAllReduce", "is_sm100_supported()"),
-        (12, "allreduce_fusion_ok", "_is_sm100_supported and batch > 0"),
+        (12, "allreduce_fusion_ok", "_is_sm100_supported"),
         (16, "allreduce_fusion_ok.allreduce_fusion_probe", "is_sm90_supported()"),
     ]
     alone = checks_in("srt/models/m.py", ON_PATH_ONLY.encode())
@@ -686,3 +686,23 @@ def test_a_module_that_is_a_link_to_a_file_is_read_through_it(tmp_path: Path) ->
     files = sorted(rel for rel, _, is_dir in gate_sweep._walk(package, problems) if not is_dir)
     assert problems == []
     assert files == ["allreduce_link.py", "srt/allreduce.py", "srt/inside.py"]
+
+
+def test_an_unknown_check_is_said_as_its_sm_clause_on_one_line_without_comments() -> None:
+    source = textwrap.dedent(
+        """
+        def flashinfer_ar_fusion_applies(batch_size):
+            return (
+                # the SM check
+                (_is_sm90_supported
+                 or _is_sm100_supported)  # datacenter only
+                and _is_flashinfer_available
+                and batch_size <= FUSE_ALLREDUCE_MAX_BATCH_SIZE
+            )
+        """
+    ).encode()
+    checks = checks_in("srt/layers/x.py", source)
+    assert not isinstance(checks, str)
+    assert [(c.line, c.function, c.expression) for c in checks] == [
+        (5, "flashinfer_ar_fusion_applies", "_is_sm90_supported or _is_sm100_supported")
+    ]
