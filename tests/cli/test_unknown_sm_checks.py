@@ -45,8 +45,7 @@ NEW_WARNING = (
     "not (is_sm90_supported() or is_sm100_supported())"
 )
 COMM_WARNING = (
-    f"an SM check this tool does not know: sglang/{COMM}:20 allreduce_fusion_workspace_ready: "
-    "_is_sm100_supported"
+    f"an SM check this tool does not know: sglang/{COMM}:20 allreduce_fusion_workspace_ready: _is_sm100_supported"
 )
 
 
