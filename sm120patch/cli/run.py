@@ -87,7 +87,7 @@ def _known_layouts_only(ctx: click.Context, param: click.Parameter, value: bool)
         except InvalidVersion:
             raise click.UsageError(f"{KNOWN_UP_TO}={raw!r} is not a release number (e.g. 0.5.21)") from None
     if value:
-        from sm120patch.patcher.plan.planner import ROLE_FINDS
+        from sm120patch.patcher.kit.model import ROLE_FINDS
 
         token = ROLE_FINDS.set(False)
         ctx.call_on_close(lambda: ROLE_FINDS.reset(token))

@@ -17,6 +17,7 @@ import os
 import textwrap
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, ClassVar
@@ -98,6 +99,9 @@ class Anchor:
         return f"method {self.cls}.{self.name}" if self.cls else f"function {self.name}"
 
 
+#: Whether a target no known layout matches may be found by role (``--known-layouts-only``
+#: sets it off for one command; a context variable, so in-process runs do not leak it).
+ROLE_FINDS: ContextVar[bool] = ContextVar("role_finds", default=True)
 FOUND_BY_ANCHOR = "anchor"
 FOUND_BY_ROLE = "role"
 #: Forget every anchor row first seen after this release (a backtest of role finding over

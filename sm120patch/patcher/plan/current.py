@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sm120patch.patcher.kit.model import FOUND_BY_ROLE, ROLE_FINDS, State
 from sm120patch.patcher.plan.registry import all_patches
 from sm120patch.patcher.plan.token_limit import recorded
 from sm120patch.patcher.plan.trust import trusted_plan
@@ -42,6 +43,7 @@ def _judge(tree: SglangTree, state: StateDir) -> Judged:
     manifest = state.load()
     trusted = trusted_plan(tree, state, manifest)
     plan = trusted or _parsed(tree, manifest)
+    refuse_role_finds(plan)
     own = manifest is not None and same_tree(tree, manifest)
     mark_skipped(plan, manifest, own)
     return Judged(plan, manifest, trusted is not None, own)
@@ -53,6 +55,19 @@ def _parsed(tree: SglangTree, manifest: Manifest | None) -> Plan:
 
     asked = recorded(manifest, tree)
     return make_plan(tree, list(all_patches()), change=False, token_limit=asked.limit if asked else None)
+
+
+def refuse_role_finds(plan: Plan) -> None:
+    """Under ``--known-layouts-only`` a target the saved state says was found by role is drift,
+    as a fresh plan would say it: a trusted tree is not read again, but its record is."""
+    if ROLE_FINDS.get():
+        return
+    for report in plan.reports:
+        if report.found_by == FOUND_BY_ROLE:
+            report.state = report.state_after = State.DRIFT
+            report.detail += (
+                f"; found by role in {report.found_at}, not a known layout, which --known-layouts-only refuses"
+            )
 
 
 def mark_skipped(plan: Plan, manifest: Manifest | None, own: bool | None = None) -> None:

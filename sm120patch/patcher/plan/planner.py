@@ -8,14 +8,22 @@ checked again on the result and must read as applied.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from contextvars import ContextVar
 from dataclasses import replace
 from functools import partial
 
 import libcst as cst
 
 from sm120patch.errors import EnvironmentProblem, InternalError
-from sm120patch.patcher.kit.model import FOUND_BY_ROLE, Anchor, Finding, Patch, PatchContext, State, known_rows
+from sm120patch.patcher.kit.model import (
+    FOUND_BY_ROLE,
+    ROLE_FINDS,
+    Anchor,
+    Finding,
+    Patch,
+    PatchContext,
+    State,
+    known_rows,
+)
 from sm120patch.patcher.plan.evidence import emit
 from sm120patch.patcher.plan.registry import by_id, provided_for
 from sm120patch.patcher.plan.role_find import Located, calls_for_role, locate
@@ -23,10 +31,6 @@ from sm120patch.patcher.plan.types import Evidence, FilePlan, PatchReport, Plan
 from sm120patch.sglang import releases, static_names
 from sm120patch.sglang.layout import module_name
 from sm120patch.sglang.tree import SglangTree
-
-#: Whether a target no known layout matches may be found by role (``--known-layouts-only``
-#: sets it off for one command; a context variable, so in-process runs do not leak it).
-ROLE_FINDS: ContextVar[bool] = ContextVar("role_finds", default=True)
 
 
 def _parse(rel: str, data: bytes) -> cst.Module | str:

@@ -14,9 +14,8 @@ import pytest
 from sm120patch.patcher.commands.apply import apply as apply_tree
 from sm120patch.patcher.commands.revert import revert as revert_tree
 from sm120patch.patcher.commands.verify import verify as verify_tree
-from sm120patch.patcher.kit.model import FOUND_BY_ROLE, State
+from sm120patch.patcher.kit.model import FOUND_BY_ROLE, ROLE_FINDS, State
 from sm120patch.patcher.patches.fusion_token_limit import LIMIT_NAME
-from sm120patch.patcher.plan.planner import ROLE_FINDS
 from sm120patch.sglang.tree import from_directory
 from tests.support.next_release import VARIANTS, Variant
 from tests.support.realtrees import copy_release, sha256
@@ -105,3 +104,22 @@ def test_known_layouts_only_leaves_a_moved_gate_in_drift_and_writes_nothing(tmp_
     assert gate.state is State.DRIFT and "which --known-layouts-only refuses" in gate.detail
     assert "fusion_gates.py:ar_norm_fusion_enabled" in gate.detail
     assert {p: sha256(p) for p in package.rglob("*.py")} == before
+
+
+def test_known_layouts_only_refuses_a_role_find_a_trusted_tree_recorded(tmp_path: Path) -> None:
+    """verify reads an applied tree's saved record without parsing it: the role find recorded
+    there is refused all the same."""
+    package = copy_release("0.5.23", tmp_path / "site")
+    VARIANTS[0].make(package)
+    tree = from_directory(package)
+    assert apply_tree(tree).exit_code == 0
+    assert verify_tree(tree).exit_code == 0
+    token = ROLE_FINDS.set(False)
+    try:
+        refused = verify_tree(tree)
+    finally:
+        ROLE_FINDS.reset(token)
+    assert refused.exit_code == 1
+    assert refused.plan is not None
+    gate = {r.id: r for r in refused.plan.reports}["communicator-fusion-gate"]
+    assert gate.state is State.DRIFT and gate.detail.endswith("which --known-layouts-only refuses")
