@@ -4,18 +4,107 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import libcst as cst
 
-from sm120patch.patcher.kit.cst_helpers import iter_children, walk
+from sm120patch.patcher.kit.cst_helpers import code, iter_children, replace_all, walk
 from sm120patch.patcher.kit.decide import decide, find_anchored, label, searched
 from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, State
-from sm120patch.patcher.kit.sm_terms import Clause, admits_sm12x, clauses_in_test, describe
+from sm120patch.patcher.kit.sm_terms import (
+    Clause,
+    SmTerm,
+    admits_sm12x,
+    clause_terms,
+    conjuncts,
+    describe,
+    names_sm120,
+    or_operands,
+    sm_term_of,
+)
 from sm120patch.sglang.layout import OVERRIDES, SERVER_ARGS
 
 FUSION_FIELDS = ("enable_flashinfer_allreduce_fusion", "flashinfer_allreduce_fusion_backend")
 SERVER_ARGS_CLASS = "ServerArgs"
 ADJUSTMENTS = "_handle_model_specific_adjustments"
+TP_FIELD = "tp_size"  # the server argument, on ``self`` up to 0.5.14 and on ``view`` from 0.5.15
+#: The one TP at which no report has fusion losing on PCIe SM12x (sglang#32330: TP 4 regressed;
+#: TP 8 is the all-to-all PCIe-IPC's docstring says collapses there).
+SAFE_TP = 2
+
+
+def _tp_test(receiver: str) -> cst.Comparison:
+    """``<receiver>.tp_size == 2``."""
+    return cst.Comparison(
+        cst.Attribute(cst.Name(receiver), cst.Name(TP_FIELD)),
+        [cst.ComparisonTarget(cst.Equal(), cst.Integer(str(SAFE_TP)))],
+    )
+
+
+def _is_tp_test(node: cst.BaseExpression) -> bool:
+    if not (isinstance(node, cst.Comparison) and len(node.comparisons) == 1):
+        return False
+    (target,) = node.comparisons
+    left = node.left
+    return (
+        isinstance(target.operator, cst.Equal)
+        and isinstance(target.comparator, cst.Integer)
+        and target.comparator.evaluated_value == SAFE_TP
+        and isinstance(left, cst.Attribute)
+        and isinstance(left.value, cst.Name)
+        and left.attr.value == TP_FIELD
+    )
+
+
+def _tp_gated(term: cst.BaseExpression, receiver: str) -> cst.BooleanOperation:
+    """``(<SM120 term> and <receiver>.tp_size == 2)``."""
+    bare = term.with_changes(lpar=(), rpar=())
+    return cst.BooleanOperation(bare, cst.And(), _tp_test(receiver), lpar=(cst.LeftParen(),), rpar=(cst.RightParen(),))
+
+
+def _gated_term(node: cst.BaseExpression) -> SmTerm | None:
+    """The SM120 term of ``(<SM120 term> and <x>.tp_size == 2)``, if ``node`` is that."""
+    if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.And) and _is_tp_test(node.right):
+        term = sm_term_of(node.left)
+        if term is not None and names_sm120([term]):
+            return term
+    return None
+
+
+@dataclass(frozen=True)
+class _Gate:
+    """An SM clause of an auto-enable test, read with the TP-2 form this patch writes."""
+
+    clause: Clause
+    gated: tuple[cst.BaseExpression, ...]  # its ``(<SM120 term> and x.tp_size == 2)`` operands
+    receiver: str | None  # what holds the TP size there: the function's first parameter
+
+
+def _clauses_in_test(test: cst.BaseExpression, negated: bool = False) -> list[tuple[Clause, tuple[cst.BaseExpression, ...]]]:
+    """``sm_terms.clauses_in_test``, where an SM clause may also hold the TP-2 form: each
+    clause with its TP-2 operands (their SM120 term stands for them in the clause's terms)."""
+    found: list[tuple[Clause, tuple[cst.BaseExpression, ...]]] = []
+    parts = list(conjuncts(test))
+    for part in parts:
+        if isinstance(part, cst.UnaryOperation) and isinstance(part.operator, cst.Not):
+            found.extend(_clauses_in_test(part.expression, not negated))
+            continue
+        terms = clause_terms(part)
+        gated: tuple[cst.BaseExpression, ...] = ()
+        if terms is None:
+            operands = or_operands(part) or []
+            read = [_gated_term(o) or sm_term_of(o) for o in operands]
+            gated = tuple(o for o in operands if _gated_term(o) is not None)
+            if not gated or any(t is None for t in read):
+                continue
+            terms = [t for t in read if t is not None]
+        found.append((Clause(part, tuple(terms), negated, standalone=len(parts) == 1), gated))
+    return found
+
+
+def _receiver(function: cst.FunctionDef) -> str | None:
+    params = function.params.params
+    return params[0].name.value if params else None
 
 
 def _is_none(node: cst.BaseExpression) -> bool:
@@ -149,7 +238,7 @@ class ServerArgsAutoEnable(Patch):
                 def _handle_model_specific_adjustments(self):
                     if (
                         not self.enable_flashinfer_allreduce_fusion
-                        and (is_sm90_supported() or is_sm100_supported() or is_sm120_supported())
+                        and (is_sm90_supported() or is_sm100_supported() or (is_sm120_supported() and self.tp_size == 2))
                         and self.nnodes == 1
                     ):
                         self.enable_flashinfer_allreduce_fusion = True
@@ -158,7 +247,7 @@ class ServerArgsAutoEnable(Patch):
             """,
             detail=(
                 "ServerArgs._handle_model_specific_adjustments: will widen (is_sm90_supported() or"
-                " is_sm100_supported()) with is_sm120_supported() and import is_sm120_supported from"
+                " is_sm100_supported()) with (is_sm120_supported() and self.tp_size == 2) and import is_sm120_supported from"
                 " sglang.srt.utils.common"
             ),
             evidence=(6,),
@@ -179,7 +268,7 @@ class ServerArgsAutoEnable(Patch):
             def _flashinfer_allreduce_fusion_auto_enable(view):
                 if (
                     view.flashinfer_allreduce_fusion_backend is None
-                    and (get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120)
+                    and (get_platform().is_sm90 or get_platform().is_sm100 or (get_platform().is_sm120 and view.tp_size == 2))
                     and (view.nnodes == 1 or get_platform().is_sm100)
                 ):
                     return {'flashinfer_allreduce_fusion_backend': 'auto'}
@@ -200,7 +289,7 @@ class ServerArgsAutoEnable(Patch):
             from sglang.srt.utils import is_sm100_supported, is_sm120_supported
             class ServerArgs:
                 def _handle_model_specific_adjustments(self):
-                    if is_sm100_supported() or is_sm120_supported():
+                    if is_sm100_supported() or (is_sm120_supported() and self.tp_size == 2):
                         if not self.enable_dp_attention:
                             self.enable_flashinfer_allreduce_fusion = True
             """,
@@ -218,7 +307,7 @@ class ServerArgsAutoEnable(Patch):
             from sglang.srt.utils import is_sm100_supported, is_sm120_supported
             class ServerArgs:
                 def _handle_model_specific_adjustments(self):
-                    if self.tp_size > 1 and (is_sm100_supported() or is_sm120_supported()) and not self.enable_dp_attention:
+                    if self.tp_size > 1 and (is_sm100_supported() or (is_sm120_supported() and self.tp_size == 2)) and not self.enable_dp_attention:
                         self.enable_flashinfer_allreduce_fusion = True
             """,
         ),
@@ -237,9 +326,9 @@ class ServerArgsAutoEnable(Patch):
             from sglang.srt.utils import is_sm90_supported, is_sm100_supported, is_sm120_supported
             class ServerArgs:
                 def _handle_model_specific_adjustments(self):
-                    if model_arch in ["Glm4MoeForCausalLM"] and (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()):
+                    if model_arch in ["Glm4MoeForCausalLM"] and (is_sm90_supported() or is_sm100_supported() or (is_sm120_supported() and self.tp_size == 2)):
                         self.enable_flashinfer_allreduce_fusion = True
-                    if model_arch in ["Qwen3MoeForCausalLM"] and (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()):
+                    if model_arch in ["Qwen3MoeForCausalLM"] and (is_sm90_supported() or is_sm100_supported() or (is_sm120_supported() and self.tp_size == 2)):
                         self.enable_flashinfer_allreduce_fusion = True
             """,
         ),
@@ -262,7 +351,7 @@ class ServerArgsAutoEnable(Patch):
                     if self.enable_dp_attention and is_sm100_supported():
                         self.enable_flashinfer_allreduce_fusion = False
                     else:
-                        if (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()) and self.nnodes == 1:
+                        if (is_sm90_supported() or is_sm100_supported() or (is_sm120_supported() and self.tp_size == 2)) and self.nnodes == 1:
                             self.enable_flashinfer_allreduce_fusion = True
             """,
         ),
@@ -281,7 +370,7 @@ class ServerArgsAutoEnable(Patch):
             from sglang.srt.utils import is_sm90_supported, is_sm100_supported, is_sm120_supported
             class ServerArgs:
                 def _handle_model_specific_adjustments(self):
-                    if (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()) and self.flashinfer_allreduce_fusion_backend is None:
+                    if (is_sm90_supported() or is_sm100_supported() or (is_sm120_supported() and self.tp_size == 2)) and self.flashinfer_allreduce_fusion_backend is None:
                         self.flashinfer_allreduce_fusion_backend = "auto"
                     if is_sm100_supported() and self.nnodes > 1 and not self.enable_mnnvl:
                         self.flashinfer_allreduce_fusion_backend = None
@@ -299,7 +388,7 @@ class ServerArgsAutoEnable(Patch):
             after="""
             def _flashinfer_allreduce_fusion_auto_enable(view):
                 backend = "trtllm" if view.nnodes == 1 else "mnnvl"
-                if get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120:
+                if get_platform().is_sm90 or get_platform().is_sm100 or (get_platform().is_sm120 and view.tp_size == 2):
                     return {"flashinfer_allreduce_fusion_backend": backend}
                 return {}
             """,
@@ -347,6 +436,98 @@ class ServerArgsAutoEnable(Patch):
             """,
             state=State.NOT_NEEDED,
             detail="(is_sm100_supported()); left alone",
+        ),
+        Example(
+            "the TP 2 form reads as applied",
+            """
+            def _flashinfer_allreduce_fusion_auto_enable(view):
+                if (get_platform().is_sm90 or get_platform().is_sm100 or (get_platform().is_sm120 and view.tp_size == 2)) and view.tp_size > 1:
+                    return {"flashinfer_allreduce_fusion_backend": "auto"}
+                return {}
+            """,
+            state=State.APPLIED,
+            detail="(get_platform().is_sm120 and view.tp_size == 2)",
+        ),
+        Example(
+            "a bare SM120 term (the `sed`, or --auto-enable-tp any) reads as applied",
+            """
+            from sglang.srt.utils import is_sm90_supported, is_sm100_supported, is_sm120_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()) and self.tp_size > 1:
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+            state=State.APPLIED,
+            detail="(is_sm90_supported() or is_sm100_supported() or is_sm120_supported())",
+        ),
+        Example(
+            "--auto-enable-tp any widens at any TP",
+            """
+            def _flashinfer_allreduce_fusion_auto_enable(view):
+                if (get_platform().is_sm90 or get_platform().is_sm100) and view.tp_size > 1:
+                    return {"flashinfer_allreduce_fusion_backend": "auto"}
+                return {}
+            """,
+            after="""
+            def _flashinfer_allreduce_fusion_auto_enable(view):
+                if (get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120) and view.tp_size > 1:
+                    return {"flashinfer_allreduce_fusion_backend": "auto"}
+                return {}
+            """,
+            auto_enable_any_tp=True,
+        ),
+        Example(
+            "--auto-enable-tp any drops the TP conjunct an earlier apply wrote",
+            """
+            from sglang.srt.utils import is_sm90_supported, is_sm100_supported, is_sm120_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if (is_sm90_supported() or is_sm100_supported() or (is_sm120_supported() and self.tp_size == 2)) and self.tp_size > 1:
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+            after="""
+            from sglang.srt.utils import is_sm90_supported, is_sm100_supported, is_sm120_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()) and self.tp_size > 1:
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+            detail=(
+                "ServerArgs._handle_model_specific_adjustments: auto-enable at any TP: will drop the TP conjunct"
+                " of (is_sm120_supported() and self.tp_size == 2)"
+            ),
+            auto_enable_any_tp=True,
+        ),
+        Example(
+            "--auto-enable-tp 2 limits a bare SM120 term to TP 2",
+            """
+            def _flashinfer_allreduce_fusion_auto_enable(view):
+                if (get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120) and view.tp_size > 1:
+                    return {"flashinfer_allreduce_fusion_backend": "auto"}
+                return {}
+            """,
+            after="""
+            def _flashinfer_allreduce_fusion_auto_enable(view):
+                if (get_platform().is_sm90 or get_platform().is_sm100 or (get_platform().is_sm120 and view.tp_size == 2)) and view.tp_size > 1:
+                    return {"flashinfer_allreduce_fusion_backend": "auto"}
+                return {}
+            """,
+            detail=(
+                "_flashinfer_allreduce_fusion_auto_enable: auto-enable at TP 2 only: will limit"
+                " get_platform().is_sm120 to TP 2"
+            ),
+            auto_enable_any_tp=False,
+        ),
+        Example(
+            "no parameter names the TP size",
+            """
+            def _flashinfer_allreduce_fusion_auto_enable():
+                if get_platform().is_sm90 or get_platform().is_sm100:
+                    return {"flashinfer_allreduce_fusion_backend": "auto"}
+                return {}
+            """,
+            state=State.DRIFT,
+            detail="no parameter holds the TP size",
         ),
         Example(
             "sglang.srt.utils lacks is_sm120_supported",
@@ -420,11 +601,11 @@ class ServerArgsAutoEnable(Patch):
             return Finding(State.DRIFT, f"the auto-enable moved: found none of {searched(self.anchors)}")
         functions = {id(f): (a, f) for a, f in found}
         where = ", ".join(dict.fromkeys(label(a) for a, _ in functions.values()))
-        gates: dict[int, tuple[cst.If, Clause]] = {}
+        gates: dict[int, tuple[cst.If, _Gate]] = {}
         for _, function in functions.values():
             for chain in _enables(function):
                 for node in reversed(chain):
-                    clauses = [c for c in clauses_in_test(node.test) if not c.negated]
+                    clauses = [(c, g) for c, g in _clauses_in_test(node.test) if not c.negated]
                     if not clauses:
                         continue
                     if len(clauses) > 1:
@@ -433,7 +614,7 @@ class ServerArgsAutoEnable(Patch):
                             f"{where}: an auto-enable test has {len(clauses)} SM clauses; expected one",
                             where,
                         )
-                    gates[id(node)] = (node, clauses[0])
+                    gates[id(node)] = (node, _Gate(*clauses[0], _receiver(function)))
                     break
         if not gates:
             return Finding(
@@ -443,9 +624,9 @@ class ServerArgsAutoEnable(Patch):
                 where,
             )
         # Blocks that also choose SM100-only kernels are never widened.
-        eligible = [c for node, c in gates.values() if admits_sm12x(c.terms) or _only_fusion(node.body)]
+        eligible = [g for node, g in gates.values() if admits_sm12x(g.clause.terms) or _only_fusion(node.body)]
         if not eligible:
-            mixed = "; ".join(describe(c.terms) for _, c in gates.values())
+            mixed = "; ".join(describe(g.clause.terms) for _, g in gates.values())
             return Finding(
                 State.NOT_NEEDED,
                 f"{where}: fusion is only auto-enabled inside blocks that also choose SM100-only "
@@ -453,4 +634,45 @@ class ServerArgsAutoEnable(Patch):
                 where,
             )
         scopes = [f for _, f in functions.values()]
-        return decide(module, ctx, eligible, where, [c.node for c in eligible], scopes)
+        any_tp = bool(ctx.auto_enable_any_tp)
+        receivers = {id(g.clause.node): g.receiver for g in eligible}
+        if not any_tp and None in (receivers[id(g.clause.node)] for g in eligible if not admits_sm12x(g.clause.terms)):
+            return Finding(State.DRIFT, f"{where}: no parameter holds the TP size to limit the auto-enable to", where)
+
+        def shape(clause: Clause, term: cst.BaseExpression) -> cst.BaseExpression:
+            receiver = receivers[id(clause.node)]
+            return term if any_tp or receiver is None else _tp_gated(term, receiver)
+
+        clauses = [g.clause for g in eligible]
+        finding = decide(module, ctx, clauses, where, [c.node for c in clauses], scopes, shape)
+        if finding.state is not State.APPLIED or ctx.auto_enable_any_tp is None:
+            return finding  # neither form asked: either one is applied
+        return self._reshape(finding, eligible, any_tp, where, scopes)
+
+    @staticmethod
+    def _reshape(
+        applied: Finding, gates: list[_Gate], any_tp: bool, where: str, scopes: list[cst.FunctionDef]
+    ) -> Finding:
+        """Applied, in the form asked (``apply --auto-enable-tp``), or pending the other way."""
+        pairs: list[tuple[cst.CSTNode, cst.CSTNode]] = []
+        for gate in gates:
+            if any_tp:
+                pairs += [(o, o.left) for o in gate.gated if isinstance(o, cst.BooleanOperation)]
+                continue
+            inner = {id(o.left) for o in gate.gated if isinstance(o, cst.BooleanOperation)}
+            bare = [t.node for t in gate.clause.terms if names_sm120([t]) and id(t.node) not in inner]
+            if bare and gate.receiver is not None:
+                pairs += [(t, _tp_gated(t, gate.receiver)) for t in bare]
+        if not pairs:
+            return applied
+        shown = "; ".join(code(old) for old, _ in pairs)
+        change = (
+            f"auto-enable at any TP: will drop the TP conjunct of {shown}"
+            if any_tp
+            else f"auto-enable at TP {SAFE_TP} only: will limit {shown} to TP {SAFE_TP}"
+        )
+
+        def apply(tree: cst.Module) -> cst.Module:
+            return replace_all(tree, pairs, scopes)
+
+        return Finding(State.PENDING, f"{where}: {change}", where, applied.evidence, apply, scopes)

@@ -43,7 +43,8 @@ def test_findings_that_change_nothing_name_the_function_they_read(name: str, whe
 
 def test_every_anchored_function_in_the_file_is_widened_and_named() -> None:
     """A file holding both the method (up to 0.5.14) and the override function (0.5.15+), as a
-    backport could: both auto-enables are widened, and ``where`` names both, once each."""
+    backport could: both auto-enables are widened, each naming the TP size by its own first
+    parameter, and ``where`` names both, once each."""
     source = (
         "def _flashinfer_allreduce_fusion_auto_enable(view):\n"
         "    if get_platform().is_sm90 or get_platform().is_sm100:\n"
@@ -58,8 +59,11 @@ def test_every_anchored_function_in_the_file_is_widened_and_named() -> None:
     finding = PATCH.check(module, bare_context(PATCH))
     assert finding.where == "_flashinfer_allreduce_fusion_auto_enable, ServerArgs._handle_model_specific_adjustments"
     assert finding.apply is not None
-    assert finding.apply(module).code == source.replace(
-        "get_platform().is_sm100:", "get_platform().is_sm100 or get_platform().is_sm120:"
+    function, method = source.split("class ServerArgs")
+    assert finding.apply(module).code == function.replace(
+        "get_platform().is_sm100:", "get_platform().is_sm100 or (get_platform().is_sm120 and view.tp_size == 2):"
+    ) + "class ServerArgs" + method.replace(
+        "get_platform().is_sm100:", "get_platform().is_sm100 or (get_platform().is_sm120 and self.tp_size == 2):"
     )
 
 
@@ -150,5 +154,5 @@ def test_an_else_branch_that_turns_fusion_on_is_gated_by_the_ifs_around_it() -> 
     finding = PATCH.check(module, bare_context(PATCH))
     assert finding.state is State.PENDING and finding.apply is not None
     assert finding.apply(module).code == source.replace(
-        "get_platform().is_sm100:", "get_platform().is_sm100 or get_platform().is_sm120:"
+        "get_platform().is_sm100:", "get_platform().is_sm100 or (get_platform().is_sm120 and view.tp_size == 2):"
     )
