@@ -12,12 +12,15 @@ if TYPE_CHECKING:
     from sm120patch.patcher.plan.types import Plan
 
 
-def plan_tree(tree: SglangTree, patches: list[Patch], change: bool, token_limit: int | None = None) -> Plan:
-    """Parse and check the targets (``token_limit``: the fusion token limit asked for).
+def plan_tree(
+    tree: SglangTree, patches: list[Patch], change: bool, token_limit: int | None = None, any_tp: bool | None = None
+) -> Plan:
+    """Parse and check the targets (``token_limit``: the fusion token limit asked for;
+    ``any_tp``: the auto-enable's TP asked for, ``plan.auto_enable``).
     Imported on use: a revert from saved state compares hashes only and never loads libcst."""
     from sm120patch.patcher.plan.planner import make_plan as plan
 
-    return plan(tree, patches, change, token_limit)
+    return plan(tree, patches, change, token_limit, any_tp)
 
 
 def plan_changes(plan: Plan) -> list[tuple[str, bytes, bytes]]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from sm120patch.patcher.kit.auto_enable_tp import AT_ANY, AT_TP2, SAFE_TP
 from sm120patch.patcher.kit.cst_helpers import code, iter_children, replace_all, walk
 from sm120patch.patcher.kit.decide import decide, find_anchored, label, searched
 from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, State
@@ -28,9 +29,6 @@ FUSION_FIELDS = ("enable_flashinfer_allreduce_fusion", "flashinfer_allreduce_fus
 SERVER_ARGS_CLASS = "ServerArgs"
 ADJUSTMENTS = "_handle_model_specific_adjustments"
 TP_FIELD = "tp_size"  # the server argument, on ``self`` up to 0.5.14 and on ``view`` from 0.5.15
-#: The one TP at which no report has fusion losing on PCIe SM12x (sglang#32330: TP 4 regressed;
-#: TP 8 is the all-to-all PCIe-IPC's docstring says collapses there).
-SAFE_TP = 2
 
 
 def _tp_test(receiver: str) -> cst.Comparison:
@@ -76,30 +74,37 @@ class _Gate:
     """An SM clause of an auto-enable test, read with the TP-2 form this patch writes."""
 
     clause: Clause
-    gated: tuple[cst.BaseExpression, ...]  # its ``(<SM120 term> and x.tp_size == 2)`` operands
+    gated: tuple[cst.BooleanOperation, ...]  # its ``(<SM120 term> and x.tp_size == 2)`` operands
     receiver: str | None  # what holds the TP size there: the function's first parameter
 
 
-def _clauses_in_test(test: cst.BaseExpression, negated: bool = False) -> list[tuple[Clause, tuple[cst.BaseExpression, ...]]]:
+def _clauses_in_test(
+    test: cst.BaseExpression, negated: bool = False
+) -> list[tuple[Clause, tuple[cst.BooleanOperation, ...]]]:
     """``sm_terms.clauses_in_test``, where an SM clause may also hold the TP-2 form: each
     clause with its TP-2 operands (their SM120 term stands for them in the clause's terms)."""
-    found: list[tuple[Clause, tuple[cst.BaseExpression, ...]]] = []
+    found: list[tuple[Clause, tuple[cst.BooleanOperation, ...]]] = []
     parts = list(conjuncts(test))
     for part in parts:
         if isinstance(part, cst.UnaryOperation) and isinstance(part.operator, cst.Not):
             found.extend(_clauses_in_test(part.expression, not negated))
             continue
         terms = clause_terms(part)
-        gated: tuple[cst.BaseExpression, ...] = ()
+        gated: tuple[cst.BooleanOperation, ...] = ()
         if terms is None:
             operands = or_operands(part) or []
             read = [_gated_term(o) or sm_term_of(o) for o in operands]
-            gated = tuple(o for o in operands if _gated_term(o) is not None)
+            gated = tuple(o for o in operands if isinstance(o, cst.BooleanOperation) and _gated_term(o))
             if not gated or any(t is None for t in read):
                 continue
             terms = [t for t in read if t is not None]
         found.append((Clause(part, tuple(terms), negated, standalone=len(parts) == 1), gated))
     return found
+
+
+def _gated_nodes(gate: _Gate) -> set[int]:
+    """The ids of the SM120 terms that stand under a TP conjunct in ``gate``."""
+    return {id(o.left) for o in gate.gated}
 
 
 def _receiver(function: cst.FunctionDef) -> str | None:
@@ -645,26 +650,32 @@ class ServerArgsAutoEnable(Patch):
 
         clauses = [g.clause for g in eligible]
         finding = decide(module, ctx, clauses, where, [c.node for c in clauses], scopes, shape)
-        if finding.state is not State.APPLIED or ctx.auto_enable_any_tp is None:
-            return finding  # neither form asked: either one is applied
-        return self._reshape(finding, eligible, any_tp, where, scopes)
+        if finding.state is not State.APPLIED:
+            return finding
+        if ctx.auto_enable_any_tp is not None:  # neither form asked: either one is applied
+            reshaped = self._reshape(finding, eligible, any_tp, where, scopes)
+            if reshaped is not None:
+                return reshaped
+        free = any(names_sm120([t]) and id(t.node) not in _gated_nodes(g) for g in eligible for t in g.clause.terms)
+        finding.detail += f" ({AT_ANY if free else AT_TP2})"
+        return finding
 
     @staticmethod
     def _reshape(
         applied: Finding, gates: list[_Gate], any_tp: bool, where: str, scopes: list[cst.FunctionDef]
-    ) -> Finding:
-        """Applied, in the form asked (``apply --auto-enable-tp``), or pending the other way."""
+    ) -> Finding | None:
+        """Pending the other way where the applied clauses are not in the form asked
+        (``apply --auto-enable-tp``); None where they are."""
         pairs: list[tuple[cst.CSTNode, cst.CSTNode]] = []
         for gate in gates:
             if any_tp:
-                pairs += [(o, o.left) for o in gate.gated if isinstance(o, cst.BooleanOperation)]
+                pairs += [(o, o.left) for o in gate.gated]
                 continue
-            inner = {id(o.left) for o in gate.gated if isinstance(o, cst.BooleanOperation)}
-            bare = [t.node for t in gate.clause.terms if names_sm120([t]) and id(t.node) not in inner]
+            bare = [t.node for t in gate.clause.terms if names_sm120([t]) and id(t.node) not in _gated_nodes(gate)]
             if bare and gate.receiver is not None:
                 pairs += [(t, _tp_gated(t, gate.receiver)) for t in bare]
         if not pairs:
-            return applied
+            return None
         shown = "; ".join(code(old) for old, _ in pairs)
         change = (
             f"auto-enable at any TP: will drop the TP conjunct of {shown}"

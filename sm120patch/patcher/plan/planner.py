@@ -43,10 +43,16 @@ def _report(
 
 
 def plan_file(
-    tree: SglangTree, rel: str, patches: list[Patch], change: bool, token_limit: int | None = None
+    tree: SglangTree,
+    rel: str,
+    patches: list[Patch],
+    change: bool,
+    token_limit: int | None = None,
+    any_tp: bool | None = None,
 ) -> FilePlan:
     path = tree.path(rel)
-    base = PatchContext(tree.parsed_version, partial(static_names.defines, tree.package_dir), token_limit=token_limit)
+    defines = partial(static_names.defines, tree.package_dir)
+    base = PatchContext(tree.parsed_version, defines, token_limit=token_limit, auto_enable_any_tp=any_tp)
     contexts = [replace(base, provided=provided_for(p)) for p in patches]
     try:
         original = path.read_bytes() if path.is_file() else None
@@ -93,18 +99,21 @@ def plan_file(
     return plan
 
 
-def make_plan(tree: SglangTree, patches: list[Patch], change: bool, token_limit: int | None = None) -> Plan:
+def make_plan(
+    tree: SglangTree, patches: list[Patch], change: bool, token_limit: int | None = None, any_tp: bool | None = None
+) -> Plan:
     """Check (and with ``change``, transform in memory) every selected patch; ``token_limit``:
-    the fusion token limit asked for (``apply --fuse-up-to``), None to leave it as it is."""
+    the fusion token limit asked for (``apply --fuse-up-to``), None to leave it as it is;
+    ``any_tp``: the auto-enable's TP asked for (``apply --auto-enable-tp``, ``PatchContext``)."""
     refused = releases.refusal(tree)
     if refused:
         return Plan(tree, [], refused)
     by_file: dict[str, list[Patch]] = {}
     for patch in patches:
         by_file.setdefault(patch.target(tree.exists), []).append(patch)
-    plan = Plan(tree, [plan_file(tree, rel, group, change, token_limit) for rel, group in by_file.items()])
+    plan = Plan(tree, [plan_file(tree, rel, group, change, token_limit, any_tp) for rel, group in by_file.items()])
     if change and plan.drift:
         # Drift anywhere means nothing is written: report every file as it is now, not as
         # the change that will not happen would leave it.
-        return make_plan(tree, patches, change=False, token_limit=token_limit)
+        return make_plan(tree, patches, change=False, token_limit=token_limit, any_tp=any_tp)
     return plan
