@@ -247,8 +247,8 @@ def _refresh_record(
     against what was asked.  Only the manifest is written, under the lock, and only for this
     tree.  ``asked``: a fusion token limit already in force, now asked with another source
     (``--fuse-up-to measured`` after ``512``); ``tp_asked``: the auto-enable's TP, asked where the
-    code already has that form (``--auto-enable-tp any`` over a hand edit).  Returns the note that says the state now names
-    this tree's version, if it does."""
+    code already has that form (``--auto-enable-tp any`` over a hand edit).  Returns the note that
+    says the state now names this tree's version, if it does."""
     manifest = state.load()
     tree = plan.tree
     if manifest is None and not partial:

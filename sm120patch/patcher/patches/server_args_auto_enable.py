@@ -648,8 +648,8 @@ class ServerArgsAutoEnable(Patch):
             receiver = receivers[id(clause.node)]
             return term if any_tp or receiver is None else _tp_gated(term, receiver)
 
-        clauses = [g.clause for g in eligible]
-        finding = decide(module, ctx, clauses, where, [c.node for c in clauses], scopes, shape)
+        sm_clauses = [g.clause for g in eligible]
+        finding = decide(module, ctx, sm_clauses, where, [c.node for c in sm_clauses], scopes, shape)
         if finding.state is not State.APPLIED:
             return finding
         if ctx.auto_enable_any_tp is not None:  # neither form asked: either one is applied
