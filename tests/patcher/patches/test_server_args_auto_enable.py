@@ -15,10 +15,14 @@ from hypothesis import HealthCheck
 from hypothesis import strategies as st
 
 from sm120patch.patcher.kit.model import State
-from sm120patch.patcher.plan.registry import by_id
+from sm120patch.patcher.plan.planner import make_plan
+from sm120patch.patcher.plan.registry import all_patches, by_id
+from sm120patch.sglang.layout import OVERRIDES, SERVER_ARGS
+from sm120patch.sglang.tree import from_directory
 from tests.support.patch_checks import bare_context, sm_clause
 from tests.support.properties import fast_and_slow
-from tests.support.realtrees import intended_changes
+from tests.support.realtrees import installed_release, intended_changes
+from tests.support.sglang_exec import auto_enable_turns_fusion_on
 
 PATCH = by_id()["server-args-auto-enable"]
 
@@ -156,3 +160,39 @@ def test_an_else_branch_that_turns_fusion_on_is_gated_by_the_ifs_around_it() -> 
     assert finding.apply(module).code == source.replace(
         "get_platform().is_sm100:", "get_platform().is_sm100 or (get_platform().is_sm120 and view.tp_size == 2):"
     )
+
+
+# --- sglang's own auto-enable, from real releases, as this tool leaves it -----------------
+
+TP_SIZES = (2, 4, 8)
+GPUS = {"SM90": (9, 0), "SM100": (10, 0), "SM120": (12, 0)}
+ERA_FILES = {"0.5.9": SERVER_ARGS, "0.5.14": SERVER_ARGS, "0.5.15": OVERRIDES, "0.5.23": OVERRIDES}
+
+
+def fused_at(version: str, any_tp: bool | None) -> dict[str, list[int]]:
+    """The TP sizes at which the release's own auto-enable turns fusion on for a model it lists,
+    per GPU: as shipped (``any_tp`` False), or as ``apply`` (``--auto-enable-tp any``: True) leaves it."""
+    package = installed_release(version) / "sglang"
+    rel = ERA_FILES[version]
+    source = (package / rel).read_bytes()
+    if any_tp is not False:
+        plan = make_plan(from_directory(package), list(all_patches()), change=True, any_tp=any_tp or None)
+        (changed,) = [f for f in plan.files if f.rel == rel]
+        assert changed.updated is not None
+        source = changed.updated
+    return {
+        gpu: [tp for tp in TP_SIZES if auto_enable_turns_fusion_on(package, source, capability, tp)]
+        for gpu, capability in GPUS.items()
+    }
+
+
+@pytest.mark.slow  # real sglang releases from the package index
+@pytest.mark.parametrize("version", ERA_FILES)
+def test_sglangs_own_auto_enable_admits_sm120_at_tp2_only_unless_asked_for_any_tp(version: str) -> None:
+    """Executed from the release (tests/support/sglang_exec.py: only the GPU, the model and the
+    server arguments are faked): SM90 and SM100 fuse at every TP, as shipped; SM120 at TP 2
+    after a plain apply, at every TP after ``apply --auto-enable-tp any``."""
+    every = list(TP_SIZES)
+    assert fused_at(version, any_tp=False) == {"SM90": every, "SM100": every, "SM120": []}
+    assert fused_at(version, any_tp=None) == {"SM90": every, "SM100": every, "SM120": [2]}
+    assert fused_at(version, any_tp=True) == {"SM90": every, "SM100": every, "SM120": every}
