@@ -78,7 +78,7 @@ def test_a_reinstall_gets_the_recorded_form_back(package: Path) -> None:
     assert jrun("apply", "--sglang-path", str(package), "--auto-enable-tp", "any")[0] == 0
     (package / SERVER_ARGS).write_bytes(pristine)
     code, out = jrun("apply", "--sglang-path", str(package))
-    assert code == 0 and clause(package) == ANY and SERVER_ARGS in out["written"]
+    assert code == 0 and clause(package) == ANY and f"sglang/{SERVER_ARGS}" in out["written"]
 
 
 def test_verify_after_a_hand_edit_away_from_the_recorded_form_says_pending(package: Path) -> None:
@@ -109,3 +109,17 @@ def test_the_form_asked_is_recorded_where_the_code_already_has_it(package: Path)
 def test_refused_where_the_patch_is_left_out(package: Path) -> None:
     code, out = jrun("apply", "--sglang-path", str(package), "--skip", PATCH, "--auto-enable-tp", "any")
     assert code == 2 and "--auto-enable-tp needs the server-args-auto-enable patch" in json.dumps(out)
+
+
+def test_a_manifest_with_the_ask_says_so_to_an_older_sm120patch(package: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Format 5 where the ask is recorded: a tool of format 4 says "upgrade", not "corrupted"
+    (nor drops the ask); a plain apply's manifest keeps the lowest format."""
+    from sm120patch.patcher.transaction import state as state_module
+
+    assert jrun("apply", "--sglang-path", str(package))[0] == 0
+    assert json.loads((package / ".sm120patch" / "manifest.json").read_text())["format"] == 2
+    assert jrun("apply", "--sglang-path", str(package), "--auto-enable-tp", "any")[0] == 0
+    assert json.loads((package / ".sm120patch" / "manifest.json").read_text())["format"] == 5
+    monkeypatch.setattr(state_module, "FORMAT", 4)  # sm120patch as it was before --auto-enable-tp
+    code, out = jrun("verify", "--sglang-path", str(package))
+    assert code == 2 and "was written by a newer sm120patch (state format 5, " in json.dumps(out)

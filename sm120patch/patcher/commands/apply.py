@@ -157,11 +157,13 @@ class _Asks:
 
 
 def _say_auto_enable(outcome: Outcome, tp_asked: str | None) -> None:
-    """Which form of the auto-enable is in force once this apply is done, and why."""
+    """Which form of the auto-enable is in force once this apply is done, and why: before the
+    closing pointer to doctor, which stays last."""
     if outcome.plan is not None and outcome.exit_code == ExitCode.OK:
         note = auto_enable.auto_enable_note(outcome.plan.reports, tp_asked)
         if note:
-            outcome.notes.append(note)
+            at = outcome.notes.index(HOST_HINT) if HOST_HINT in outcome.notes else len(outcome.notes)
+            outcome.notes.insert(at, note)
 
 
 def _judge(
