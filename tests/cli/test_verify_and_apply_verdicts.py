@@ -271,7 +271,7 @@ def test_apply_on_an_sm12x_host_has_no_gpu_note(mini: Path, tmp_path: Path, monk
     fake_nvidia_smi(tmp_path / "bin", [(RTX_PRO_6000, "12.0")])
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     code, data = jrun("apply", "--sglang-path", str(mini))
-    assert code == 0 and data["messages"] == [HOST_HINT]
+    assert code == 0 and [m.split(" for the models")[0] for m in data["messages"]] == [AT_TP2, HOST_HINT]
     assert data["headline"] == f"patched 3 file(s); backups in {mini / '.sm120patch'}"
 
 
