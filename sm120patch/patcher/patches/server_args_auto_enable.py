@@ -176,7 +176,8 @@ def _only_fusion(body: cst.CSTNode) -> bool:
 
 
 class ServerArgsAutoEnable(Patch):
-    """Widen the SM clause of the ``if`` that auto-enables fusion for supported models.
+    """Widen the SM clause of the ``if`` that auto-enables fusion for supported models, on
+    SM12x at TP 2 only unless asked.
 
     Why: for DeepSeek-V3, GLM-4.x MoE, Qwen3 MoE, GPT-OSS, Kimi K2.5 and others sglang
     turns fusion on by itself when ``(is_sm90_supported() or is_sm100_supported())``.  On
@@ -189,13 +190,23 @@ class ServerArgsAutoEnable(Patch):
     every model in 0.5.7) the patch is not needed.  ``is_sm120_supported`` is imported
     where the file lacks it.
 
-    Upstream measured a regression at TP4 on PCIe (sglang#32330): ``apply --skip
-    server-args-auto-enable`` keeps fusion opt-in.
+    TP 2 only, by default: the SM120 term comes with a TP conjunct,
+    ``(is_sm120_supported() and self.tp_size == 2)``, the TP size named as the function names
+    its server arguments (``self`` in ``ServerArgs._handle_model_specific_adjustments`` up to
+    0.5.14, ``view`` in ``overrides._flashinfer_allreduce_fusion_auto_enable`` from 0.5.15).  On
+    PCIe SM12x fusion regressed at TP 4 (sglang#32330), and TP 8 is the all-to-all pattern
+    sglang's own PCIe-IPC allreduce (0.5.21+) says collapses on that fabric; no report has it
+    losing at TP 2.  SM90 and SM100 keep upstream's behaviour, and an explicit fusion flag on
+    the server still fuses at any TP (the runtime gate is open).  ``apply --auto-enable-tp any``
+    writes the bare term (every TP, as on SM90/SM100), ``--auto-enable-tp 2`` the TP-2 form
+    again; the ask is recorded in the saved state.  Asked neither way, either form (and a hand
+    edit's bare term) reads as applied.  ``apply --skip server-args-auto-enable`` keeps fusion
+    opt-in at every TP.
     Remove when: upstream auto-enables on SM12x (no release does, through 0.5.23).
     """
 
     id = "server-args-auto-enable"
-    summary = "widen the model auto-enable's SM clause with is_sm120_supported()"
+    summary = "widen the model auto-enable's SM clause with is_sm120_supported(), at TP 2 only unless asked"
     edits = Edit.OR_TERM
     anchors = (
         Anchor(
