@@ -9,6 +9,8 @@ alone where the block also picks SM100-only kernels.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 import pytest
 from hypothesis import HealthCheck
@@ -133,6 +135,21 @@ def check_auto_enable_variant(case: tuple[str, str]) -> None:
         "(self.nnodes == 1 or is_sm100_supported())"
     )
     assert PATCH.check(cst.parse_module(patched), ctx).state is State.APPLIED
+    assert patched.count(".tp_size == 2)") == 1
+    # --auto-enable-tp any drops the TP conjunct; --auto-enable-tp 2 puts it back, byte for byte
+    free = reshaped(patched, any_tp=True)
+    assert ".tp_size == 2)" not in free and intended_changes(patched.encode(), free.encode()) == ["or-term"]
+    assert reshaped(free, any_tp=False) == patched
+
+
+def reshaped(source: str, any_tp: bool) -> str:
+    """``source`` as an apply with ``--auto-enable-tp`` (any: True, 2: False) leaves it."""
+    ctx = replace(bare_context(PATCH), auto_enable_any_tp=any_tp)
+    finding = PATCH.check(cst.parse_module(source), ctx)
+    assert finding.state is State.PENDING and finding.apply is not None, finding.detail
+    result = finding.apply(cst.parse_module(source)).code
+    assert PATCH.check(cst.parse_module(result), ctx).state is State.APPLIED
+    return result
 
 
 (
