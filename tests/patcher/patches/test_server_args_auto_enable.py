@@ -145,9 +145,10 @@ def check_auto_enable_variant(case: tuple[str, str]) -> None:
 def reshaped(source: str, any_tp: bool) -> str:
     """``source`` as an apply with ``--auto-enable-tp`` (any: True, 2: False) leaves it."""
     ctx = replace(bare_context(PATCH), auto_enable_any_tp=any_tp)
-    finding = PATCH.check(cst.parse_module(source), ctx)
+    module = cst.parse_module(source)
+    finding = PATCH.check(module, ctx)
     assert finding.state is State.PENDING and finding.apply is not None, finding.detail
-    result = finding.apply(cst.parse_module(source)).code
+    result = finding.apply(module).code
     assert PATCH.check(cst.parse_module(result), ctx).state is State.APPLIED
     return result
 
