@@ -1,4 +1,4 @@
-"""server-args-auto-enable: let the model auto-enable of fusion consider SM12x."""
+"""server-args-auto-enable: let the model auto-enable of fusion consider SM12x, at TP 2 unless asked."""
 
 from __future__ import annotations
 
