@@ -123,3 +123,20 @@ def test_a_manifest_with_the_ask_says_so_to_an_older_sm120patch(package: Path, m
     monkeypatch.setattr(state_module, "FORMAT", 4)  # sm120patch as it was before --auto-enable-tp
     code, out = jrun("verify", "--sglang-path", str(package))
     assert code == 2 and "was written by a newer sm120patch (state format 5, " in json.dumps(out)
+
+
+def test_the_ask_is_recorded_on_a_tree_patched_wholly_by_hand(package: Path) -> None:
+    """Every file already as the patches leave them, bare SM120 term included, and no saved
+    state: `--auto-enable-tp any` writes no sglang file but records the ask, which a later
+    apply keeps after a reinstall."""
+    pristine = (package / SERVER_ARGS).read_bytes()
+    assert jrun("apply", "--sglang-path", str(package), "--auto-enable-tp", "any")[0] == 0
+    patched = {p: p.read_bytes() for p in package.rglob("*.py") if ".sm120patch" not in p.parts}
+    assert jrun("revert", "--sglang-path", str(package))[0] == 0
+    for path, data in patched.items():  # the same edits, made by hand: no saved state
+        path.write_bytes(data)
+    assert not (package / ".sm120patch").exists()
+    code, out = jrun("apply", "--sglang-path", str(package), "--auto-enable-tp", "any")
+    assert code == 0 and out["written"] == [] and recorded(package) == "any"
+    (package / SERVER_ARGS).write_bytes(pristine)
+    assert jrun("apply", "--sglang-path", str(package))[0] == 0 and clause(package) == ANY

@@ -253,7 +253,7 @@ def _refresh_record(
     says the state now names this tree's version, if it does."""
     manifest = state.load()
     tree = plan.tree
-    if manifest is None and not partial:
+    if manifest is None and not partial and tp_asked is None:
         return None
     same_ask = (asked is None or (manifest is not None and manifest.token_limit == asked.to_json())) and (
         tp_asked is None or (manifest is not None and manifest.auto_enable_tp == tp_asked)
