@@ -9,6 +9,7 @@ import click
 from sm120patch.cli import main
 from sm120patch.cli.options import _complete_ids, _fuse_up_to, _ids
 from sm120patch.cli.run import _tree_command
+from sm120patch.patcher.kit.auto_enable_tp import CHOICES
 
 if TYPE_CHECKING:
     from sm120patch.patcher.outcome import Outcome
@@ -50,6 +51,12 @@ if TYPE_CHECKING:
 @click.option(
     "--tp", type=click.IntRange(min=2), help="With --fuse-up-to measured: the TP sglang serves at (refuses another)."
 )
+@click.option(
+    "--auto-enable-tp",
+    type=click.Choice(CHOICES),
+    help="The TP at which sglang turns fusion on by itself on SM12x for the models it lists: 2 (the default: "
+    "TP 4 regressed on PCIe, sglang#32330) or any (as on SM90/SM100). Recorded: a later apply keeps it.",
+)
 def apply(
     tree: SglangTree,
     only: list[str] | None,
@@ -60,6 +67,7 @@ def apply(
     timeout: float,
     fuse_up_to: int | str | None = None,
     tp: int | None = None,
+    auto_enable_tp: str | None = None,
 ) -> Outcome:
     """Back up and patch the located sglang (a second run is a no-op).  Refuses while the
     FlashInfer beside it lacks the SM12x kernel (--allow-missing-kernel)."""
@@ -78,4 +86,5 @@ def apply(
         allow_missing_kernel=allow_missing_kernel,
         timeout=timeout,
         token_limit=token_limit,
+        auto_enable_tp=auto_enable_tp,
     )

@@ -4,9 +4,10 @@ Read from the released wheels (``GroupCoordinator.all_reduce`` and its communica
 custom allreduce takes tensors up to 8 MiB at TP 2, or at any TP with full NVLink, and only
 where the GPUs pass its P2P test; with more than two GPUs and no full NVLink sglang turns it
 off at start-up and every allreduce is NCCL.  From 0.5.13 a full-NVLink host gets the custom
-allreduce V2 (up to 16 MiB).  0.5.23 adds an opt-in for PCIe hosts,
+allreduce V2 (up to 16 MiB).  0.5.21 adds an opt-in for PCIe hosts,
 ``SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1`` (FlashInfer's PCIe-IPC allreduce, sglang#34528): on an
-SM12x PCIe box it competes with fusion, so doctor points at it and bench can measure it.
+SM12x PCIe box it competes with fusion, so doctor says it is there, whether it is on, and
+that fusion takes the plain allreduces away from it (``pcie_ipc``); bench can measure both.
 """
 
 from __future__ import annotations
@@ -82,3 +83,41 @@ def allreduce(tree: SglangTree | None, host: Host, tp: int | None) -> list[HostF
             f"`{PCIE_IPC_FLAG}=1 sm120patch bench --tp {world}` measures it"
         )
     return [HostFinding("allreduce", Severity.INFO, summary, detail, SOURCE)]
+
+
+PCIE_IPC_SOURCE = (
+    "sglang's pcie_ipc_ar.py docstring (8x SM120) and GroupCoordinator.all_reduce (srt/distributed), "
+    "0.5.21+; sglang#34528"
+)
+#: The PCIe-IPC docstring's figures, one 8x SM120 host (sglang#34528).
+PCIE_IPC_FIGURES = (
+    "upstream measured 12 KiB in 5.3 µs vs NCCL's 205 µs, and at TP 8 with 8k context TPOT 21.1 -> 13.6 ms "
+    "(35 -> 48 tok/s, +37 %)"
+)
+_TRUE = ("true", "1", "yes", "y")  # what sglang's EnvBool reads as set (srt/environ.py)
+
+
+def pcie_ipc(tree: SglangTree | None, host: Host, tp: int | None) -> list[HostFinding]:
+    """On a PCIe SM12x host whose sglang has the PCIe-IPC allreduce (0.5.21+): that it is
+    there and off (or on, where the environment doctor sees sets it), and that fusion takes
+    the plain allreduces from it and from the custom allreduce."""
+    if tree is None or not pcie_ipc_option(tree) or not host.facts.torch_answered:
+        return []
+    world = tp or len(host.facts.gpus)
+    if world < 2 or _full_nvlink(host, world) or not any(g.sm12x for g in host.facts.gpus[:world]):
+        return []
+    release = f"sglang {tree.version}" if tree.version else "this sglang"
+    value = host.serving_env.get(PCIE_IPC_FLAG)
+    on = value is not None and value.lower() in _TRUE
+    state = (
+        f"on ({PCIE_IPC_FLAG}={value} in the environment doctor sees)"
+        if on
+        else f"off ({PCIE_IPC_FLAG} is not set in the environment doctor sees; `{PCIE_IPC_FLAG}=1` turns it on)"
+    )
+    summary = f"{release} has a PCIe-IPC allreduce for PCIe SM12x hosts, {state}"
+    detail = (
+        "with fusion on, plain allreduces leave the custom allreduce and PCIe-IPC for FlashInfer's kAllReduce "
+        "(GroupCoordinator.all_reduce asks _can_use_flashinfer_allreduce first); "
+        f"`sm120patch bench server --tp {world}` decides between them on this host; {PCIE_IPC_FIGURES}"
+    )
+    return [HostFinding("pcie-ipc", Severity.INFO, summary, detail, PCIE_IPC_SOURCE)]

@@ -65,6 +65,7 @@ def diagnose(
     report.findings += checks.skipped(host)
     report.findings += checks.p2p(host, blocking, tp)
     report.findings += allreduce.allreduce(tree, host, tp)
+    report.findings += allreduce.pcie_ipc(tree, host, tp)
     report.findings += checks.multicast(host, states, blocking)
     report.findings += checks.gdr(host, blocking)
     report.findings += checks.alloc_conf(host, blocking)

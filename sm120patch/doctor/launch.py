@@ -65,7 +65,8 @@ def tp(size: int | None, options: set[str]) -> list[HostFinding]:
             Severity.WARNING,
             f"TP {size}: a regression was reported at TP4 on PCIe",
             f"measure fused against unfused on this host before keeping it: `sm120patch bench --tp {size}`; "
-            f"{escape(options)}",
+            f"the patched model auto-enable leaves fusion off at TP {size} unless `sm120patch apply "
+            f"--auto-enable-tp any` was asked; {escape(options)}",
             "sglang#32330 (closing comment)",
         )
     ]

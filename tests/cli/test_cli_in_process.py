@@ -71,6 +71,9 @@ OPTIONS: dict[str, dict[str, str]] = {
         "--fuse-up-to N|measured": "Also lower sglang's fusion token limit to N tokens, or to the crossover the "
         "last `sm120patch bench` saved for this tree (`measured`); never above sglang's own.",
         "--tp INTEGER RANGE": "With --fuse-up-to measured: the TP sglang serves at (refuses another).  [x>=2]",
+        "--auto-enable-tp [2|any]": "The TP at which sglang turns fusion on by itself on SM12x for the models it "
+        "lists: 2 (the default: TP 4 regressed on PCIe, sglang#32330) or any (as on SM90/SM100). Recorded: a later "
+        "apply keeps it.",
         **HELP,
     },
     "verify": {
@@ -269,6 +272,7 @@ def test_apply_hands_over_its_options(mini: Path, monkeypatch: pytest.MonkeyPatc
         "allow_missing_kernel": False,
         "timeout": 20.0,
         "token_limit": None,
+        "auto_enable_tp": None,
     }
     jrun(
         "apply", "--sglang-path", str(mini), "--only", "communicator-fusion-gate", "--strict",
@@ -286,6 +290,7 @@ def test_apply_hands_over_its_options(mini: Path, monkeypatch: pytest.MonkeyPatc
         "allow_missing_kernel": True,
         "timeout": 7.0,
         "token_limit": None,
+        "auto_enable_tp": None,
     }
 
 

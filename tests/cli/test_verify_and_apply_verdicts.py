@@ -25,6 +25,7 @@ from sm120patch.patcher import runtime
 from sm120patch.patcher.commands import apply as apply_module
 from sm120patch.patcher.commands import verify as verify_module
 from sm120patch.patcher.commands.verify import verify
+from sm120patch.patcher.kit.auto_enable_tp import AT_TP2
 from sm120patch.patcher.runtime import RuntimeCheck
 from sm120patch.patcher.transaction import fsutil
 from sm120patch.patcher.transaction.fsutil import sha256
@@ -271,7 +272,7 @@ def test_apply_on_an_sm12x_host_has_no_gpu_note(mini: Path, tmp_path: Path, monk
     fake_nvidia_smi(tmp_path / "bin", [(RTX_PRO_6000, "12.0")])
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     code, data = jrun("apply", "--sglang-path", str(mini))
-    assert code == 0 and data["messages"] == [HOST_HINT]
+    assert code == 0 and [m.split(" for the models")[0] for m in data["messages"]] == [AT_TP2, HOST_HINT]
     assert data["headline"] == f"patched 3 file(s); backups in {mini / '.sm120patch'}"
 
 
@@ -279,15 +280,15 @@ def test_apply_without_a_gpu_says_so_first(mini: Path, no_nvidia_smi: None) -> N
     code, data = jrun("apply", "--sglang-path", str(mini), "--only", "server-args-auto-enable")
     assert code == 0 and data["written"] == [f"sglang/{SERVER_ARGS}"]
     # The gate left out keeps the fused path shut (a warning): no "the gates are open" after it.
-    assert data["messages"] == [NO_GPU]
+    assert [m.split(" for the models")[0] for m in data["messages"]] == [NO_GPU, AT_TP2]
 
 
 def test_dry_runs_say_what_they_would_change(mini: Path, no_nvidia_smi: None) -> None:
     code, data = jrun("apply", "--sglang-path", str(mini), "--dry-run")
-    assert (code, data["headline"], data["messages"]) == (
+    assert (code, data["headline"], [m.split(" for the models")[0] for m in data["messages"]]) == (
         0,
         "dry run: would change 3 file(s); nothing written",
-        [NO_GPU],
+        [NO_GPU, AT_TP2],
     )
     applied(mini)
     code, data = jrun("apply", "--sglang-path", str(mini), "--dry-run")

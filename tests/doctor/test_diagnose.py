@@ -17,9 +17,11 @@ import pytest
 from sm120patch.doctor.diagnose import diagnose, refusal
 from sm120patch.doctor.findings import DoctorReport, HostFinding, Severity
 from sm120patch.doctor.host import DriverFacts, Host, parse_host_facts
+from sm120patch.doctor.render import doctor_json
 from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.states import patch_states
 from sm120patch.runner.gpus import Gpu, GpuReport
+from sm120patch.sglang.options import PCIE_IPC_MODULE
 from sm120patch.sglang.tree import from_directory
 from tests.doctor.facts import host_with
 from tests.support.cli import jrun_process, process_env
@@ -347,3 +349,18 @@ def test_a_refused_release_keeps_the_findings_before_it_and_points_flashinfer_at
         "sglang >= 0.5.18 pins a FlashInfer that has it",
     )
     assert found["patches"].detail == "sm120patch refuses this release (see `sm120patch apply`)"
+
+
+def test_a_release_with_pcie_ipc_on_a_pcie_sm12x_host_says_so_after_the_allreduce_in_the_json(mini: Path) -> None:
+    """The miniature release with sglang's PCIe-IPC module (0.5.21+) on two SM120 GPUs whose
+    NVLink NVML did not tell (read as PCIe): the finding follows the allreduce one, in --json too."""
+    (mini / PCIE_IPC_MODULE).parent.mkdir(parents=True, exist_ok=True)
+    (mini / PCIE_IPC_MODULE).write_text("# sglang's PCIe-IPC allreduce\n")
+    tree = from_directory(mini)
+    report = diagnose(tree, None, patch_states(tree), host_with(), tp=2)
+    ids = [f.id for f in report.findings]
+    assert ids[ids.index("allreduce") + 1] == "pcie-ipc"
+    (found,) = [f for f in doctor_json(tree, report)["findings"] if f["id"] == "pcie-ipc"]
+    assert "PCIe-IPC allreduce for PCIe SM12x hosts, off (" in found["summary"]
+    assert "GroupCoordinator.all_reduce asks _can_use_flashinfer_allreduce first" in found["detail"]
+    assert "`sm120patch bench server --tp 2` decides between them" in found["detail"]

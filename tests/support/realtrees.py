@@ -102,6 +102,27 @@ SM120_TERMS = {
 }
 
 
+def _sm120_term(node: object) -> bool:
+    """An SM120 term, bare or as server-args-auto-enable limits it:
+    ``(<SM120 term> and <receiver>.tp_size == 2)``."""
+    return isinstance(node, ast.expr) and (ast.dump(node) in SM120_TERMS or _tp_gated(node))
+
+
+def _tp_gated(node: object) -> bool:
+    if not (isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And) and len(node.values) == 2):
+        return False
+    term, tp = node.values
+    return (
+        ast.dump(term) in SM120_TERMS
+        and isinstance(tp, ast.Compare)
+        and isinstance(tp.left, ast.Attribute)
+        and isinstance(tp.left.value, ast.Name)
+        and tp.left.attr == "tp_size"
+        and [type(op) for op in tp.ops] == [ast.Eq]
+        and [ast.dump(c) for c in tp.comparators] == [ast.dump(ast.Constant(2))]
+    )
+
+
 def _inserted_kind(node: object) -> str | None:
     """What an element that exists only in the patched file is, if it is an intended one."""
     if isinstance(node, ast.alias) and node.name == "is_sm120_supported" and node.asname is None:
@@ -110,7 +131,7 @@ def _inserted_kind(node: object) -> str | None:
         ast.dump(ast.Name("_is_sm120_supported", ast.Store()))
     ]:
         return "flag"
-    if isinstance(node, ast.expr) and ast.dump(node) in SM120_TERMS:
+    if _sm120_term(node):
         return "or-term"
     return None
 
@@ -171,10 +192,15 @@ def _differences(a: object, b: object, out: list[str]) -> None:
         and isinstance(b.op, ast.Or)
         and len(b.values) == 2
         and ast.dump(b.values[0]) == ast.dump(a)
-        and ast.dump(b.values[1]) in SM120_TERMS
+        and _sm120_term(b.values[1])
     ):
         out.append("or-term")  # a bare probe became `probe or <SM120 term>`
         return
+    if _sm120_term(a) and _sm120_term(b) and _tp_gated(a) != _tp_gated(b):
+        bare = [ast.dump(x.values[0] if _tp_gated(x) else x) for x in (a, b)]  # type: ignore[attr-defined]
+        if bare[0] == bare[1]:
+            out.append("or-term")  # the SM120 term limited to TP 2 or set free (apply --auto-enable-tp)
+            return
     if (
         isinstance(a, ast.Constant)
         and isinstance(b, ast.Constant)

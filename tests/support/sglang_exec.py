@@ -206,3 +206,117 @@ def workspace_sizes(
     prop = types.SimpleNamespace(requestedHandleTypes=1)
     with utils_importable_as_sglang(utils):
         return function(driver, prop, world_size, max_token_num, hidden_dim, torch.bfloat16)
+
+
+# --- the model auto-enable of fusion (server_args.py up to 0.5.14, overrides.py from 0.5.15) ---
+
+AUTO_ENABLE = "_flashinfer_allreduce_fusion_auto_enable"  # overrides.py, 0.5.15+
+ADJUSTMENTS = "_handle_model_specific_adjustments"  # ServerArgs' method, up to 0.5.14
+FUSION_FIELDS = ("enable_flashinfer_allreduce_fusion", "flashinfer_allreduce_fusion_backend")
+
+
+@dataclass
+class FakeServerArgs:
+    """``ServerArgs`` (up to 0.5.14) or the resolved view of it (0.5.15+) as the auto-enable
+    reads them: one node, TP ``tp_size``, a model sglang lists, nothing asked of fusion."""
+
+    tp_size: int
+    architecture: str = "Qwen3MoeForCausalLM"
+    nnodes: int = 1
+    enable_dp_attention: bool = False
+    moe_a2a_backend: str = "none"
+    disable_custom_all_reduce: bool = False
+    enable_flashinfer_allreduce_fusion: bool = False
+    flashinfer_allreduce_fusion_backend: str | None = None
+
+    def get_model_config(self) -> Any:
+        hf_config = types.SimpleNamespace(architectures=[self.architecture], model_type="qwen3_moe", hidden_size=4096)
+        return types.SimpleNamespace(hf_config=hf_config, dtype=FakeTorch.bfloat16)
+
+
+def fake_device_name(capability: tuple[int, int]) -> str:
+    """What ``get_device_name()`` answers for a GPU of ``capability`` (never an H20, which
+    0.5.9's auto-enable leaves out)."""
+    return {9: "NVIDIA H100 80GB HBM3", 10: "NVIDIA B200", 12: "NVIDIA RTX PRO 6000 Blackwell Server Edition"}[
+        capability[0]
+    ]
+
+
+def _loads(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _binds(stmt: ast.stmt) -> set[str]:
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+    return {t.id for t in targets if isinstance(t, ast.Name)}
+
+
+def _sets_fusion(stmt: ast.If) -> bool:
+    return any(
+        isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and n.attr in FUSION_FIELDS
+        for s in stmt.body
+        for n in ast.walk(s)
+    )
+
+
+def _auto_enable_block(method: ast.FunctionDef) -> ast.FunctionDef:
+    """The auto-enable ``if`` of ``ServerArgs._handle_model_specific_adjustments`` (the one
+    whose test asks an SM probe and whose body turns fusion on), with the statements before
+    it that bind what it reads (``model_arch``, 0.5.9's ``is_h20_device``), as a function of ``self``."""
+    body = method.body
+    (index,) = [
+        i
+        for i, s in enumerate(body)
+        if isinstance(s, ast.If) and _sets_fusion(s) and any("_supported" in name for name in _loads(s.test))
+    ]
+    needed, kept = _loads(body[index]), [body[index]]
+    for stmt in reversed(body[:index]):
+        if _binds(stmt) & needed:
+            kept.insert(0, stmt)
+            needed |= _loads(stmt)
+    return ast.FunctionDef(
+        name="auto_enable",
+        args=method.args,
+        body=kept,
+        decorator_list=[],
+        lineno=method.lineno,
+        end_lineno=method.end_lineno,
+        col_offset=0,
+    )
+
+
+def auto_enable_turns_fusion_on(package: Path, source: bytes, capability: tuple[int, int], tp_size: int) -> bool:
+    """Run the release's own auto-enable from ``source`` (server_args.py or overrides.py, before
+    or after sm120patch) for a model sglang lists, on a GPU of ``capability`` at ``tp_size``;
+    whether it turned fusion on."""
+    torch = FakeTorch(capability)
+    utils = release_utils(package, torch)
+    namespace: dict[str, Any] = {
+        **{name: utils[name] for name in PROBES if name in utils},
+        "logger": types.SimpleNamespace(info=lambda *a, **k: None, warning=lambda *a, **k: None),
+        "get_device_name": lambda device_id=0: fake_device_name(capability),
+        "model_config_of": lambda view: view.get_model_config(),  # 0.5.23: the view's ModelConfig
+        "attn_dp_enabled_of": lambda view: view.enable_dp_attention,  # 0.5.23: DP attention asked
+        "Any": Any,
+    }
+    platform = release_platform(package)
+    if platform is not None:
+        namespace["get_platform"] = platform
+    module = ast.parse(source)
+    functions = [s for s in module.body if isinstance(s, ast.FunctionDef) and s.name == AUTO_ENABLE]
+    if functions:
+        (function,) = functions
+        function.decorator_list = []  # ``@register_post_process`` registers the pass; it is called here
+        wanted = _loads(function) - namespace.keys()
+        constants = [s for s in module.body if _binds(s) & wanted]  # the model list
+        _run([*constants, function], "<sglang auto-enable>", namespace)
+    else:
+        (cls,) = [s for s in module.body if isinstance(s, ast.ClassDef) and s.name == "ServerArgs"]
+        (method,) = [s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == ADJUSTMENTS]
+        _run([ast.fix_missing_locations(_auto_enable_block(method))], "<sglang auto-enable>", namespace)
+    args = FakeServerArgs(tp_size)
+    with utils_importable_as_sglang(utils):
+        returned = namespace[AUTO_ENABLE if functions else "auto_enable"](args)
+    if functions:
+        return returned.get(FUSION_FIELDS[1]) is not None
+    return args.enable_flashinfer_allreduce_fusion or args.flashinfer_allreduce_fusion_backend is not None

@@ -12,6 +12,9 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 NOISE_PCT = 3.0
+#: The one TP at which the patched auto-enable turns fusion on by itself on SM12x unless
+#: ``apply --auto-enable-tp any`` was asked (server-args-auto-enable).
+AUTO_ENABLE_TP = 2
 KEEP_OFF_DEFAULT = "`--enforce-disable-flashinfer-allreduce-fusion` / `sm120patch apply --skip server-args-auto-enable`"
 
 
@@ -122,9 +125,10 @@ def _judge(points: Sequence[Point], tp: int, keep_off: str) -> Verdict:
     faster = [p for p in points if p.compare is Compare.FASTER]
     slower = [p for p in points if p.compare is Compare.SLOWER]
     if faster and not slower:
-        return Verdict(
-            Kind.PAYS, f"fusion pays here at TP {tp}: {_pct(faster)} faster at {_span(faster)}: leave it on", None
-        )
+        advice = f"fusion pays here at TP {tp}: {_pct(faster)} faster at {_span(faster)}: leave it on"
+        if tp > AUTO_ENABLE_TP:
+            advice += f"; `sm120patch apply --auto-enable-tp any` lets sglang turn it on by itself at TP {tp}"
+        return Verdict(Kind.PAYS, advice, None)
     if slower and not faster:
         return Verdict(
             Kind.COSTS,

@@ -4,6 +4,7 @@ atomically under the lock (the journal protocol in ``transaction/journal.py``)."
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 
 from sm120patch.errors import EnvironmentProblem, ExitCode
 from sm120patch.patcher.commands import shared_files
@@ -26,6 +27,7 @@ from sm120patch.patcher.commands.saved_state import (
 )
 from sm120patch.patcher.kit.model import Patch
 from sm120patch.patcher.outcome import Command, Outcome
+from sm120patch.patcher.plan import auto_enable
 from sm120patch.patcher.plan.gate_sweep import Prefetch, Sweep, prefetch, remember, sweep_tree
 from sm120patch.patcher.plan.left_out import left_out, shut_warning
 from sm120patch.patcher.plan.registry import all_patches
@@ -59,18 +61,28 @@ def apply(
     allow_missing_kernel: bool = False,
     timeout: float = DEFAULT_TIMEOUT_S,
     token_limit: LimitAsk | None = None,
+    auto_enable_tp: str | None = None,
 ) -> Outcome:
     """Patch the tree with ``patches`` (default: all).  A FlashInfer beside sglang without
     the SM12x kernel refuses the change unless ``allow_missing_kernel``.  ``strict``: any
     warning about the fused path refuses it too, for image builds.  ``timeout``: how long
     nvidia-smi may take to say whether this host has an SM12x GPU.  ``token_limit``: the fusion
     token limit asked for (``--fuse-up-to``); without it, the one the last apply of this
-    release recorded stays, and a tree never asked keeps sglang's."""
+    release recorded stays, and a tree never asked keeps sglang's.  ``auto_enable_tp``: the TP the
+    widened auto-enable admits SM12x at (``--auto-enable-tp 2|any``); without it, the one the
+    last apply of this release recorded stays, else TP 2."""
     if token_limit is not None and patches is not None and PATCH_ID not in {p.id for p in patches}:
         raise EnvironmentProblem(f"--fuse-up-to needs the {PATCH_ID} patch, which --only / --skip left out")
+    if auto_enable_tp is not None and patches is not None and auto_enable.PATCH_ID not in {p.id for p in patches}:
+        raise EnvironmentProblem(
+            f"--auto-enable-tp needs the {auto_enable.PATCH_ID} patch, which --only / --skip left out"
+        )
     state = StateDir(tree.package_dir)
-    asked = token_limit or recorded(state.load(), tree)
+    saved = state.load()
+    asked = token_limit or recorded(saved, tree)
     limit = asked.limit if asked else None
+    tp_asked = auto_enable_tp or auto_enable.recorded(saved, tree)
+    asks = _Asks(limit, auto_enable.any_tp(tp_asked))
     read = [prefetch(tree)]  # the sweep's reading, beside the planning; used once
     outcome = Outcome(Command.APPLY, tree, ExitCode.OK, "", notes=list(notes or []))
     in_store = shared_files.store_problem(tree)
@@ -91,21 +103,25 @@ def apply(
     def judge() -> Plan | None:
         outcome.notes = list(notes_so_far)  # judged again when a writer began meanwhile
         outcome.warnings = list(warnings_so_far)
-        return _judge(
-            outcome, state, patches, selected, dry_run, strict, refusal, swept, read, limit, token_limit is not None
-        )
+        explicit = token_limit is not None or auto_enable_tp is not None
+        return _judge(outcome, state, patches, selected, dry_run, strict, refusal, swept, read, asks, explicit)
 
     # Judged while no apply or revert is writing (the lock, shared): what it finds is true.
     plan = state.consistent(judge)
     if plan is None:
         if outcome.plan is not None and outcome.exit_code == ExitCode.OK and not dry_run:
             adopted = _refresh_record(
-                state, outcome.plan, partial=len(selected) < len(all_patches()), asked=token_limit
+                state,
+                outcome.plan,
+                partial=len(selected) < len(all_patches()),
+                asked=token_limit,
+                tp_asked=auto_enable_tp,
             )
             if adopted:
                 outcome.notes.append(adopted)
                 outcome.state = state_summary(state, state.load(), tree)
             _remember_sweep(state, outcome.plan.tree, swept)
+        _say_auto_enable(outcome, tp_asked)
         return outcome
     _changes(plan)  # a target whose folder links out of the package: refused before the state folder is made
     with state.lock():
@@ -115,10 +131,10 @@ def apply(
         remove_temps(state, [f.path for f in plan.files])
         if recovered or not _still_current(plan):
             # Another run changed the tree while we waited for the lock: plan again.
-            plan = plan_tree(tree, selected, change=True, token_limit=limit)
+            plan = plan_tree(tree, selected, change=True, token_limit=limit, any_tp=asks.any_tp)
             _sweep(outcome, plan, swept, warnings_so_far)
         if plan.changes and not why_not_written(plan):
-            _write(outcome, plan, state, asked)
+            _write(outcome, plan, state, asked, tp_asked)
             manifest = state.load()
             if swept and manifest is not None:  # under the lock already, as the tree now stands
                 with contextlib.suppress(OSError):
@@ -129,7 +145,26 @@ def apply(
         if recovered and not outcome.written and outcome.exit_code == ExitCode.OK:
             # The stopped run did the writing; "already applied" would hide that this one finished it.
             outcome.headline = "finished the interrupted run (see its note); nothing else to change"
+        _say_auto_enable(outcome, tp_asked)
         return outcome
+
+
+@dataclass(frozen=True)
+class _Asks:
+    """What the patches are asked to write besides their SM terms (asked now or recorded)."""
+
+    limit: int | None  # the fusion token limit (--fuse-up-to)
+    any_tp: bool | None  # the auto-enable's TP (--auto-enable-tp; ``PatchContext.auto_enable_any_tp``)
+
+
+def _say_auto_enable(outcome: Outcome, tp_asked: str | None) -> None:
+    """Which form of the auto-enable is in force once this apply is done, and why: before the
+    closing pointer to doctor, which stays last."""
+    if outcome.plan is not None and outcome.exit_code == ExitCode.OK:
+        note = auto_enable.auto_enable_note(outcome.plan.reports, tp_asked)
+        if note:
+            at = outcome.notes.index(HOST_HINT) if HOST_HINT in outcome.notes else len(outcome.notes)
+            outcome.notes.insert(at, note)
 
 
 def _judge(
@@ -142,22 +177,22 @@ def _judge(
     refusal: str | None,
     swept: list[Sweep],
     read: list[Prefetch | None],
-    limit: int | None,
-    limit_asked: bool,
+    asks: _Asks,
+    explicit: bool,
 ) -> Plan | None:
     """The plan to write, or None: then ``outcome`` is the answer (refused, a dry run, or
     nothing to write).  ``swept`` gets the sweep of SM checks, its warnings go to ``outcome``."""
     tree = outcome.tree
     manifest = state.load()
     warnings = list(outcome.warnings)
-    trusted = trusted_plan(tree, state, manifest) if patches is None and not dry_run and not limit_asked else None
+    trusted = trusted_plan(tree, state, manifest) if patches is None and not dry_run and not explicit else None
     if trusted is not None:
         swept[:] = [sweep_tree(tree, trusted, manifest, True, read.pop() if read else None)]
         outcome.warnings, outcome.sm_checks = warnings + swept[0].warnings, swept[0].as_json()
         if not (strict and outcome.warnings):
             _report_plan(outcome, trusted, state, dry_run, by_hash=True)
             return None
-    plan = plan_tree(tree, selected, change=True, token_limit=limit)
+    plan = plan_tree(tree, selected, change=True, token_limit=asks.limit, any_tp=asks.any_tp)
     _sweep(outcome, plan, swept, warnings, read)
     if dry_run and plan.changes and not why_not_written(plan):
         _changes(plan)  # a target whose folder links out of the package: refused as the real apply is
@@ -167,14 +202,14 @@ def _judge(
         _report_plan(outcome, plan, state, dry_run)
         return None
     if refusal and plan.changes:
-        _refuse(outcome, selected, state, refusal, swept, warnings, limit)
+        _refuse(outcome, selected, state, refusal, swept, warnings, asks)
         return None
     if strict and outcome.warnings:
         headline = (
             f"--strict: nothing was written: {len(outcome.warnings)} warning(s) say the fused path "
             "would still not run on SM12x"
         )
-        _refuse(outcome, selected, state, headline, swept, warnings, limit)
+        _refuse(outcome, selected, state, headline, swept, warnings, asks)
         return None
     if not plan.changes and not state.journal_path.exists():
         _report_plan(outcome, plan, state, dry_run)
@@ -209,19 +244,24 @@ def _remember_sweep(state: StateDir, tree: SglangTree, swept: list[Sweep]) -> No
         remember(tree, state, manifest, swept[0])
 
 
-def _refresh_record(state: StateDir, plan: Plan, partial: bool, asked: LimitAsk | None = None) -> str | None:
+def _refresh_record(
+    state: StateDir, plan: Plan, partial: bool, asked: LimitAsk | None = None, tp_asked: str | None = None
+) -> str | None:
     """Nothing to write, but what verify may trust is stale (a newer sm120patch, or a version
     that appeared or moved since), or there is no record while apply was asked to leave
     patches out (``partial``): record it, so the next verify needs no parsing and judges
     against what was asked.  Only the manifest is written, under the lock, and only for this
     tree.  ``asked``: a fusion token limit already in force, now asked with another source
-    (``--fuse-up-to measured`` after ``512``).  Returns the note that says the state now names
-    this tree's version, if it does."""
+    (``--fuse-up-to measured`` after ``512``); ``tp_asked``: the auto-enable's TP, asked where the
+    code already has that form (``--auto-enable-tp any`` over a hand edit).  Returns the note that
+    says the state now names this tree's version, if it does."""
     manifest = state.load()
     tree = plan.tree
-    if manifest is None and not partial:
+    if manifest is None and not partial and tp_asked is None:
         return None
-    same_ask = asked is None or (manifest is not None and manifest.token_limit == asked.to_json())
+    same_ask = (asked is None or (manifest is not None and manifest.token_limit == asked.to_json())) and (
+        tp_asked is None or (manifest is not None and manifest.auto_enable_tp == tp_asked)
+    )
     if manifest is not None and (not same_tree(tree, manifest) or (trusted_plan(tree, state, manifest) and same_ask)):
         return None
     with state.lock():
@@ -232,6 +272,8 @@ def _refresh_record(state: StateDir, plan: Plan, partial: bool, asked: LimitAsk 
         adopted = _adopt(manifest, tree)
         if asked is not None:
             manifest.token_limit = asked.to_json()
+        if tp_asked is not None:
+            manifest.auto_enable_tp = tp_asked
         record(plan, manifest, [p.id for p in all_patches()])
         try:
             state.save(manifest)
@@ -255,7 +297,9 @@ def _adopt(manifest: Manifest, tree: SglangTree) -> str | None:
     )
 
 
-def _write(outcome: Outcome, plan: Plan, state: StateDir, asked: LimitAsk | None = None) -> None:
+def _write(
+    outcome: Outcome, plan: Plan, state: StateDir, asked: LimitAsk | None = None, tp_asked: str | None = None
+) -> None:
     tree = outcome.tree
     found = shared_files.targets(tree, [f.rel for f in plan.changes])
     changes = _changes(plan)
@@ -276,6 +320,7 @@ def _write(outcome: Outcome, plan: Plan, state: StateDir, asked: LimitAsk | None
     manifest = manifest or Manifest(tree.version, str(tree.package_dir))
     entries = stage(state, changes, manifest)
     manifest.token_limit = asked.to_json() if asked else None
+    manifest.auto_enable_tp = tp_asked
     record(plan, manifest, [p.id for p in all_patches()])
     commit(state, entries, manifest, Op.APPLY)
     outcome.written = [e.rel for e in entries]
@@ -338,12 +383,12 @@ def _refuse(
     headline: str,
     swept: list[Sweep],
     warnings: list[str],
-    limit: int | None = None,
+    asks: _Asks,
 ) -> None:
     """Nothing is written: each patch, its evidence lines and the SM checks no patch owns, as
     the files are now, not as the change that will not happen would leave them.  ``warnings``:
     those of the fused path before the sweep."""
-    plan = plan_tree(outcome.tree, patches, change=False, token_limit=limit)
+    plan = plan_tree(outcome.tree, patches, change=False, token_limit=asks.limit, any_tp=asks.any_tp)
     if swept:
         _sweep(outcome, plan, swept, warnings)
     _report_plan(outcome, plan, state, dry_run=False)

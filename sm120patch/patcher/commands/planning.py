@@ -12,15 +12,19 @@ if TYPE_CHECKING:
     from sm120patch.patcher.plan.types import Plan
 
 
-def plan_tree(tree: SglangTree, patches: list[Patch], change: bool, token_limit: int | None = None) -> Plan:
-    """Parse and check the targets (``token_limit``: the fusion token limit asked for); every
-    patch not in ``patches`` is checked too, as left out as asked (``Plan.left_out``).
+def plan_tree(
+    tree: SglangTree, patches: list[Patch], change: bool, token_limit: int | None = None, any_tp: bool | None = None
+) -> Plan:
+    """Parse and check the targets (``token_limit``: the fusion token limit asked for;
+    ``any_tp``: the auto-enable's TP asked for, ``plan.auto_enable``); every patch not in
+    ``patches`` is checked too, as left out as asked (``Plan.left_out``).
     Imported on use: a revert from saved state compares hashes only and never loads libcst."""
     from sm120patch.patcher.plan.planner import make_plan as plan
     from sm120patch.patcher.plan.registry import all_patches
 
     chosen = {p.id for p in patches}
-    return plan(tree, patches, change, token_limit, [p for p in all_patches() if p.id not in chosen])
+    left_out = [p for p in all_patches() if p.id not in chosen]
+    return plan(tree, patches, change, token_limit, left_out=left_out, any_tp=any_tp)
 
 
 def plan_changes(plan: Plan) -> list[tuple[str, bytes, bytes]]:

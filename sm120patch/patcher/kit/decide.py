@@ -28,6 +28,7 @@ from sm120patch.patcher.kit.model import Anchor, Finding, Kind, PatchContext, Re
 from sm120patch.patcher.kit.sm_terms import (
     HELPER,
     Clause,
+    Shape,
     SmTerm,
     admits_sm12x,
     describe,
@@ -137,12 +138,13 @@ def decide(
     where: str,
     evidence: Sequence[cst.CSTNode],
     scopes: Sequence[cst.CSTNode] = (),
+    shape: Shape = None,
 ) -> Finding:
     """The state of ``clauses`` (the SM tests a gate patch found in the functions
-    ``scopes``), and the change if pending."""
+    ``scopes``), and the change if pending (``shape``: what the new SM120 term becomes)."""
     to_widen = [c for c in clauses if not admits_sm12x(c.terms)]
     if to_widen:
-        return _widening(module, ctx, to_widen, where, evidence, scopes)
+        return _widening(module, ctx, to_widen, where, evidence, scopes, shape)
     if any(names_sm120(c.terms) for c in clauses):
         drift = unbound_sm120(module, ctx, [t for c in clauses for t in c.terms], where, evidence)
         if drift is not None:
@@ -165,6 +167,7 @@ def _widening(
     where: str,
     evidence: Sequence[cst.CSTNode],
     scopes: Sequence[cst.CSTNode],
+    shape: Shape,
 ) -> Finding:
     new_terms = [template_term(c.terms) for c in clauses]
     site: ImportSite | None = None
@@ -190,13 +193,17 @@ def _widening(
         )
 
     def apply(tree: cst.Module) -> cst.Module:
-        pairs: list[tuple[cst.CSTNode, cst.CSTNode]] = [(c.node, widen(c)) for c in clauses]
+        pairs: list[tuple[cst.CSTNode, cst.CSTNode]] = [(c.node, widen(c, shape)) for c in clauses]
         if site is not None:
             pairs.append((site.node, insert_after(site, SM120_HELPER)))
         pairs.extend((twin.node, insert_after(twin, name)) for twin, name in twins)
         return replace_all(tree, pairs, scopes)
 
-    added = ", ".join(dict.fromkeys(code(sm120_term(t)) for t in new_terms))
+    added = ", ".join(
+        dict.fromkeys(
+            code(shape(c, sm120_term(t)) if shape else sm120_term(t)) for c, t in zip(clauses, new_terms, strict=True)
+        )
+    )
     return Finding(
         State.PENDING,
         f"{where}: will widen {'; '.join(code(c.node) for c in clauses)} with {added}"

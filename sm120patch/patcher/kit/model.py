@@ -144,6 +144,9 @@ class PatchContext:
     defines: Callable[[str, str], bool]  # does sglang module X define name N (statically)?
     provided: frozenset[str] = frozenset()  # names the patches this one requires will bind
     token_limit: int | None = None  # what ``apply --fuse-up-to`` asked (or the last apply recorded)
+    # What ``apply --auto-enable-tp`` asked (or the last apply recorded): True ``any``, False
+    # ``2``, None neither (the auto-enable then takes either form as applied, and adds TP 2's).
+    auto_enable_any_tp: bool | None = None
     #: The rows each patch looks through in this tree, where not its known ones (a role find)
     rows: Mapping[str, tuple[Anchor, ...]] = field(default_factory=dict)
     #: Names a required patch binds in another module (a role find), by that module's dotted
@@ -193,6 +196,7 @@ class Example:
     evidence: tuple[int, ...] | None = None
     undefined: tuple[str, ...] = ()
     token_limit: int | None = None  # the ``--fuse-up-to`` this example runs with
+    auto_enable_any_tp: bool | None = None  # the ``--auto-enable-tp`` (True: any, False: 2)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "before", _source(self.before))
@@ -203,7 +207,9 @@ class Example:
 
     def context(self, provided: frozenset[str] = frozenset()) -> PatchContext:
         """The context the example runs in: no release, ``provided`` by required patches."""
-        return PatchContext(None, lambda module, name: name not in self.undefined, provided, self.token_limit)
+        return PatchContext(
+            None, lambda module, name: name not in self.undefined, provided, self.token_limit, self.auto_enable_any_tp
+        )
 
 
 def known_rows(anchors: tuple[Anchor, ...]) -> tuple[Anchor, ...]:

@@ -139,12 +139,12 @@ def names_sm120(terms: Sequence[SmTerm]) -> bool:
     return bool(sm120_terms(terms))
 
 
-def _or_operands(node: cst.BaseExpression) -> list[cst.BaseExpression] | None:
+def or_operands(node: cst.BaseExpression) -> list[cst.BaseExpression] | None:
     """Operands of an ``a or b or c`` chain (grouping parentheses inside are kept)."""
     if not (isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.Or)):
         return None
     left = node.left
-    head = _or_operands(left) if not left.lpar else None
+    head = or_operands(left) if not left.lpar else None
     return [*(head or [left]), node.right]
 
 
@@ -153,7 +153,7 @@ def clause_terms(node: cst.BaseExpression) -> list[SmTerm] | None:
     single = sm_term_of(node)
     if single is not None:
         return [single]
-    operands = _or_operands(node)
+    operands = or_operands(node)
     if operands is None:
         return None
     terms = [sm_term_of(operand) for operand in operands]
@@ -211,6 +211,10 @@ def clauses_in(node: cst.CSTNode) -> list[Clause]:
     return [c for test in truth_tests(node) for c in clauses_in_test(test)]
 
 
+#: What the new SM120 term of a clause becomes (None: the term itself).
+Shape = Callable[[Clause, cst.BaseExpression], cst.BaseExpression] | None
+
+
 def template_term(terms: Sequence[SmTerm]) -> SmTerm:
     """The term a new SM120 term is modelled on: the SM100 one where there is one."""
     for term in terms:
@@ -224,13 +228,16 @@ def sm120_term(template: SmTerm) -> cst.BaseExpression:
     return template.spelling.sm120(template.node)
 
 
-def widen(clause: Clause) -> cst.BaseExpression:
-    """``clause`` with ``or <SM120 term>`` appended, laid out like its last ``or``.
+def widen(clause: Clause, shape: Shape = None) -> cst.BaseExpression:
+    """``clause`` with ``or <SM120 term>`` appended, laid out like its last ``or``;
+    ``shape``: what the new term becomes (server-args-auto-enable adds its TP conjunct).
 
     A bare term inside an ``and`` chain gets parentheses: ``a and t and b`` must become
     ``a and (t or t120) and b``, never ``a and t or t120 and b``.
     """
     term = sm120_term(template_term(clause.terms))
+    if shape is not None:
+        term = shape(clause, term)
     node = clause.node
     if isinstance(node, cst.BooleanOperation):
         last_or = node.operator

@@ -1,22 +1,116 @@
-"""server-args-auto-enable: let the model auto-enable of fusion consider SM12x."""
+"""server-args-auto-enable: let the model auto-enable of fusion consider SM12x, at TP 2 unless asked."""
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import libcst as cst
 
-from sm120patch.patcher.kit.cst_helpers import iter_children, walk
+from sm120patch.patcher.kit.auto_enable_tp import AT_ANY, AT_TP2, SAFE_TP
+from sm120patch.patcher.kit.cst_helpers import code, iter_children, replace_all, walk
 from sm120patch.patcher.kit.decide import decide, find_anchored, label, searched
 from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, Role, State
 from sm120patch.patcher.kit.role_shapes import is_auto_enable
-from sm120patch.patcher.kit.sm_terms import Clause, admits_sm12x, clauses_in_test, describe
+from sm120patch.patcher.kit.sm_terms import (
+    Clause,
+    SmTerm,
+    admits_sm12x,
+    clause_terms,
+    conjuncts,
+    describe,
+    names_sm120,
+    or_operands,
+    sm_term_of,
+)
 from sm120patch.sglang.layout import AUTO_ENABLE, OVERRIDES, SERVER_ARGS
 
 FUSION_FIELDS = ("enable_flashinfer_allreduce_fusion", "flashinfer_allreduce_fusion_backend")
 SERVER_ARGS_CLASS = "ServerArgs"
 ADJUSTMENTS = "_handle_model_specific_adjustments"
+TP_FIELD = "tp_size"  # the server argument, on ``self`` up to 0.5.14 and on ``view`` from 0.5.15
+
+
+def _tp_test(receiver: str) -> cst.Comparison:
+    """``<receiver>.tp_size == 2``."""
+    return cst.Comparison(
+        cst.Attribute(cst.Name(receiver), cst.Name(TP_FIELD)),
+        [cst.ComparisonTarget(cst.Equal(), cst.Integer(str(SAFE_TP)))],
+    )
+
+
+def _is_tp_test(node: cst.BaseExpression) -> bool:
+    if not (isinstance(node, cst.Comparison) and len(node.comparisons) == 1):
+        return False
+    (target,) = node.comparisons
+    left = node.left
+    return (
+        isinstance(target.operator, cst.Equal)
+        and isinstance(target.comparator, cst.Integer)
+        and target.comparator.evaluated_value == SAFE_TP
+        and isinstance(left, cst.Attribute)
+        and isinstance(left.value, cst.Name)
+        and left.attr.value == TP_FIELD
+    )
+
+
+def _tp_gated(term: cst.BaseExpression, receiver: str) -> cst.BooleanOperation:
+    """``(<SM120 term> and <receiver>.tp_size == 2)``."""
+    bare = term.with_changes(lpar=(), rpar=())
+    return cst.BooleanOperation(bare, cst.And(), _tp_test(receiver), lpar=(cst.LeftParen(),), rpar=(cst.RightParen(),))
+
+
+def _gated_term(node: cst.BaseExpression) -> SmTerm | None:
+    """The SM120 term of ``(<SM120 term> and <x>.tp_size == 2)``, if ``node`` is that."""
+    if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.And) and _is_tp_test(node.right):
+        term = sm_term_of(node.left)
+        if term is not None and names_sm120([term]):
+            return term
+    return None
+
+
+@dataclass(frozen=True)
+class _Gate:
+    """An SM clause of an auto-enable test, read with the TP-2 form this patch writes."""
+
+    clause: Clause
+    gated: tuple[cst.BooleanOperation, ...]  # its ``(<SM120 term> and x.tp_size == 2)`` operands
+    receiver: str | None  # what holds the TP size there: the function's first parameter
+
+
+def _clauses_in_test(
+    test: cst.BaseExpression, negated: bool = False
+) -> list[tuple[Clause, tuple[cst.BooleanOperation, ...]]]:
+    """``sm_terms.clauses_in_test``, where an SM clause may also hold the TP-2 form: each
+    clause with its TP-2 operands (their SM120 term stands for them in the clause's terms)."""
+    found: list[tuple[Clause, tuple[cst.BooleanOperation, ...]]] = []
+    parts = list(conjuncts(test))
+    for part in parts:
+        if isinstance(part, cst.UnaryOperation) and isinstance(part.operator, cst.Not):
+            found.extend(_clauses_in_test(part.expression, not negated))
+            continue
+        terms = clause_terms(part)
+        gated: tuple[cst.BooleanOperation, ...] = ()
+        if terms is None:
+            operands = or_operands(part) or []
+            read = [_gated_term(o) or sm_term_of(o) for o in operands]
+            gated = tuple(o for o in operands if isinstance(o, cst.BooleanOperation) and _gated_term(o))
+            if not gated or any(t is None for t in read):
+                continue
+            terms = [t for t in read if t is not None]
+        found.append((Clause(part, tuple(terms), negated, standalone=len(parts) == 1), gated))
+    return found
+
+
+def _gated_nodes(gate: _Gate) -> set[int]:
+    """The ids of the SM120 terms that stand under a TP conjunct in ``gate``."""
+    return {id(o.left) for o in gate.gated}
+
+
+def _receiver(function: cst.FunctionDef) -> str | None:
+    params = function.params.params
+    return params[0].name.value if params else None
 
 
 def _is_none(node: cst.BaseExpression) -> bool:
@@ -83,7 +177,8 @@ def _only_fusion(body: cst.CSTNode) -> bool:
 
 
 class ServerArgsAutoEnable(Patch):
-    """Widen the SM clause of the ``if`` that auto-enables fusion for supported models.
+    """Widen the SM clause of the ``if`` that auto-enables fusion for supported models, on
+    SM12x at TP 2 only unless asked.
 
     Why: for DeepSeek-V3, GLM-4.x MoE, Qwen3 MoE, GPT-OSS, Kimi K2.5 and others sglang
     turns fusion on by itself when ``(is_sm90_supported() or is_sm100_supported())``.  On
@@ -96,13 +191,23 @@ class ServerArgsAutoEnable(Patch):
     every model in 0.5.7) the patch is not needed.  ``is_sm120_supported`` is imported
     where the file lacks it.
 
-    Upstream measured a regression at TP4 on PCIe (sglang#32330): ``apply --skip
-    server-args-auto-enable`` keeps fusion opt-in.
+    TP 2 only, by default: the SM120 term comes with a TP conjunct,
+    ``(is_sm120_supported() and self.tp_size == 2)``, the TP size named as the function names
+    its server arguments (``self`` in ``ServerArgs._handle_model_specific_adjustments`` up to
+    0.5.14, ``view`` in ``overrides._flashinfer_allreduce_fusion_auto_enable`` from 0.5.15).  On
+    PCIe SM12x fusion regressed at TP 4 (sglang#32330), and TP 8 is the all-to-all pattern
+    sglang's own PCIe-IPC allreduce (0.5.21+) says collapses on that fabric; no report has it
+    losing at TP 2.  SM90 and SM100 keep upstream's behaviour, and an explicit fusion flag on
+    the server still fuses at any TP (the runtime gate is open).  ``apply --auto-enable-tp any``
+    writes the bare term (every TP, as on SM90/SM100), ``--auto-enable-tp 2`` the TP-2 form
+    again; the ask is recorded in the saved state.  Asked neither way, either form (and a hand
+    edit's bare term) reads as applied.  ``apply --skip server-args-auto-enable`` keeps fusion
+    opt-in at every TP.
     Remove when: upstream auto-enables on SM12x (no release does, through 0.5.23).
     """
 
     id = "server-args-auto-enable"
-    summary = "widen the model auto-enable's SM clause with is_sm120_supported()"
+    summary = "widen the model auto-enable's SM clause with is_sm120_supported(), at TP 2 only unless asked"
     optional = "it only decides whether models turn fusion on by themselves; the launch flag still does"
     edits = Edit.OR_TERM
     place = AUTO_ENABLE
@@ -157,7 +262,7 @@ class ServerArgsAutoEnable(Patch):
                 def _handle_model_specific_adjustments(self):
                     if (
                         not self.enable_flashinfer_allreduce_fusion
-                        and (is_sm90_supported() or is_sm100_supported() or is_sm120_supported())
+                        and (is_sm90_supported() or is_sm100_supported() or (is_sm120_supported() and self.tp_size == 2))
                         and self.nnodes == 1
                     ):
                         self.enable_flashinfer_allreduce_fusion = True
@@ -166,7 +271,7 @@ class ServerArgsAutoEnable(Patch):
             """,
             detail=(
                 "ServerArgs._handle_model_specific_adjustments: will widen (is_sm90_supported() or"
-                " is_sm100_supported()) with is_sm120_supported() and import is_sm120_supported from"
+                " is_sm100_supported()) with (is_sm120_supported() and self.tp_size == 2) and import is_sm120_supported from"
                 " sglang.srt.utils.common"
             ),
             evidence=(6,),
@@ -187,7 +292,7 @@ class ServerArgsAutoEnable(Patch):
             def _flashinfer_allreduce_fusion_auto_enable(view):
                 if (
                     view.flashinfer_allreduce_fusion_backend is None
-                    and (get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120)
+                    and (get_platform().is_sm90 or get_platform().is_sm100 or (get_platform().is_sm120 and view.tp_size == 2))
                     and (view.nnodes == 1 or get_platform().is_sm100)
                 ):
                     return {'flashinfer_allreduce_fusion_backend': 'auto'}
@@ -208,7 +313,7 @@ class ServerArgsAutoEnable(Patch):
             from sglang.srt.utils import is_sm100_supported, is_sm120_supported
             class ServerArgs:
                 def _handle_model_specific_adjustments(self):
-                    if is_sm100_supported() or is_sm120_supported():
+                    if is_sm100_supported() or (is_sm120_supported() and self.tp_size == 2):
                         if not self.enable_dp_attention:
                             self.enable_flashinfer_allreduce_fusion = True
             """,
@@ -226,7 +331,7 @@ class ServerArgsAutoEnable(Patch):
             from sglang.srt.utils import is_sm100_supported, is_sm120_supported
             class ServerArgs:
                 def _handle_model_specific_adjustments(self):
-                    if self.tp_size > 1 and (is_sm100_supported() or is_sm120_supported()) and not self.enable_dp_attention:
+                    if self.tp_size > 1 and (is_sm100_supported() or (is_sm120_supported() and self.tp_size == 2)) and not self.enable_dp_attention:
                         self.enable_flashinfer_allreduce_fusion = True
             """,
         ),
@@ -245,9 +350,9 @@ class ServerArgsAutoEnable(Patch):
             from sglang.srt.utils import is_sm90_supported, is_sm100_supported, is_sm120_supported
             class ServerArgs:
                 def _handle_model_specific_adjustments(self):
-                    if model_arch in ["Glm4MoeForCausalLM"] and (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()):
+                    if model_arch in ["Glm4MoeForCausalLM"] and (is_sm90_supported() or is_sm100_supported() or (is_sm120_supported() and self.tp_size == 2)):
                         self.enable_flashinfer_allreduce_fusion = True
-                    if model_arch in ["Qwen3MoeForCausalLM"] and (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()):
+                    if model_arch in ["Qwen3MoeForCausalLM"] and (is_sm90_supported() or is_sm100_supported() or (is_sm120_supported() and self.tp_size == 2)):
                         self.enable_flashinfer_allreduce_fusion = True
             """,
         ),
@@ -270,7 +375,7 @@ class ServerArgsAutoEnable(Patch):
                     if self.enable_dp_attention and is_sm100_supported():
                         self.enable_flashinfer_allreduce_fusion = False
                     else:
-                        if (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()) and self.nnodes == 1:
+                        if (is_sm90_supported() or is_sm100_supported() or (is_sm120_supported() and self.tp_size == 2)) and self.nnodes == 1:
                             self.enable_flashinfer_allreduce_fusion = True
             """,
         ),
@@ -289,7 +394,7 @@ class ServerArgsAutoEnable(Patch):
             from sglang.srt.utils import is_sm90_supported, is_sm100_supported, is_sm120_supported
             class ServerArgs:
                 def _handle_model_specific_adjustments(self):
-                    if (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()) and self.flashinfer_allreduce_fusion_backend is None:
+                    if (is_sm90_supported() or is_sm100_supported() or (is_sm120_supported() and self.tp_size == 2)) and self.flashinfer_allreduce_fusion_backend is None:
                         self.flashinfer_allreduce_fusion_backend = "auto"
                     if is_sm100_supported() and self.nnodes > 1 and not self.enable_mnnvl:
                         self.flashinfer_allreduce_fusion_backend = None
@@ -307,7 +412,7 @@ class ServerArgsAutoEnable(Patch):
             after="""
             def _flashinfer_allreduce_fusion_auto_enable(view):
                 backend = "trtllm" if view.nnodes == 1 else "mnnvl"
-                if get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120:
+                if get_platform().is_sm90 or get_platform().is_sm100 or (get_platform().is_sm120 and view.tp_size == 2):
                     return {"flashinfer_allreduce_fusion_backend": backend}
                 return {}
             """,
@@ -355,6 +460,98 @@ class ServerArgsAutoEnable(Patch):
             """,
             state=State.NOT_NEEDED,
             detail="(is_sm100_supported()); left alone",
+        ),
+        Example(
+            "the TP 2 form reads as applied",
+            """
+            def _flashinfer_allreduce_fusion_auto_enable(view):
+                if (get_platform().is_sm90 or get_platform().is_sm100 or (get_platform().is_sm120 and view.tp_size == 2)) and view.tp_size > 1:
+                    return {"flashinfer_allreduce_fusion_backend": "auto"}
+                return {}
+            """,
+            state=State.APPLIED,
+            detail="(get_platform().is_sm120 and view.tp_size == 2)",
+        ),
+        Example(
+            "a bare SM120 term (the `sed`, or --auto-enable-tp any) reads as applied",
+            """
+            from sglang.srt.utils import is_sm90_supported, is_sm100_supported, is_sm120_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()) and self.tp_size > 1:
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+            state=State.APPLIED,
+            detail="(is_sm90_supported() or is_sm100_supported() or is_sm120_supported())",
+        ),
+        Example(
+            "--auto-enable-tp any widens at any TP",
+            """
+            def _flashinfer_allreduce_fusion_auto_enable(view):
+                if (get_platform().is_sm90 or get_platform().is_sm100) and view.tp_size > 1:
+                    return {"flashinfer_allreduce_fusion_backend": "auto"}
+                return {}
+            """,
+            after="""
+            def _flashinfer_allreduce_fusion_auto_enable(view):
+                if (get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120) and view.tp_size > 1:
+                    return {"flashinfer_allreduce_fusion_backend": "auto"}
+                return {}
+            """,
+            auto_enable_any_tp=True,
+        ),
+        Example(
+            "--auto-enable-tp any drops the TP conjunct an earlier apply wrote",
+            """
+            from sglang.srt.utils import is_sm90_supported, is_sm100_supported, is_sm120_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if (is_sm90_supported() or is_sm100_supported() or (is_sm120_supported() and self.tp_size == 2)) and self.tp_size > 1:
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+            after="""
+            from sglang.srt.utils import is_sm90_supported, is_sm100_supported, is_sm120_supported
+            class ServerArgs:
+                def _handle_model_specific_adjustments(self):
+                    if (is_sm90_supported() or is_sm100_supported() or is_sm120_supported()) and self.tp_size > 1:
+                        self.enable_flashinfer_allreduce_fusion = True
+            """,
+            detail=(
+                "ServerArgs._handle_model_specific_adjustments: auto-enable at any TP: will drop the TP conjunct"
+                " of (is_sm120_supported() and self.tp_size == 2)"
+            ),
+            auto_enable_any_tp=True,
+        ),
+        Example(
+            "--auto-enable-tp 2 limits a bare SM120 term to TP 2",
+            """
+            def _flashinfer_allreduce_fusion_auto_enable(view):
+                if (get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120) and view.tp_size > 1:
+                    return {"flashinfer_allreduce_fusion_backend": "auto"}
+                return {}
+            """,
+            after="""
+            def _flashinfer_allreduce_fusion_auto_enable(view):
+                if (get_platform().is_sm90 or get_platform().is_sm100 or (get_platform().is_sm120 and view.tp_size == 2)) and view.tp_size > 1:
+                    return {"flashinfer_allreduce_fusion_backend": "auto"}
+                return {}
+            """,
+            detail=(
+                "_flashinfer_allreduce_fusion_auto_enable: auto-enable at TP 2 only: will limit"
+                " get_platform().is_sm120 to TP 2"
+            ),
+            auto_enable_any_tp=False,
+        ),
+        Example(
+            "no parameter names the TP size",
+            """
+            def _flashinfer_allreduce_fusion_auto_enable():
+                if get_platform().is_sm90 or get_platform().is_sm100:
+                    return {"flashinfer_allreduce_fusion_backend": "auto"}
+                return {}
+            """,
+            state=State.DRIFT,
+            detail="no parameter holds the TP size",
         ),
         Example(
             "sglang.srt.utils lacks is_sm120_supported",
@@ -429,11 +626,11 @@ class ServerArgsAutoEnable(Patch):
             return Finding(State.DRIFT, f"the auto-enable moved: found none of {searched(rows)}")
         functions = {id(f): (a, f) for a, f in found}
         where = ", ".join(dict.fromkeys(label(a) for a, _ in functions.values()))
-        gates: dict[int, tuple[cst.If, Clause]] = {}
+        gates: dict[int, tuple[cst.If, _Gate]] = {}
         for _, function in functions.values():
             for chain in _enables(function):
                 for node in reversed(chain):
-                    clauses = [c for c in clauses_in_test(node.test) if not c.negated]
+                    clauses = [(c, g) for c, g in _clauses_in_test(node.test) if not c.negated]
                     if not clauses:
                         continue
                     if len(clauses) > 1:
@@ -442,7 +639,7 @@ class ServerArgsAutoEnable(Patch):
                             f"{where}: an auto-enable test has {len(clauses)} SM clauses; expected one",
                             where,
                         )
-                    gates[id(node)] = (node, clauses[0])
+                    gates[id(node)] = (node, _Gate(*clauses[0], _receiver(function)))
                     break
         if not gates:
             return Finding(
@@ -452,9 +649,9 @@ class ServerArgsAutoEnable(Patch):
                 where,
             )
         # Blocks that also choose SM100-only kernels are never widened.
-        eligible = [c for node, c in gates.values() if admits_sm12x(c.terms) or _only_fusion(node.body)]
+        eligible = [g for node, g in gates.values() if admits_sm12x(g.clause.terms) or _only_fusion(node.body)]
         if not eligible:
-            mixed = "; ".join(describe(c.terms) for _, c in gates.values())
+            mixed = "; ".join(describe(g.clause.terms) for _, g in gates.values())
             return Finding(
                 State.NOT_NEEDED,
                 f"{where}: fusion is only auto-enabled inside blocks that also choose SM100-only "
@@ -462,4 +659,51 @@ class ServerArgsAutoEnable(Patch):
                 where,
             )
         scopes = [f for _, f in functions.values()]
-        return decide(module, ctx, eligible, where, [c.node for c in eligible], scopes)
+        any_tp = bool(ctx.auto_enable_any_tp)
+        receivers = {id(g.clause.node): g.receiver for g in eligible}
+        if not any_tp and None in (receivers[id(g.clause.node)] for g in eligible if not admits_sm12x(g.clause.terms)):
+            return Finding(State.DRIFT, f"{where}: no parameter holds the TP size to limit the auto-enable to", where)
+
+        def shape(clause: Clause, term: cst.BaseExpression) -> cst.BaseExpression:
+            receiver = receivers[id(clause.node)]
+            return term if any_tp or receiver is None else _tp_gated(term, receiver)
+
+        sm_clauses = [g.clause for g in eligible]
+        finding = decide(module, ctx, sm_clauses, where, [c.node for c in sm_clauses], scopes, shape)
+        if finding.state is not State.APPLIED:
+            return finding
+        if ctx.auto_enable_any_tp is not None:  # neither form asked: either one is applied
+            reshaped = self._reshape(finding, eligible, any_tp, where, scopes)
+            if reshaped is not None:
+                return reshaped
+        free = any(names_sm120([t]) and id(t.node) not in _gated_nodes(g) for g in eligible for t in g.clause.terms)
+        finding.detail += f" ({AT_ANY if free else AT_TP2})"
+        return finding
+
+    @staticmethod
+    def _reshape(
+        applied: Finding, gates: list[_Gate], any_tp: bool, where: str, scopes: list[cst.FunctionDef]
+    ) -> Finding | None:
+        """Pending the other way where the applied clauses are not in the form asked
+        (``apply --auto-enable-tp``); None where they are."""
+        pairs: list[tuple[cst.CSTNode, cst.CSTNode]] = []
+        for gate in gates:
+            if any_tp:
+                pairs += [(o, o.left) for o in gate.gated]
+                continue
+            bare = [t.node for t in gate.clause.terms if names_sm120([t]) and id(t.node) not in _gated_nodes(gate)]
+            if bare and gate.receiver is not None:
+                pairs += [(t, _tp_gated(t, gate.receiver)) for t in bare]
+        if not pairs:
+            return None
+        shown = "; ".join(code(old) for old, _ in pairs)
+        change = (
+            f"auto-enable at any TP: will drop the TP conjunct of {shown}"
+            if any_tp
+            else f"auto-enable at TP {SAFE_TP} only: will limit {shown} to TP {SAFE_TP}"
+        )
+
+        def apply(tree: cst.Module) -> cst.Module:
+            return replace_all(tree, pairs, scopes)
+
+        return Finding(State.PENDING, f"{where}: {change}", where, applied.evidence, apply, scopes)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sm120patch.patcher.kit.model import FOUND_BY_ROLE, ROLE_FINDS, State
+from sm120patch.patcher.plan import auto_enable
 from sm120patch.patcher.plan.registry import all_patches
 from sm120patch.patcher.plan.token_limit import recorded
 from sm120patch.patcher.plan.trust import trusted_plan
@@ -50,11 +51,13 @@ def _judge(tree: SglangTree, state: StateDir) -> Judged:
 
 
 def _parsed(tree: SglangTree, manifest: Manifest | None) -> Plan:
-    """Every patch checked by structure, the token limit against the one the last apply recorded."""
+    """Every patch checked by structure, the token limit and the auto-enable's TP against what
+    the last apply recorded."""
     from sm120patch.patcher.plan.planner import make_plan  # loads libcst: only when parsing
 
     asked = recorded(manifest, tree)
-    return make_plan(tree, list(all_patches()), change=False, token_limit=asked.limit if asked else None)
+    any_tp = auto_enable.any_tp(auto_enable.recorded(manifest, tree))
+    return make_plan(tree, list(all_patches()), change=False, token_limit=asked.limit if asked else None, any_tp=any_tp)
 
 
 def refuse_role_finds(plan: Plan) -> None:

@@ -78,6 +78,7 @@ def plan_file(
     rows: Mapping[str, tuple[Anchor, ...]] | None = None,
     files: Mapping[str, str] | None = None,
     data: bytes | None = None,
+    any_tp: bool | None = None,
 ) -> FilePlan:
     """``data``: the bytes to check instead of the file's (the file as another plan leaves it)."""
     path = tree.path(rel)
@@ -85,6 +86,7 @@ def plan_file(
         tree.parsed_version,
         partial(static_names.defines, tree.package_dir),
         token_limit=token_limit,
+        auto_enable_any_tp=any_tp,
         rows=rows or {},
     )
     # A name a required patch binds counts only where that patch writes it: this file.
@@ -139,7 +141,12 @@ def plan_file(
 
 
 def _plan_files(
-    tree: SglangTree, patches: list[Patch], change: bool, token_limit: int | None, found: Mapping[str, Located]
+    tree: SglangTree,
+    patches: list[Patch],
+    change: bool,
+    token_limit: int | None,
+    found: Mapping[str, Located],
+    any_tp: bool | None,
 ) -> Plan:
     by_file: dict[str, list[Patch]] = {}
     files: dict[str, str] = {}
@@ -148,7 +155,13 @@ def _plan_files(
         by_file.setdefault(rel, []).append(patch)
         files[patch.id] = rel
     rows = {pid: located.rows for pid, located in found.items()}
-    return Plan(tree, [plan_file(tree, rel, group, change, token_limit, rows, files) for rel, group in by_file.items()])
+    return Plan(
+        tree,
+        [
+            plan_file(tree, rel, group, change, token_limit, rows, files, any_tp=any_tp)
+            for rel, group in by_file.items()
+        ],
+    )
 
 
 def _leaders(plan: Plan) -> dict[str, Anchor]:
@@ -178,20 +191,22 @@ def make_plan(
     token_limit: int | None = None,
     left_out: Sequence[Patch] = (),
     roles: bool | None = None,
+    any_tp: bool | None = None,
 ) -> Plan:
     """Check (and with ``change``, transform in memory) every selected patch; ``token_limit``:
     the fusion token limit asked for (``apply --fuse-up-to``), None to leave it as it is.
     ``left_out``: the patches apply was asked to leave out, checked (never changed) on the files
     as the plan leaves them, so that their clauses are theirs and not unknown to the sweep.
     ``roles``: a target no known layout matches may be found by what it does (else such a
-    find is only named, and the patch stays in drift)."""
+    find is only named, and the patch stays in drift).  ``any_tp``: the auto-enable's TP asked
+    for (``apply --auto-enable-tp``, ``PatchContext``)."""
     refused = releases.refusal(tree)
     if refused:
         return Plan(tree, [], refused)
     roles = ROLE_FINDS.get() if roles is None else roles
     # Under SM120PATCH_KNOWN_UP_TO a patch none of whose rows was known yet did not exist then.
     patches = [p for p in patches if known_rows(p.anchors)]
-    plan = _plan_files(tree, patches, change, token_limit, {})
+    plan = _plan_files(tree, patches, change, token_limit, {}, any_tp)
     asks = {r.id: r.state for r in plan.reports}
     if any(calls_for_role(p, asks[p.id], tree.parsed_version) for p in patches):
         # Only where a known layout did not match: every other plan reads no more files.
@@ -199,16 +214,18 @@ def make_plan(
         found = {pid: located for pid, located in found.items() if pid in asks}
         usable = {pid: located for pid, located in found.items() if roles or located.known}
         if usable:
-            plan = _plan_files(tree, patches, change, token_limit, usable)
+            plan = _plan_files(tree, patches, change, token_limit, usable, any_tp)
         _say_roles(plan, found, why, roles)
     _unfounded(plan)
     if change and plan.drift:
         # Drift anywhere means nothing is written: report every file as it is now, not as
         # the change that will not happen would leave it.
-        return make_plan(tree, patches, change=False, token_limit=token_limit, left_out=left_out, roles=roles)
+        return make_plan(
+            tree, patches, change=False, token_limit=token_limit, left_out=left_out, roles=roles, any_tp=any_tp
+        )
     leaves = {f.rel: f.updated for f in plan.changes}
     for rel, group in _by_file(tree, [p for p in left_out if known_rows(p.anchors)]).items():
-        for report in plan_file(tree, rel, group, change=False, data=leaves.get(rel)).reports:
+        for report in plan_file(tree, rel, group, change=False, data=leaves.get(rel), any_tp=any_tp).reports:
             report.leave_out("left out as asked (--only / --skip)")
             plan.left_out.append(report)
     return plan

@@ -56,6 +56,7 @@ def _seal(manifest: Manifest) -> str:
         "registry": manifest.registry,
         "checked": manifest.checked,
         "token_limit": manifest.token_limit,
+        "auto_enable_tp": manifest.auto_enable_tp,
     }
     return sha256(json.dumps(fields, sort_keys=True).encode())
 

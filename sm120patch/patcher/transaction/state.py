@@ -33,19 +33,24 @@ from sm120patch.errors import EnvironmentProblem
 from sm120patch.patcher.transaction.fsutil import atomic_write, fsync_dir, remove_tree, rename, unlink
 from sm120patch.sglang.tree import DIRNAME
 
-FORMAT = 4  # 2: the manifest also records what the last apply saw in each file (``checked``)
+FORMAT = 5  # 2: the manifest also records what the last apply saw in each file (``checked``)
 # 3: and the fusion token limit the last apply was asked for (``token_limit``)
 # 4: and which files were symlinks out of the package, that revert puts back (a file's ``link``)
+# 5: and the TP the auto-enable was asked to admit SM12x at (``auto_enable_tp``)
 # A manifest or journal is written with the lowest format that holds what it records
 # (``format_for``), so an older sm120patch reads it where it can and says "upgrade" where not.
+FORMAT_WITHOUT_AUTO_ENABLE = 4
 FORMAT_WITHOUT_LINK = 3
 FORMAT_WITHOUT_LIMIT = 2
 
 
-def format_for(token_limit: bool, link: bool) -> int:
-    """The lowest state format that holds a token limit (``token_limit``) and links (``link``)."""
-    if link:
+def format_for(token_limit: bool, link: bool, auto_enable: bool = False) -> int:
+    """The lowest state format that holds a token limit (``token_limit``), links (``link``)
+    and the auto-enable's TP (``auto_enable``)."""
+    if auto_enable:
         return FORMAT
+    if link:
+        return FORMAT_WITHOUT_AUTO_ENABLE
     return FORMAT_WITHOUT_LINK if token_limit else FORMAT_WITHOUT_LIMIT
 
 
@@ -82,11 +87,14 @@ class Manifest:
     checked: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The fusion token limit the last apply was asked for and its source (plan/token_limit.py).
     token_limit: dict[str, Any] | None = None
+    # The TP the auto-enable was asked to admit SM12x at, "2" or "any" (plan/auto_enable.py).
+    auto_enable_tp: str | None = None
     seal: str = ""  # sha256 over the fields above that plan/trust.py relies on
 
     def lowest_format(self) -> int:
         """The format this manifest is written with (``format_for``)."""
-        return format_for(self.token_limit is not None, any(r.link is not None for r in self.files.values()))
+        links = any(r.link is not None for r in self.files.values())
+        return format_for(self.token_limit is not None, links, self.auto_enable_tp is not None)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -95,6 +103,8 @@ class Manifest:
                 del rec["link"]
         if data["token_limit"] is None:  # as a manifest of a tool without --fuse-up-to has it
             del data["token_limit"]
+        if data["auto_enable_tp"] is None:  # as a manifest of a tool without --auto-enable-tp has it
+            del data["auto_enable_tp"]
         return data
 
     @classmethod

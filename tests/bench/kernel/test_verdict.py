@@ -19,6 +19,16 @@ def test_faster_everywhere_pays_and_names_the_range() -> None:
     assert verdict.crossover is None
 
 
+def test_a_win_above_tp2_points_at_the_auto_enable_at_any_tp() -> None:
+    """The patched auto-enable waits for TP 2 by default: where fusion wins at a larger TP,
+    the verdict names the apply that lets sglang turn it on there by itself."""
+    assert judge(rows((1, 50.0), (2048, 90.0)), tp=4).advice == (
+        "fusion pays here at TP 4: 10 % to 50 % faster at 1 to 2048 tokens: leave it on; "
+        "`sm120patch apply --auto-enable-tp any` lets sglang turn it on by itself at TP 4"
+    )
+    assert "--auto-enable-tp" not in judge(rows((1, 50.0)), tp=2).advice
+
+
 def test_slower_everywhere_costs_and_says_how_to_keep_it_off() -> None:
     verdict = judge(rows((1, 120.0), (64, 140.0)), tp=8, keep_off="`--off`")
     assert verdict.kind is Kind.COSTS

@@ -9,16 +9,22 @@ alone where the block also picks SM100-only kernels.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 import pytest
 from hypothesis import HealthCheck
 from hypothesis import strategies as st
 
 from sm120patch.patcher.kit.model import State
-from sm120patch.patcher.plan.registry import by_id
+from sm120patch.patcher.plan.planner import make_plan
+from sm120patch.patcher.plan.registry import all_patches, by_id
+from sm120patch.sglang.layout import OVERRIDES, SERVER_ARGS
+from sm120patch.sglang.tree import from_directory
 from tests.support.patch_checks import bare_context, sm_clause
 from tests.support.properties import fast_and_slow
-from tests.support.realtrees import intended_changes
+from tests.support.realtrees import installed_release, intended_changes
+from tests.support.sglang_exec import auto_enable_turns_fusion_on
 
 PATCH = by_id()["server-args-auto-enable"]
 
@@ -43,7 +49,8 @@ def test_findings_that_change_nothing_name_the_function_they_read(name: str, whe
 
 def test_every_anchored_function_in_the_file_is_widened_and_named() -> None:
     """A file holding both the method (up to 0.5.14) and the override function (0.5.15+), as a
-    backport could: both auto-enables are widened, and ``where`` names both, once each."""
+    backport could: both auto-enables are widened, each naming the TP size by its own first
+    parameter, and ``where`` names both, once each."""
     source = (
         "def _flashinfer_allreduce_fusion_auto_enable(view):\n"
         "    if get_platform().is_sm90 or get_platform().is_sm100:\n"
@@ -58,8 +65,11 @@ def test_every_anchored_function_in_the_file_is_widened_and_named() -> None:
     finding = PATCH.check(module, bare_context(PATCH))
     assert finding.where == "_flashinfer_allreduce_fusion_auto_enable, ServerArgs._handle_model_specific_adjustments"
     assert finding.apply is not None
-    assert finding.apply(module).code == source.replace(
-        "get_platform().is_sm100:", "get_platform().is_sm100 or get_platform().is_sm120:"
+    function, method = source.split("class ServerArgs")
+    assert finding.apply(module).code == function.replace(
+        "get_platform().is_sm100:", "get_platform().is_sm100 or (get_platform().is_sm120 and view.tp_size == 2):"
+    ) + "class ServerArgs" + method.replace(
+        "get_platform().is_sm100:", "get_platform().is_sm100 or (get_platform().is_sm120 and self.tp_size == 2):"
     )
 
 
@@ -125,6 +135,22 @@ def check_auto_enable_variant(case: tuple[str, str]) -> None:
         "(self.nnodes == 1 or is_sm100_supported())"
     )
     assert PATCH.check(cst.parse_module(patched), ctx).state is State.APPLIED
+    assert patched.count(".tp_size == 2)") == 1
+    # --auto-enable-tp any drops the TP conjunct; --auto-enable-tp 2 puts it back, byte for byte
+    free = reshaped(patched, any_tp=True)
+    assert ".tp_size == 2)" not in free and intended_changes(patched.encode(), free.encode()) == ["or-term"]
+    assert reshaped(free, any_tp=False) == patched
+
+
+def reshaped(source: str, any_tp: bool) -> str:
+    """``source`` as an apply with ``--auto-enable-tp`` (any: True, 2: False) leaves it."""
+    ctx = replace(bare_context(PATCH), auto_enable_any_tp=any_tp)
+    module = cst.parse_module(source)
+    finding = PATCH.check(module, ctx)
+    assert finding.state is State.PENDING and finding.apply is not None, finding.detail
+    result = finding.apply(module).code
+    assert PATCH.check(cst.parse_module(result), ctx).state is State.APPLIED
+    return result
 
 
 (
@@ -150,5 +176,41 @@ def test_an_else_branch_that_turns_fusion_on_is_gated_by_the_ifs_around_it() -> 
     finding = PATCH.check(module, bare_context(PATCH))
     assert finding.state is State.PENDING and finding.apply is not None
     assert finding.apply(module).code == source.replace(
-        "get_platform().is_sm100:", "get_platform().is_sm100 or get_platform().is_sm120:"
+        "get_platform().is_sm100:", "get_platform().is_sm100 or (get_platform().is_sm120 and view.tp_size == 2):"
     )
+
+
+# --- sglang's own auto-enable, from real releases, as this tool leaves it -----------------
+
+TP_SIZES = (2, 4, 8)
+GPUS = {"SM90": (9, 0), "SM100": (10, 0), "SM120": (12, 0)}
+ERA_FILES = {"0.5.9": SERVER_ARGS, "0.5.14": SERVER_ARGS, "0.5.15": OVERRIDES, "0.5.23": OVERRIDES}
+
+
+def fused_at(version: str, any_tp: bool | None) -> dict[str, list[int]]:
+    """The TP sizes at which the release's own auto-enable turns fusion on for a model it lists,
+    per GPU: as shipped (``any_tp`` False), or as ``apply`` (``--auto-enable-tp any``: True) leaves it."""
+    package = installed_release(version) / "sglang"
+    rel = ERA_FILES[version]
+    source = (package / rel).read_bytes()
+    if any_tp is not False:
+        plan = make_plan(from_directory(package), list(all_patches()), change=True, any_tp=any_tp or None)
+        (changed,) = [f for f in plan.files if f.rel == rel]
+        assert changed.updated is not None
+        source = changed.updated
+    return {
+        gpu: [tp for tp in TP_SIZES if auto_enable_turns_fusion_on(package, source, capability, tp)]
+        for gpu, capability in GPUS.items()
+    }
+
+
+@pytest.mark.slow  # real sglang releases from the package index
+@pytest.mark.parametrize("version", ERA_FILES)
+def test_sglangs_own_auto_enable_admits_sm120_at_tp2_only_unless_asked_for_any_tp(version: str) -> None:
+    """Executed from the release (tests/support/sglang_exec.py: only the GPU, the model and the
+    server arguments are faked): SM90 and SM100 fuse at every TP, as shipped; SM120 at TP 2
+    after a plain apply, at every TP after ``apply --auto-enable-tp any``."""
+    every = list(TP_SIZES)
+    assert fused_at(version, any_tp=False) == {"SM90": every, "SM100": every, "SM120": []}
+    assert fused_at(version, any_tp=None) == {"SM90": every, "SM100": every, "SM120": [2]}
+    assert fused_at(version, any_tp=True) == {"SM90": every, "SM100": every, "SM120": every}

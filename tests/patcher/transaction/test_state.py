@@ -171,7 +171,7 @@ def test_a_damaged_manifest_or_journal_names_the_file_and_what_it_is(state: Stat
 
 
 @pytest.mark.parametrize("what", ["manifest", "journal"])
-@pytest.mark.parametrize("fmt", [5, "2", None])
+@pytest.mark.parametrize("fmt", [6, "2", None])
 def test_a_manifest_or_journal_of_a_newer_or_unknown_format_asks_for_a_newer_tool(
     state: StateDir, what: str, fmt: object
 ) -> None:
@@ -181,7 +181,7 @@ def test_a_manifest_or_journal_of_a_newer_or_unknown_format_asks_for_a_newer_too
         state.load() if what == "manifest" else state.load_journal()
     assert str(caught.value) == (
         f"{path} was written by a newer sm120patch (state format {fmt}, this is "
-        f"{__version__} with format 4); upgrade sm120patch"
+        f"{__version__} with format 5); upgrade sm120patch"
     )
 
 
