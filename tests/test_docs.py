@@ -121,6 +121,7 @@ GENERATED = {
     "scripts/compat_table.py": "compatibility",
     "benchmarks/run.py": "performance",
     "scripts/reliability_report.py": "reliability",
+    "scripts/backtest.py": "backtest",
 }
 
 
