@@ -55,7 +55,13 @@ FILES = frozenset(place.file for place in KEPT)
 
 def files_keeping(what: str) -> tuple[str, ...]:
     """The files that held ``what``, newest layout first."""
-    return tuple(dict.fromkeys(place.file for place in KEPT if place.what == what))
+    return tuple(dict.fromkeys(file for file, _ in kept_files(what)))
+
+
+def kept_files(what: str | None) -> list[tuple[str, str]]:
+    """(file, first release) of every place ``what`` was kept in, newest first."""
+    places = sorted((p for p in KEPT if p.what == what), key=lambda p: Version(p.first), reverse=True)
+    return [(p.file, p.first) for p in places]
 
 
 def kept_in(what: str, version: str) -> str | None:

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 from packaging.version import InvalidVersion, Version
 
+from sm120patch.sglang.layout import kept_files
+
 if TYPE_CHECKING:  # libcst loads only when a patch runs (revert from saved state never does)
     import libcst as cst
 
@@ -242,8 +244,11 @@ class Patch(ABC):
 
     @property
     def files(self) -> tuple[str, ...]:
-        """The files this patch looks in, newest layout first (from the known anchors)."""
-        return tuple(dict.fromkeys(a.file for a in known_rows(self.anchors) or self.anchors))
+        """The files this patch looks in, newest layout first: where the layout table keeps its
+        place (known by ``SM120PATCH_KNOWN_UP_TO``), then its known rows' files."""
+        place = getattr(self, "place", None)
+        kept = [f for f, first in kept_files(place) if (limit := known_up_to()) is None or Version(first) <= limit]
+        return tuple(dict.fromkeys([*kept, *(a.file for a in known_rows(self.anchors) or self.anchors)]))
 
     def target(self, exists: Callable[[str], bool]) -> str:
         """The file this patch reads in this tree: the first of its files that exists."""

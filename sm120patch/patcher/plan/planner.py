@@ -171,8 +171,11 @@ def _leaders(plan: Plan) -> dict[str, Anchor]:
     for report in plan.reports:
         patch = registry.get(report.id)
         rows = [a for a in known_rows(patch.anchors) if a.file == report.file] if patch else []
-        row = next((a for a in rows if report.where in (a.name, f"{a.cls}.{a.name}")), rows[0] if rows else None)
-        if row is not None and report.state is not State.DRIFT:
+        named = next((a for a in rows if report.where in (a.name, f"{a.cls}.{a.name}")), None)
+        # A target its rows found leads (even where it drifts for another reason: the flags
+        # it reads may be elsewhere); a drift that found nothing leads nowhere.
+        row = named or (rows[0] if rows and report.state is not State.DRIFT else None)
+        if row is not None:
             leaders[report.id] = row
     return leaders
 
