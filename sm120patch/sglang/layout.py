@@ -16,7 +16,6 @@ from packaging.version import Version
 
 COMMUNICATOR = "srt/layers/communicator.py"
 ADD_NORM = "srt/layers/layer_boundary/residual/add_norm.py"
-FUSION_GATES = "srt/layers/layer_boundary/fusion_gates.py"
 SERVER_ARGS = "srt/server_args.py"
 OVERRIDES = "srt/arg_groups/overrides.py"
 COMM_FUSION = "srt/layers/flashinfer_comm_fusion.py"
@@ -43,8 +42,7 @@ class Place:
 
 
 KEPT: tuple[Place, ...] = (
-    Place(GATE, FUSION_GATES, "0.5.24"),
-    Place(GATE, ADD_NORM, "0.5.21", "0.5.23"),
+    Place(GATE, ADD_NORM, "0.5.21"),
     Place(GATE, COMMUNICATOR, "0.4.9", "0.5.20"),
     Place(AUTO_ENABLE, OVERRIDES, "0.5.15"),
     Place(AUTO_ENABLE, SERVER_ARGS, "0.4.6", "0.5.14"),

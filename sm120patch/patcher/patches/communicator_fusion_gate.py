@@ -8,7 +8,7 @@ from sm120patch.patcher.kit.decide import decide, find_anchored, label, searched
 from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, Role, State
 from sm120patch.patcher.kit.role_shapes import is_gate
 from sm120patch.patcher.kit.sm_terms import clauses_in, describe
-from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR, FUSION_GATES, GATE
+from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR, GATE
 
 
 class CommunicatorFusionGate(Patch):
@@ -37,8 +37,7 @@ class CommunicatorFusionGate(Patch):
         matches=is_gate,
     )
     anchors = (
-        Anchor(FUSION_GATES, "ar_norm_fusion_enabled", Releases("0.5.24")),
-        Anchor(ADD_NORM, "flashinfer_ar_fusion_applies", Releases("0.5.22", "0.5.23")),
+        Anchor(ADD_NORM, "flashinfer_ar_fusion_applies", Releases("0.5.22")),
         Anchor(ADD_NORM, "apply_flashinfer_allreduce_fusion", Releases("0.5.21", "0.5.21")),
         Anchor(COMMUNICATOR, "apply_flashinfer_allreduce_fusion", Releases("0.5.8", "0.5.20")),
         Anchor(
@@ -50,17 +49,6 @@ class CommunicatorFusionGate(Patch):
         ),
     )
     examples = (
-        Example(
-            "moved to its own module and renamed (0.5.24)",
-            """
-            def ar_norm_fusion_enabled(batch_size: int):
-                return (_is_sm90_supported or _is_sm100_supported) and batch_size <= FUSE_ALLREDUCE_MAX_BATCH_SIZE
-            """,
-            after="""
-            def ar_norm_fusion_enabled(batch_size: int):
-                return (_is_sm90_supported or _is_sm100_supported or _is_sm120_supported) and batch_size <= FUSE_ALLREDUCE_MAX_BATCH_SIZE
-            """,
-        ),
         Example(
             "module function with a comment in the condition (0.5.8 - 0.5.21)",
             """
