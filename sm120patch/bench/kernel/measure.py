@@ -68,6 +68,103 @@ class Settings:
     pcie_ipc: bool = False  # the release has SGLANG_ENABLE_PCIE_IPC_ALLREDUCE (0.5.23+)
 
 
+FUSED, UNFUSED, ALLREDUCE, ALLREDUCE_ON, PCIE_IPC = "fused", "unfused", "allreduce", "allreduce-on", "pcie-ipc"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One measured variant: a row of ``VARIANTS``.  A new one is a row here plus the code
+    that measures it (the ranks' ``measure`` in bench_rank.py, or a pass of its own in ``run``);
+    ``fastest``, the table, the JSON, the plot and the saved result follow the row."""
+
+    name: str  # Row.timings' key, ``fastest``'s answer and the JSON's ``variants`` key
+    measures: str  # what it measures, in one sentence
+    launchable: bool  # a server can be launched with it: a candidate for ``fastest``
+    since: str  # which release or condition adds it
+    timed_as: str | None  # the ranks' name for it in the main pass; None: a pass of its own
+    always: bool = False  # measured in every run (else: where ``since`` holds)
+    header: str = ""  # its short name: the text table's column where ``column``, the fastest line
+    column: bool = False  # a column of the text table and a line of the plot
+    label: str = ""  # its name in the fastest line's list of launchable variants
+    words: str = ""  # what the fastest line says when it is fastest
+    plot: str = ""  # its line in the plot ({baseline}: what the unfused side ran)
+    field: str | None = None  # its timing's field in sm120patch-bench/2 rows (older than this table)
+    name_field: str | None = None  # the sm120patch-bench/2 field naming the allreduce it ran
+    why_field: str | None = None  # the sm120patch-bench/2 field saying why that allreduce
+
+
+VARIANTS: tuple[Variant, ...] = (
+    Variant(
+        FUSED,
+        "sglang's fused allreduce + add + RMSNorm (FlashInfer trtllm allreduce_fusion), as fusion on runs it",
+        launchable=True,
+        since="every release with the fusion",
+        timed_as="fused",
+        always=True,
+        header="fused",
+        column=True,
+        label="fused",
+        words="fusion on",
+        plot="fused (FlashInfer trtllm)",
+        field="fused",
+    ),
+    Variant(
+        UNFUSED,
+        "sglang's allreduce, then its add + RMSNorm, as fusion off runs them",
+        launchable=True,
+        since="every release",
+        timed_as="unfused",
+        always=True,
+        header="unfused",
+        column=True,
+        label="unfused",
+        words="sglang's default (fusion off)",
+        plot="unfused ({baseline})",
+        field="unfused",
+        name_field="allreduce_name",
+        why_field="allreduce_why",
+    ),
+    Variant(
+        ALLREDUCE,
+        "the unfused path's allreduce alone: the floor the unfused path cannot beat",
+        launchable=False,
+        since="every release",
+        timed_as="allreduce",
+        always=True,
+        header="AR alone",
+        column=True,
+        plot="allreduce alone",
+        field="allreduce",
+    ),
+    Variant(
+        ALLREDUCE_ON,
+        "a plain allreduce as the release routes it with fusion on (FlashInfer's kAllReduce)",
+        launchable=False,
+        since="0.5.18+, which send plain allreduces to FlashInfer once fusion is on",
+        timed_as="allreduce_on",
+        header="AR fusion on",
+        field="allreduce_fusion_on",
+    ),
+    Variant(
+        PCIE_IPC,
+        f"the unfused path again with {PCIE_IPC_FLAG}=1",
+        launchable=True,
+        since="0.5.23+, with sglang's own code, on GPUs without full NVLink",
+        timed_as=None,
+        header="PCIe-IPC",
+        label=f"{PCIE_IPC_FLAG}=1",
+        words=f"{PCIE_IPC_FLAG}=1 (fusion off)",
+        field="pcie_ipc",
+        name_field="pcie_ipc_allreduce",
+    ),
+)
+
+
+def variants() -> tuple[Variant, ...]:
+    """The table as it is now (a test may add a row)."""
+    return VARIANTS
+
+
 @dataclass(frozen=True)
 class Timing:
     median_us: float
@@ -77,24 +174,26 @@ class Timing:
 @dataclass(frozen=True)
 class Row:
     tokens: int
-    fused: Timing
-    unfused: Timing
-    allreduce: Timing
+    timings: dict[str, Timing]  # by Variant.name: those measured at this size (every ``always`` one)
     max_abs_error: dict[str, float]
     tolerance: dict[str, float]
     ok: bool
-    allreduce_name: str = ""  # what the unfused path's allreduce was at this size
-    allreduce_why: str = ""  # why it was not sglang's custom allreduce, where sglang says
-    allreduce_on: Timing | None = None  # a plain allreduce as 0.5.18+ route it with fusion on (kAllReduce)
-    pcie_ipc: Timing | None = None  # unfused again with SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1
-    pcie_ipc_name: str = ""  # the allreduce sglang picked then (PCIe-IPC only up to its width)
+    allreduces: dict[str, str] = field(default_factory=dict)  # by variant: the allreduce sglang picked for it
+    why: dict[str, str] = field(default_factory=dict)  # by variant: why not sglang's custom allreduce, where it says
+
+    def measured(self) -> list[tuple[Variant, Timing]]:
+        """The variants measured at this size, in the table's order."""
+        return [(v, self.timings[v.name]) for v in variants() if v.name in self.timings]
+
+    def with_timing(self, name: str, timing: Timing, allreduce: str = "") -> Row:
+        """This row with variant ``name`` measured (and the allreduce it ran, where named)."""
+        allreduces = dict(self.allreduces, **{name: allreduce}) if allreduce else self.allreduces
+        return replace(self, timings={**self.timings, name: timing}, allreduces=allreduces)
 
     @property
     def fastest(self) -> str:
-        """Which of the paths a server can be launched with is fastest at this size."""
-        paths = {"fused": self.fused.median_us, "unfused": self.unfused.median_us}
-        if self.pcie_ipc is not None:
-            paths["pcie-ipc"] = self.pcie_ipc.median_us
+        """Which of the variants a server can be launched with is fastest at this size."""
+        paths = {v.name: t.median_us for v, t in self.measured() if v.launchable}
         return min(paths, key=lambda name: paths[name])
 
     @property
@@ -105,6 +204,41 @@ class Row:
     def vs_floor_pct(self) -> float:
         """Fused against the allreduce alone (the stand-in's: sglang's custom allreduce can be faster)."""
         return (self.fused.median_us - self.allreduce.median_us) / self.allreduce.median_us * 100.0
+
+    # The variants by their sm120patch-bench/2 names.
+    @property
+    def fused(self) -> Timing:
+        return self.timings[FUSED]
+
+    @property
+    def unfused(self) -> Timing:
+        return self.timings[UNFUSED]
+
+    @property
+    def allreduce(self) -> Timing:
+        return self.timings[ALLREDUCE]
+
+    @property
+    def allreduce_on(self) -> Timing | None:
+        return self.timings.get(ALLREDUCE_ON)
+
+    @property
+    def pcie_ipc(self) -> Timing | None:
+        return self.timings.get(PCIE_IPC)
+
+    @property
+    def allreduce_name(self) -> str:
+        """What the unfused path's allreduce was at this size."""
+        return self.allreduces.get(UNFUSED, "")
+
+    @property
+    def allreduce_why(self) -> str:
+        return self.why.get(UNFUSED, "")
+
+    @property
+    def pcie_ipc_name(self) -> str:
+        """The allreduce sglang picked with PCIe-IPC on (PCIe-IPC only up to its width)."""
+        return self.allreduces.get(PCIE_IPC, "")
 
 
 @dataclass(frozen=True)
@@ -247,20 +381,24 @@ def combine(logs: list[ranks.RankLog]) -> list[Row]:
                 by_tokens.setdefault(int(event["tokens"]), []).append(event)
     rows = []
     for tokens, events in sorted(by_tokens.items()):
-        timings = {name: slowest(events, name) for name in ("fused", "unfused", "allreduce")}
+        timings: dict[str, Timing] = {}
+        for variant in variants():
+            if variant.timed_as is None:
+                continue  # measured by a pass of its own
+            timing = slowest(events, variant.timed_as) if variant.always else slowest_if_timed(events, variant.timed_as)
+            if timing is not None:
+                timings[variant.name] = timing
         errors = {key: max(float(e["max_abs_error"][key]) for e in events) for key in events[0]["max_abs_error"]}
+        name, why = str(events[0].get("allreduce_name", "")), str(events[0].get("allreduce_why", ""))
         rows.append(
             Row(
                 tokens,
-                fused=timings["fused"],
-                unfused=timings["unfused"],
-                allreduce=timings["allreduce"],
+                timings,
                 max_abs_error=errors,
                 tolerance=events[0]["tolerance"],
                 ok=all(e["ok"] for e in events),
-                allreduce_name=str(events[0].get("allreduce_name", "")),
-                allreduce_why=str(events[0].get("allreduce_why", "")),
-                allreduce_on=slowest_if_timed(events, "allreduce_on"),
+                allreduces={UNFUSED: name} if name else {},
+                why={UNFUSED: why} if why else {},
             )
         )
     return rows
@@ -318,7 +456,7 @@ def run(
     rows = combine(logs)
     baseline = read_baseline(done, rows)
     notes = list(call.notes)
-    if any(row.allreduce_on is not None for row in rows):
+    if any(ALLREDUCE_ON in row.timings for row in rows):
         notes.append(routed_note(rows))
     why = pcie_ipc_pass(settings.pcie_ipc, done, env)
     if why:
@@ -358,12 +496,12 @@ def run(
 def routed_note(rows: list[Row]) -> str:
     """0.5.18+ with fusion on send every plain allreduce on the attention-TP and MoE groups to
     FlashInfer's kAllReduce, ahead of sglang's own allreduce: what that costs or saves."""
-    timed = [r for r in rows if r.allreduce_on is not None]
+    timed = [r for r in rows if ALLREDUCE_ON in r.timings]
     first, last = timed[0], timed[-1]
 
     def cell(row: Row) -> str:
-        assert row.allreduce_on is not None
-        return f"{row.allreduce_on.median_us:.1f} vs {row.allreduce.median_us:.1f} µs at {tokens_text(row.tokens)}"
+        routed = row.timings[ALLREDUCE_ON].median_us
+        return f"{routed:.1f} vs {row.allreduce.median_us:.1f} µs at {tokens_text(row.tokens)}"
 
     span = cell(first) if first is last else f"{cell(first)}, {cell(last)}"
     return (
@@ -402,12 +540,7 @@ def combine_unfused(logs: list[ranks.RankLog]) -> dict[int, tuple[Timing, str]]:
 
 
 def with_pcie_ipc(rows: list[Row], second: dict[int, tuple[Timing, str]]) -> list[Row]:
-    return [
-        replace(row, pcie_ipc=second[row.tokens][0], pcie_ipc_name=second[row.tokens][1])
-        if row.tokens in second
-        else row
-        for row in rows
-    ]
+    return [row.with_timing(PCIE_IPC, *second[row.tokens]) if row.tokens in second else row for row in rows]
 
 
 def read_baseline(done: dict[str, Any], rows: list[Row]) -> Baseline:

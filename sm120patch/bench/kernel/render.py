@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from sm120patch import __version__
 from sm120patch.bench.kernel import estimate, saved
-from sm120patch.bench.kernel.measure import PCIE_IPC_FLAG, BenchResult, Row, Timing
+from sm120patch.bench.kernel.measure import BenchResult, Row, Timing, Variant, variants
 from sm120patch.bench.kernel.verdict import Compare, Crossover, Kind
 
 if TYPE_CHECKING:
@@ -29,24 +29,55 @@ def _timing_json(timing: Timing) -> dict[str, float]:
 
 
 def _row_json(row: Row) -> dict[str, Any]:
+    """A row: the sm120patch-bench/2 fields (each variant's ``field``, ``name_field``,
+    ``why_field``), then every measured variant under ``variants``."""
     point = row.point
+    data: dict[str, Any] = {"tokens": row.tokens}
+    for variant in variants():
+        if variant.always and variant.field:
+            data[variant.field] = _timing_json(row.timings[variant.name])
+    data.update(
+        fused_vs_unfused_pct=round(point.delta_pct, 2),
+        fused_vs_allreduce_pct=round(row.vs_floor_pct, 2),
+        compare=point.compare.value,
+    )
+    for variant in variants():
+        if variant.name_field and variant.always:
+            data[variant.name_field] = row.allreduces.get(variant.name, "")
+        if variant.why_field and variant.always:
+            data[variant.why_field] = row.why.get(variant.name, "")
+    for variant in variants():
+        if variant.always:
+            continue
+        timing = row.timings.get(variant.name)
+        if variant.field:
+            data[variant.field] = None if timing is None else _timing_json(timing)
+        if variant.name_field:
+            data[variant.name_field] = row.allreduces.get(variant.name) or None
+        if variant.why_field:
+            data[variant.why_field] = row.why.get(variant.name) or None
+    data.update(
+        fastest=row.fastest,
+        max_abs_error=row.max_abs_error,
+        tolerance=row.tolerance,
+        ok=row.ok,
+        variants={
+            variant.name: {
+                **_timing_json(timing),
+                "allreduce": row.allreduces.get(variant.name) or None,
+                "allreduce_why": row.why.get(variant.name) or None,
+            }
+            for variant, timing in row.measured()
+        },
+    )
+    return data
+
+
+def variants_json() -> dict[str, Any]:
+    """What each variant a row may hold measures (the table of measure.py)."""
     return {
-        "tokens": row.tokens,
-        "fused": _timing_json(row.fused),
-        "unfused": _timing_json(row.unfused),
-        "allreduce": _timing_json(row.allreduce),
-        "fused_vs_unfused_pct": round(point.delta_pct, 2),
-        "fused_vs_allreduce_pct": round(row.vs_floor_pct, 2),
-        "compare": point.compare.value,
-        "allreduce_name": row.allreduce_name,
-        "allreduce_why": row.allreduce_why,
-        "allreduce_fusion_on": None if row.allreduce_on is None else _timing_json(row.allreduce_on),
-        "pcie_ipc": None if row.pcie_ipc is None else _timing_json(row.pcie_ipc),
-        "pcie_ipc_allreduce": row.pcie_ipc_name or None,
-        "fastest": row.fastest,
-        "max_abs_error": row.max_abs_error,
-        "tolerance": row.tolerance,
-        "ok": row.ok,
+        v.name: {"measures": v.measures, "launchable": v.launchable, "since": v.since, "always": v.always}
+        for v in variants()
     }
 
 
@@ -85,6 +116,7 @@ def to_json(result: BenchResult) -> dict[str, Any]:
         },
         "gpus": (result.probe.get("gpus") or [])[: result.tp],
         "versions": result.versions,
+        "variants": variants_json(),
         "rows": [_row_json(r) for r in result.rows],
         "verdict": {
             "kind": result.verdict.kind.value,
@@ -101,7 +133,8 @@ def to_json(result: BenchResult) -> dict[str, Any]:
 
 def _steps(result: BenchResult) -> list[estimate.Step]:
     assert result.model is not None
-    return estimate.steps(result.model, [(r.tokens, r.fused.median_us, r.unfused.median_us) for r in result.rows])
+    points = [r.point for r in result.rows]
+    return estimate.steps(result.model, [(p.tokens, p.fused_us, p.unfused_us) for p in points])
 
 
 def _estimate_json(result: BenchResult) -> dict[str, Any] | None:
@@ -128,20 +161,24 @@ def _estimate_json(result: BenchResult) -> dict[str, Any] | None:
     }
 
 
-FASTEST_WORDS = {
-    "fused": "fusion on",
-    "unfused": "sglang's default (fusion off)",
-    "pcie-ipc": f"{PCIE_IPC_FLAG}=1 (fusion off)",
-}
+def _optional_launchable() -> list[Variant]:
+    return [v for v in variants() if v.launchable and not v.always]
 
 
-def pcie_ipc_line(rows: list[Row]) -> str:
-    """With 0.5.23's PCIe-IPC allreduce measured too: per token count, the fastest of the three."""
+def fastest_line(rows: list[Row]) -> str:
+    """With a variant a server can be launched with measured beyond fused and unfused (0.5.23's
+    PCIe-IPC allreduce): per token count, the fastest of them, and what each extra one took."""
+    of = " / ".join(v.label or v.name for v in variants() if v.launchable)
+    words = {v.name: v.words or v.name for v in variants()}
     cells = []
     for row in rows:
-        ipc = f"{_us(row.pcie_ipc.median_us)} µs" if row.pcie_ipc is not None else "not measured"
-        cells.append(f"{row.tokens}: {FASTEST_WORDS[row.fastest]} (PCIe-IPC {ipc})")
-    return f"fastest per token count, of fused / unfused / {PCIE_IPC_FLAG}=1: " + "; ".join(cells)
+        extra = []
+        for variant in _optional_launchable():
+            timing = row.timings.get(variant.name)
+            took = f"{_us(timing.median_us)} µs" if timing else "not measured"
+            extra.append(f"{variant.header or variant.name} {took}")
+        cells.append(f"{row.tokens}: {words[row.fastest]} ({'; '.join(extra)})")
+    return f"fastest per token count, of {of}: " + "; ".join(cells)
 
 
 def allreduce_spans(rows: list[Row]) -> str:
@@ -178,16 +215,15 @@ def render(result: BenchResult, out: Console) -> None:
         "µs per call, median/p90 of the slowest rank",
         title_justify="left",
     )
-    for header in ("tokens", "fused", "unfused", "AR alone", "vs unfused", "max err"):
+    columns = _columns(result.rows)
+    for header in ("tokens", *(v.header or v.name for v in columns), "vs unfused", "max err"):
         table.add_column(header, justify="right", no_wrap=True)
     for row in result.rows:
         point = row.point
         error = max(row.max_abs_error.values())
         table.add_row(
             str(row.tokens),
-            _cell(row.fused),
-            _cell(row.unfused),
-            _cell(row.allreduce),
+            *(_cell(row.timings[v.name]) if v.name in row.timings else "—" for v in columns),
             Text(f"{point.delta_pct:+.1f} %", style=_COMPARE_STYLE[point.compare]),
             Text(f"{error:.3g}" + ("" if row.ok else " WRONG"), style="" if row.ok else "bold red"),
         )
@@ -206,14 +242,19 @@ def render(result: BenchResult, out: Console) -> None:
         f"driver {versions.get('driver')}",
         *result.notes,
     ]
-    if any(row.pcie_ipc is not None for row in result.rows):
-        facts.append(pcie_ipc_line(result.rows))
+    if any(v.name in row.timings for row in result.rows for v in _optional_launchable()):
+        facts.append(fastest_line(result.rows))
     for fact in facts:
         out.print(Text(fact, style="dim"))
     if result.model is not None:
         _render_estimate(result, out)
     out.print(Text(crossover(result).text))
     out.print(Text(result.verdict.text, style=_KIND_STYLE[result.verdict.kind]))
+
+
+def _columns(rows: list[Row]) -> list[Variant]:
+    """The variants with a column (or a line in the plot) that some row measured."""
+    return [v for v in variants() if v.column and (v.always or any(v.name in row.timings for row in rows))]
 
 
 def crossover(result: BenchResult) -> Crossover:
@@ -256,12 +297,10 @@ def plot(result: BenchResult, path: Path) -> None:
 
     tokens = [r.tokens for r in result.rows]
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, label in (
-        ("fused", "fused (FlashInfer trtllm)"),
-        ("unfused", f"unfused ({result.baseline.describe()})"),
-        ("allreduce", "allreduce alone"),
-    ):
-        ax.plot(tokens, [getattr(r, name).median_us for r in result.rows], marker="o", label=label)
+    for variant in _columns(result.rows):
+        timed = [r for r in result.rows if variant.name in r.timings]
+        label = (variant.plot or variant.header or variant.name).format(baseline=result.baseline.describe())
+        ax.plot([r.tokens for r in timed], [r.timings[variant.name].median_us for r in timed], marker="o", label=label)
     ax.set_xscale("log", base=2)
     ax.set_xticks(tokens, [str(t) for t in tokens])
     ax.minorticks_off()

@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from sm120patch.bench.kernel.measure import FUSED, UNFUSED, variants
 from sm120patch.bench.kernel.verdict import NOISE_PCT, Crossover, Point, crossover
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.patcher.states import BENCH_RESULT, StateDir, gate_rel
@@ -46,13 +47,22 @@ def crossover_of(data: Mapping[str, Any]) -> Crossover:
         indicative = tuple(str(w) for w in why) if isinstance(why, list) and why else (NOT_SGLANGS,)
     try:
         points: Sequence[Point] = [
-            Point(int(r["tokens"]), float(r["fused"]["median_us"]), float(r["unfused"]["median_us"]), bool(r["ok"]))
-            for r in data["rows"]
+            Point(int(r["tokens"]), _median(r, FUSED), _median(r, UNFUSED), bool(r["ok"])) for r in data["rows"]
         ]
     except (KeyError, TypeError, ValueError) as exc:
         raise EnvironmentProblem(f"not a bench result of this tool (its rows lack {exc})") from exc
     found = crossover(points, STAND_INS if indicative else SGLANGS, NOISE_PCT)
     return replace(found, indicative=indicative)
+
+
+def _median(row: Mapping[str, Any], name: str) -> float:
+    """A variant's median in a saved row: under ``variants`` where the row has them (since the
+    table of variants), else its sm120patch-bench/2 field (results saved before)."""
+    measured = row.get("variants")
+    if isinstance(measured, Mapping) and name in measured:
+        return float(measured[name]["median_us"])
+    field = next((v.field for v in variants() if v.name == name), None) or name
+    return float(row[field]["median_us"])
 
 
 def crossover_json(found: Crossover) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from sm120patch.runner.ranks import FailureKind, RankFailure, RankLog
 from sm120patch.sglang import flashinfer as flashinfer_kernel
 from sm120patch.sglang.fusion_call import read_call
 from tests.bench.fakes import fake_serving_site
+from tests.bench.kernel.rows import measured_row
 
 PY = "/env/bin/python"
 SM120 = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
@@ -214,7 +215,7 @@ def test_combine_gives_one_row_per_token_count_in_order_from_every_rank() -> Non
     )
     rank1.events[1]["fused"] = {"median_us": 11.0, "p90_us": 30.0}  # p90 and median each the largest
     assert measure.combine([rank0, rank1]) == [
-        Row(
+        measured_row(
             1,
             Timing(5.0, 10.0),
             Timing(25.0, 50.0),
@@ -225,7 +226,7 @@ def test_combine_gives_one_row_per_token_count_in_order_from_every_rank() -> Non
             "",
             "",
         ),
-        Row(
+        measured_row(
             128,
             Timing(11.0, 30.0),
             Timing(60.0, 120.0),
@@ -271,7 +272,7 @@ def test_a_baseline_describes_its_allreduces_and_norm() -> None:
 
 
 def test_fused_against_the_allreduce_floor() -> None:
-    row = Row(1, Timing(5.0, 6.0), Timing(20.0, 21.0), Timing(4.0, 5.0), {}, {}, True)
+    row = measured_row(1, Timing(5.0, 6.0), Timing(20.0, 21.0), Timing(4.0, 5.0), {}, {}, True)
     assert row.vs_floor_pct == 25.0
     assert row.point == measure.Point(1, 5.0, 20.0, True)
 
@@ -488,8 +489,8 @@ def test_a_rank_failure_is_said_by_its_kind(
 
 
 def test_a_wrong_row_is_exit_1() -> None:
-    good = Row(1, Timing(5.0, 6.0), Timing(20.0, 21.0), Timing(4.0, 5.0), {}, {}, True)
-    bad = Row(2, Timing(5.0, 6.0), Timing(20.0, 21.0), Timing(4.0, 5.0), {}, {}, False)
+    good = measured_row(1, Timing(5.0, 6.0), Timing(20.0, 21.0), Timing(4.0, 5.0), {}, {}, True)
+    bad = measured_row(2, Timing(5.0, 6.0), Timing(20.0, 21.0), Timing(4.0, 5.0), {}, {}, False)
     call = read_call(None, None)
     base = Baseline(BaselineSource.SGLANG, (), "n", "f")
 

@@ -68,13 +68,13 @@ def test_the_second_pass_takes_the_slowest_rank_and_joins_by_token_count() -> No
 def test_the_fastest_of_three_paths() -> None:
     base = result(baseline=SGLANG).rows[0]  # fused 5.2, unfused 24.9
     assert base.fastest == "fused"
-    assert replace(base, pcie_ipc=Timing(4.0, 4.5)).fastest == "pcie-ipc"
-    assert replace(base, fused=Timing(30.0, 31.0)).fastest == "unfused"
+    assert base.with_timing(measure.PCIE_IPC, Timing(4.0, 4.5)).fastest == "pcie-ipc"
+    assert base.with_timing(measure.FUSED, Timing(30.0, 31.0)).fastest == "unfused"
 
 
 def test_json_and_text_say_which_path_is_fastest_per_size() -> None:
     shown = result(baseline=SGLANG)
-    shown.rows = [replace(shown.rows[0], pcie_ipc=Timing(4.0, 4.5), pcie_ipc_name="PCIe-IPC"), *shown.rows[1:]]
+    shown.rows = [shown.rows[0].with_timing(measure.PCIE_IPC, Timing(4.0, 4.5), "PCIe-IPC"), *shown.rows[1:]]
     data = json.loads(json.dumps(render.to_json(shown)))
     first, second = data["rows"][0], data["rows"][1]
     assert (first["pcie_ipc"], first["pcie_ipc_allreduce"], first["fastest"]) == (

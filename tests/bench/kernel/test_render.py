@@ -14,9 +14,10 @@ from rich.console import Console
 
 from sm120patch.bench.kernel import measure, render
 from sm120patch.bench.kernel.estimate import Model
-from sm120patch.bench.kernel.measure import Baseline, BaselineSource, BenchResult, Row, Settings, Timing
+from sm120patch.bench.kernel.measure import Baseline, BaselineSource, BenchResult, Settings, Timing
 from sm120patch.bench.kernel.verdict import judge
 from sm120patch.sglang.fusion_call import read_call
+from tests.bench.kernel.rows import measured_row
 
 CA = "sglang custom allreduce (CustomAllreduce)"
 NCCL = "NCCL (PyNccl under CUDA graphs, torch.distributed eager)"
@@ -40,7 +41,7 @@ def result(ok: bool = True, baseline: Baseline = STANDIN, model: Model | None = 
         names[-1] = (NCCL, "29360128 bytes is over custom allreduce's limit of 8388608")
     # The 2x H200 figures of the first run (research notes), as rows.
     rows = [
-        Row(
+        measured_row(
             1,
             Timing(5.2, 5.6),
             Timing(24.9, 26.0),
@@ -50,7 +51,7 @@ def result(ok: bool = True, baseline: Baseline = STANDIN, model: Model | None = 
             True,
             *names[0],
         ),
-        Row(
+        measured_row(
             128,
             Timing(10.4, 11.0),
             Timing(64.9, 66.0),
@@ -60,7 +61,7 @@ def result(ok: bool = True, baseline: Baseline = STANDIN, model: Model | None = 
             ok,
             *names[1],
         ),
-        Row(
+        measured_row(
             2048,
             Timing(137.1, 140.0),
             Timing(369.4, 371.0),
@@ -89,7 +90,7 @@ def crossing(baseline: Baseline = STANDIN, model: Model | None = None) -> BenchR
     """``result`` where the unfused side at 2048 tokens costs what the allreduce alone did
     (120.4 µs against fused 137.1): fusion wins at 1 and 128 tokens, not at 2048."""
     found = result(baseline=baseline, model=model)
-    rows = [*found.rows[:2], replace(found.rows[2], unfused=Timing(120.4, 122.0))]
+    rows = [*found.rows[:2], found.rows[2].with_timing(measure.UNFUSED, Timing(120.4, 122.0))]
     why = baseline.why if baseline.indicative else ()
     return replace(found, rows=rows, verdict=judge([r.point for r in rows], 2, indicative=why))
 
@@ -235,8 +236,10 @@ def small_result() -> BenchResult:
     from sm120patch.sglang.fusion_call import SglangCall
 
     rows = [
-        Row(1, Timing(5.0, 6.0), Timing(15.03, 22.0), Timing(4.0, 4.5), {"norm": 0.01}, {"atol": 0.03}, True, "custom"),
-        Row(
+        measured_row(
+            1, Timing(5.0, 6.0), Timing(15.03, 22.0), Timing(4.0, 4.5), {"norm": 0.01}, {"atol": 0.03}, True, "custom"
+        ),
+        measured_row(
             4096,
             Timing(300.0, 310.0),
             Timing(200.0, 210.0),
@@ -300,6 +303,10 @@ def test_the_whole_json_of_a_result() -> None:
         },
         "gpus": [{"index": 0, "name": "G", "capability": [12, 0]}, {"index": 1, "name": "G", "capability": [12, 0]}],
         "versions": {"torch": "2.11"},
+        "variants": {
+            v.name: {"measures": v.measures, "launchable": v.launchable, "since": v.since, "always": v.always}
+            for v in measure.VARIANTS
+        },
         "rows": [
             {
                 "tokens": 1,
@@ -318,6 +325,11 @@ def test_the_whole_json_of_a_result() -> None:
                 "max_abs_error": {"norm": 0.01},
                 "tolerance": {"atol": 0.03},
                 "ok": True,
+                "variants": {
+                    "fused": {**timing, "allreduce": None, "allreduce_why": None},
+                    "unfused": {"median_us": 15.03, "p90_us": 22.0, "allreduce": "custom", "allreduce_why": None},
+                    "allreduce": {"median_us": 4.0, "p90_us": 4.5, "allreduce": None, "allreduce_why": None},
+                },
             },
             {
                 "tokens": 4096,
@@ -336,6 +348,16 @@ def test_the_whole_json_of_a_result() -> None:
                 "max_abs_error": {"norm": 0.5, "residual": 0.25},
                 "tolerance": {"atol": 0.03},
                 "ok": False,
+                "variants": {
+                    "fused": {"median_us": 300.0, "p90_us": 310.0, "allreduce": None, "allreduce_why": None},
+                    "unfused": {
+                        "median_us": 200.0,
+                        "p90_us": 210.0,
+                        "allreduce": "NCCL",
+                        "allreduce_why": "over 8 MiB",
+                    },
+                    "allreduce": {"median_us": 150.0, "p90_us": 155.0, "allreduce": None, "allreduce_why": None},
+                },
             },
         ],
         "verdict": {
@@ -469,10 +491,10 @@ def test_the_estimate_colours_a_step_from_3_percent_saved_or_lost() -> None:
     result = small_result()
     result.model = Model(2, 64, True, "config.json")  # 4 sites
     result.rows = [
-        Row(1, Timing(24.25, 1.0), Timing(25.0, 1.0), Timing(1.0, 1.0), {"norm": 0.0}, {}, True),  # saves 3 %
-        Row(2, Timing(25.75, 1.0), Timing(25.0, 1.0), Timing(1.0, 1.0), {"norm": 0.0}, {}, True),  # loses 3 %
-        Row(4, Timing(24.3, 1.0), Timing(25.0, 1.0), Timing(1.0, 1.0), {"norm": 0.0}, {}, True),  # 2.8 %
-        Row(8, Timing(25.7, 1.0), Timing(25.0, 1.0), Timing(1.0, 1.0), {"norm": 0.0}, {}, True),  # -2.8 %
+        measured_row(1, Timing(24.25, 1.0), Timing(25.0, 1.0), Timing(1.0, 1.0), {"norm": 0.0}, {}, True),  # saves 3 %
+        measured_row(2, Timing(25.75, 1.0), Timing(25.0, 1.0), Timing(1.0, 1.0), {"norm": 0.0}, {}, True),  # loses 3 %
+        measured_row(4, Timing(24.3, 1.0), Timing(25.0, 1.0), Timing(1.0, 1.0), {"norm": 0.0}, {}, True),  # 2.8 %
+        measured_row(8, Timing(25.7, 1.0), Timing(25.0, 1.0), Timing(1.0, 1.0), {"norm": 0.0}, {}, True),  # -2.8 %
     ]
     steps = [line for line in coloured(result) if "µs" in line and line.startswith("│")]
     assert steps == [
@@ -489,17 +511,17 @@ def test_microseconds_keep_a_decimal_below_100() -> None:
 
 def test_a_span_without_a_name_is_an_allreduce() -> None:
     rows = [
-        Row(1, Timing(1.0, 1.0), Timing(1.0, 1.0), Timing(1.0, 1.0), {}, {}, True),
-        Row(8, Timing(1.0, 1.0), Timing(1.0, 1.0), Timing(1.0, 1.0), {}, {}, True),
-        Row(64, Timing(1.0, 1.0), Timing(1.0, 1.0), Timing(1.0, 1.0), {}, {}, True, "NCCL", "why"),
-        Row(128, Timing(1.0, 1.0), Timing(1.0, 1.0), Timing(1.0, 1.0), {}, {}, True),
+        measured_row(1, Timing(1.0, 1.0), Timing(1.0, 1.0), Timing(1.0, 1.0), {}, {}, True),
+        measured_row(8, Timing(1.0, 1.0), Timing(1.0, 1.0), Timing(1.0, 1.0), {}, {}, True),
+        measured_row(64, Timing(1.0, 1.0), Timing(1.0, 1.0), Timing(1.0, 1.0), {}, {}, True, "NCCL", "why"),
+        measured_row(128, Timing(1.0, 1.0), Timing(1.0, 1.0), Timing(1.0, 1.0), {}, {}, True),
     ]
     assert render.allreduce_spans(rows) == "allreduce at 1-8 tokens; NCCL at 64 tokens (why); allreduce at 128 tokens"
 
 
 def test_the_estimate_rounds_each_figure_to_a_tenth() -> None:
     result = small_result()
-    result.rows = [Row(1, Timing(5.0123, 1.0), Timing(15.0, 1.0), Timing(1.0, 1.0), {"norm": 0.0}, {}, True)]
+    result.rows = [measured_row(1, Timing(5.0123, 1.0), Timing(15.0, 1.0), Timing(1.0, 1.0), {"norm": 0.0}, {}, True)]
     (step,) = render.to_json(result)["estimate"]["steps"]
     assert step == {
         "tokens": 1,
