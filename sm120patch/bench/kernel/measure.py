@@ -88,7 +88,7 @@ class Variant:
     label: str = ""  # its name in the fastest line's list of launchable variants
     words: str = ""  # what the fastest line says when it is fastest
     plot: str = ""  # its line in the plot ({baseline}: what the unfused side ran)
-    field: str | None = None  # its timing's field in sm120patch-bench/2 rows (older than this table)
+    json_field: str | None = None  # its timing's field in sm120patch-bench/2 rows (older than this table)
     name_field: str | None = None  # the sm120patch-bench/2 field naming the allreduce it ran
     why_field: str | None = None  # the sm120patch-bench/2 field saying why that allreduce
 
@@ -106,7 +106,7 @@ VARIANTS: tuple[Variant, ...] = (
         label="fused",
         words="fusion on",
         plot="fused (FlashInfer trtllm)",
-        field="fused",
+        json_field="fused",
     ),
     Variant(
         UNFUSED,
@@ -120,7 +120,7 @@ VARIANTS: tuple[Variant, ...] = (
         label="unfused",
         words="sglang's default (fusion off)",
         plot="unfused ({baseline})",
-        field="unfused",
+        json_field="unfused",
         name_field="allreduce_name",
         why_field="allreduce_why",
     ),
@@ -134,7 +134,7 @@ VARIANTS: tuple[Variant, ...] = (
         header="AR alone",
         column=True,
         plot="allreduce alone",
-        field="allreduce",
+        json_field="allreduce",
     ),
     Variant(
         ALLREDUCE_ON,
@@ -143,7 +143,7 @@ VARIANTS: tuple[Variant, ...] = (
         since="0.5.18+, which send plain allreduces to FlashInfer once fusion is on",
         timed_as="allreduce_on",
         header="AR fusion on",
-        field="allreduce_fusion_on",
+        json_field="allreduce_fusion_on",
     ),
     Variant(
         PCIE_IPC,
@@ -154,7 +154,7 @@ VARIANTS: tuple[Variant, ...] = (
         header="PCIe-IPC",
         label=f"{PCIE_IPC_FLAG}=1",
         words=f"{PCIE_IPC_FLAG}=1 (fusion off)",
-        field="pcie_ipc",
+        json_field="pcie_ipc",
         name_field="pcie_ipc_allreduce",
     ),
 )

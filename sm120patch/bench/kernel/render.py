@@ -34,8 +34,8 @@ def _row_json(row: Row) -> dict[str, Any]:
     point = row.point
     data: dict[str, Any] = {"tokens": row.tokens}
     for variant in variants():
-        if variant.always and variant.field:
-            data[variant.field] = _timing_json(row.timings[variant.name])
+        if variant.always and variant.json_field:
+            data[variant.json_field] = _timing_json(row.timings[variant.name])
     data.update(
         fused_vs_unfused_pct=round(point.delta_pct, 2),
         fused_vs_allreduce_pct=round(row.vs_floor_pct, 2),
@@ -50,8 +50,8 @@ def _row_json(row: Row) -> dict[str, Any]:
         if variant.always:
             continue
         timing = row.timings.get(variant.name)
-        if variant.field:
-            data[variant.field] = None if timing is None else _timing_json(timing)
+        if variant.json_field:
+            data[variant.json_field] = None if timing is None else _timing_json(timing)
         if variant.name_field:
             data[variant.name_field] = row.allreduces.get(variant.name) or None
         if variant.why_field:

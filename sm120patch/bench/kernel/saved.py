@@ -61,7 +61,7 @@ def _median(row: Mapping[str, Any], name: str) -> float:
     measured = row.get("variants")
     if isinstance(measured, Mapping) and name in measured:
         return float(measured[name]["median_us"])
-    field = next((v.field for v in variants() if v.name == name), None) or name
+    field = next((v.json_field for v in variants() if v.name == name), None) or name
     return float(row[field]["median_us"])
 
 

@@ -35,7 +35,7 @@ def with_graphs_off(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_the_table_names_each_variant_once_and_keeps_the_schema_2_fields() -> None:
     assert [v.name for v in VARIANTS] == ["fused", "unfused", "allreduce", "allreduce-on", "pcie-ipc"]
-    fields = [f for v in VARIANTS for f in (v.field, v.name_field, v.why_field) if f]
+    fields = [f for v in VARIANTS for f in (v.json_field, v.name_field, v.why_field) if f]
     assert fields == [
         "fused",
         "unfused",
