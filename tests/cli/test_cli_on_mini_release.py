@@ -13,7 +13,8 @@ from sm120patch import __version__
 from sm120patch.patcher.plan import planner as plan
 from tests.support.cli import jrun, run, tree_hashes
 from tests.support.fakes import fake_flashinfer
-from tests.support.mini_sglang import COMM, FUSION, SERVER_ARGS
+from tests.support.mini_sglang import COMM, FUSION, SERVER_ARGS, VERSION
+from tests.support.patch_checks import expected_states
 from tests.support.realtrees import record_hashes, sha256
 
 TARGETS = (COMM, FUSION, SERVER_ARGS)
@@ -22,15 +23,7 @@ TARGETS = (COMM, FUSION, SERVER_ARGS)
 def test_apply_verify_apply_again_revert(mini: Path) -> None:
     code, before = jrun("verify", "--sglang-path", str(mini))
     assert code == 1 and before["headline"].startswith("not patched: the files are sglang 0.5.11's release files")
-    assert {p["id"]: p["state"] for p in before["patches"]} == {
-        "communicator-import": "pending",
-        "communicator-flag": "pending",
-        "communicator-fusion-gate": "pending",
-        "fusion-backend-resolver": "not-needed",
-        "fusion-token-limit": "not-needed",
-        "workspace-preflight": "pending",
-        "server-args-auto-enable": "pending",
-    }
+    assert {p["id"]: p["state"] for p in before["patches"]} == expected_states(VERSION)
     code, applied = jrun("apply", "--sglang-path", str(mini))
     assert code == 0 and sorted(applied["written"]) == sorted(f"sglang/{t}" for t in TARGETS)
     assert applied["state"]["present"] and applied["state"]["sglang_version"] == "0.5.11"

@@ -11,6 +11,7 @@ import pytest
 from sm120patch.sglang.layout import COMMUNICATOR as COMM
 from sm120patch.sglang.layout import SERVER_ARGS
 from tests.support.cli import modules_loaded_by, process_env, run, run_process, tree_hashes
+from tests.support.patch_checks import expected_states
 from tests.support.realtrees import record_hashes, sha256
 
 pytestmark = pytest.mark.slow  # real sglang releases from the package index
@@ -27,15 +28,7 @@ def test_json_verify_before_and_after_apply(release) -> None:
     assert before["sglang"]["flashinfer_pinned"] == "0.6.3"
     assert before["sglang"]["flashinfer_has_sm12x_allreduce"] is False
     assert before["headline"].startswith("not patched: the files are sglang 0.5.9's release files")
-    assert {p["id"]: p["state"] for p in before["patches"]} == {
-        "communicator-import": "pending",
-        "communicator-flag": "pending",
-        "communicator-fusion-gate": "pending",
-        "fusion-backend-resolver": "not-needed",
-        "server-args-auto-enable": "pending",
-        "workspace-preflight": "not-needed",
-        "fusion-token-limit": "not-needed",  # opt-in: apply --fuse-up-to
-    }
+    assert {p["id"]: p["state"] for p in before["patches"]} == expected_states("0.5.9")
     assert before["files"] and all(f["pristine"] for f in before["files"])
 
     code, out, _ = run("apply", "--sglang-path", str(package), "--json")

@@ -7,17 +7,10 @@ from pathlib import Path
 
 from sm120patch.patcher.plan.registry import all_patches
 from tests.support.cli import jrun, run, tree_hashes
-from tests.support.mini_sglang import FILES, write_mini_sglang
+from tests.support.mini_sglang import FILES, VERSION, write_mini_sglang
+from tests.support.patch_checks import expected_states
 
-STATES = {
-    "communicator-import": "pending",
-    "communicator-flag": "pending",
-    "communicator-fusion-gate": "pending",
-    "fusion-backend-resolver": "not-needed",
-    "fusion-token-limit": "not-needed",
-    "workspace-preflight": "pending",
-    "server-args-auto-enable": "pending",
-}
+STATES = expected_states(VERSION)
 HEADLINE = f"{len(all_patches())} patches"  # as many as are registered, not a number to keep up to date
 
 

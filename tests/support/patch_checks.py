@@ -45,3 +45,12 @@ def sm_clause(draw, names: tuple[str, ...] = ("_is_sm90_supported", "_is_sm100_s
     if draw(st.booleans()):
         clause = f"({clause})"
     return clause
+
+
+def expected_states(version: str) -> dict[str, str]:
+    """Each patch's state in a pristine ``version``, from the patches' own rows: what the row
+    covering that release expects; not needed where no row covers it (before the target)."""
+    return {
+        patch.id: (row.expect.value if (row := patch.anchor_at(version)) is not None else State.NOT_NEEDED.value)
+        for patch in all_patches()
+    }
