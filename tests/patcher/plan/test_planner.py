@@ -168,15 +168,10 @@ def test_a_refused_release_is_planned_as_nothing_but_keeps_its_tree(tmp_path: Pa
     assert plan.tree is tree and plan.files == [] and plan.refusal
 
 
+#: The miniature release's communicator.py up to its gate: its imports and SM flags.
+FLAGS = FILES[COMM].split("\n\n\ndef ")[0] + "\n"
 RENAMED_GATE = (
-    "from sglang.srt.utils import (\n"
-    "    is_cuda,\n"
-    "    is_sm90_supported,\n"
-    "    is_sm100_supported,\n"
-    ")\n\n"
-    "_is_cuda = is_cuda()\n"
-    "_is_sm90_supported = _is_cuda and is_sm90_supported()\n"
-    "_is_sm100_supported = _is_cuda and is_sm100_supported()\n\n\n"
+    FLAGS + "\n\n"
     "def ar_fusion_enabled(batch_size: int):\n"
     "    return (\n"
     "        (_is_sm90_supported or _is_sm100_supported)\n"
@@ -246,15 +241,7 @@ def test_a_patch_left_out_is_checked_on_its_file_as_the_plan_leaves_it(tmp_path:
 
 
 MOVED_GATE = (
-    "from sglang.srt.utils import (\n"
-    "    is_cuda,\n"
-    "    is_sm90_supported,\n"
-    "    is_sm100_supported,\n"
-    ")\n\n"
-    "_is_cuda = is_cuda()\n"
-    "_is_sm90_supported = _is_cuda and is_sm90_supported()\n"
-    "_is_sm100_supported = _is_cuda and is_sm100_supported()\n\n"
-    "FUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048\n\n\n"
+    FLAGS + "\nFUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048\n\n\n"
     "def ar_fusion_enabled(batch_size: int):\n"
     "    return (\n"
     "        (_is_sm90_supported or _is_sm100_supported)\n"
