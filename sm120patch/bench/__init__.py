@@ -1,4 +1,4 @@
-"""``sm120patch bench``: does FlashInfer's fused allreduce + RMSNorm pay on this host?
+"""``sm120patch bench kernel``: does FlashInfer's fused allreduce + RMSNorm pay on this host?
 
 The pipeline: ``mirror`` reads how the installed sglang calls the kernel; ``measure`` asks
 the serving interpreter what it has (``probes/bench_rank.py probe``), refuses what cannot

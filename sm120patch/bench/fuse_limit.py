@@ -70,12 +70,15 @@ def _measured(tree: SglangTree, tp: int | None, own: int | None) -> LimitAsk:
     data = saved.load(tree)
     if data is None:
         raise EnvironmentProblem(
-            f"--fuse-up-to measured: no bench result is saved for {tree.package_dir}; run `sm120patch bench` first"
+            f"--fuse-up-to measured: no bench result is saved for {tree.package_dir}; "
+            "run `sm120patch bench kernel` first"
         )
     here = _gpus()
     why = mismatch(tree, data["saved"], tp, here)
     if why:
-        raise EnvironmentProblem(f"--fuse-up-to measured: the saved bench result {why}; run `sm120patch bench` again")
+        raise EnvironmentProblem(
+            f"--fuse-up-to measured: the saved bench result {why}; run `sm120patch bench kernel` again"
+        )
     then = data["saved"].get("tp")
     if tp is None and (here is None or then != len(here)):
         shown = "nvidia-smi did not answer" if here is None else f"this host shows {len(here)} GPUs"
@@ -88,7 +91,7 @@ def _measured(tree: SglangTree, tp: int | None, own: int | None) -> LimitAsk:
     if found.indicative:
         raise EnvironmentProblem(
             "--fuse-up-to measured: the saved bench result is indicative only, its unfused side ran stand-ins "
-            f"({'; '.join(found.indicative)}), so its crossover is not sglang's; run `sm120patch bench` where "
+            f"({'; '.join(found.indicative)}), so its crossover is not sglang's; run `sm120patch bench kernel` where "
             "sglang imports (the baseline is then sglang's own code), or give the limit as --fuse-up-to N"
         )
     if found.reach is Reach.NEVER:
@@ -131,7 +134,7 @@ def _gpus() -> list[str] | None:
 
 
 def server_limits(tree: SglangTree, value: int | str, tp: int | None) -> tuple[int, int]:
-    """``bench --server --fuse-up-to VALUE``: (the limit of the third setting, sglang's own, which
+    """``bench server --fuse-up-to VALUE``: (the limit of the third setting, sglang's own, which
     the "on" setting runs with).  The hook sets the module constant in sglang's processes, so
     a release whose gate also compares a literal (0.5.4 - 0.5.7) is refused."""
     sites = sglang_sites(tree)
@@ -140,9 +143,9 @@ def server_limits(tree: SglangTree, value: int | str, tp: int | None) -> tuple[i
     literals = [site.where for site in sites if site.where != LIMIT_NAME]
     if literals:
         raise EnvironmentProblem(
-            f"bench --server --fuse-up-to sets {LIMIT_NAME} in sglang's processes, but sglang {tree.version}'s gate "
+            f"bench server --fuse-up-to sets {LIMIT_NAME} in sglang's processes, but sglang {tree.version}'s gate "
             f"also compares a number ({literals[0]}): `sm120patch apply --fuse-up-to N` and a plain "
-            "`bench --server` compare the limits there"
+            "`bench server` compare the limits there"
         )
     own = limit_in_force(sites)
     return resolve(tree, value, tp, own).limit, own

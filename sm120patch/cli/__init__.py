@@ -98,7 +98,7 @@ def main() -> None:
       sm120patch verify   after an upgrade, at container start (exit 0 = patched)
       sm120patch revert   restore the original files byte for byte
       sm120patch doctor   what else stands between this host and the fused kernel
-      sm120patch bench    does fusion pay on this host? fused vs unfused, measured
+      sm120patch bench    kernel or server: does fusion pay on this host? measured
       sm120patch list     the patches and their state in this sglang
       sm120patch demo     the whole cycle on a downloaded release, in a temp dir
 

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     "--fuse-up-to",
     metavar="N|measured",
     callback=lambda ctx, param, value: _fuse_up_to(value),
-    help="Also lower sglang's fusion token limit to N tokens, or to the crossover the last `sm120patch bench` "
+    help="Also lower sglang's fusion token limit to N tokens, or to the crossover the last `sm120patch bench kernel` "
     "saved for this tree (`measured`); never above sglang's own.",
 )
 @click.option(

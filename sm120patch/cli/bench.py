@@ -19,10 +19,14 @@ class _BenchGroup(click.Group):
     server``: what a user typed before the subcommands still runs, with a note saying so."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if not args or args[0] not in (*self.commands, *ctx.help_option_names):
+        # Shell completion parses resiliently, the word being typed left out: there `bench
+        # <Tab>` must offer the subcommands, and a note would land in the user's prompt.
+        completing = ctx.resilient_parsing
+        if (args or not completing) and (not args or args[0] not in (*self.commands, *ctx.help_option_names)):
             new = "server" if "--server" in args else "kernel"
             old = "bench --server" if new == "server" else "bench"
-            click.echo(f"note: `sm120patch {old}` is now `sm120patch bench {new}`", err=True)
+            if not completing:
+                click.echo(f"note: `sm120patch {old}` is now `sm120patch bench {new}`", err=True)
             args = [new, *(arg for arg in args if arg != "--server")]
         return super().parse_args(ctx, args)
 

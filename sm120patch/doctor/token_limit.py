@@ -10,7 +10,7 @@ from sm120patch.patcher.states import MEASURED, PATCH_ID, State, StateDir, misma
 from sm120patch.runner.gpus import Gpu
 from sm120patch.sglang.tree import SglangTree
 
-BENCH_THEN_APPLY = "`sm120patch bench`, then `sm120patch apply --fuse-up-to measured`"
+BENCH_THEN_APPLY = "`sm120patch bench kernel`, then `sm120patch apply --fuse-up-to measured`"
 
 
 def token_limit(

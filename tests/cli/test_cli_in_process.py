@@ -63,7 +63,7 @@ OPTIONS: dict[str, dict[str, str]] = {
         "--allow-missing-kernel": "Write even though the FlashInfer beside sglang has no SM12x allreduce kernel "
         "(fusion would then stop sglang <= 0.5.9 from starting, and change nothing in later releases).",
         "--fuse-up-to N|measured": "Also lower sglang's fusion token limit to N tokens, or to the crossover the "
-        "last `sm120patch bench` saved for this tree (`measured`); never above sglang's own.",
+        "last `sm120patch bench kernel` saved for this tree (`measured`); never above sglang's own.",
         "--tp INTEGER RANGE": "With --fuse-up-to measured: the TP sglang serves at (refuses another).  [x>=2]",
         **HELP,
     },
@@ -399,7 +399,7 @@ def kernel_bench(monkeypatch: pytest.MonkeyPatch) -> Recorder:
 def server_bench(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     from sm120patch.bench.server import command as bench_server
 
-    recorder = Recorder(MEASURED_NOTHING)  # fake bench --server: records, runs no sglang
+    recorder = Recorder(MEASURED_NOTHING)  # fake bench server: records, runs no sglang
     monkeypatch.setattr(bench_server, "bench_server", recorder)
     return recorder
 

@@ -198,7 +198,7 @@ def test_demo_downloads_the_pinned_release_and_runs_the_cycle(
         "demo ok: sglang 0.5.11 patched, verified, re-applied as a no-op and reverted; its 3 files match their "
         "RECORD hashes again",
         "On the GPU host, in the environment that serves sglang: `sm120patch apply`, then `sm120patch doctor --tp "
-        "N` and `sm120patch bench --tp N` (pipx: add --python /path/to/env/bin/python).",
+        "N` and `sm120patch bench kernel --tp N` (pipx: add --python /path/to/env/bin/python).",
     ]
     assert list(scratch_tmp.iterdir()) == []  # the scratch directory is gone
 

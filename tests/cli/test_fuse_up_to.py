@@ -207,7 +207,7 @@ def test_measured_refuses_a_result_against_stand_ins_but_a_number_is_taken(packa
     code, _, err = run("apply", "--sglang-path", str(package), "--fuse-up-to", "measured", "--tp", "2")
     said = " ".join(err.split())
     assert code == 2 and "the saved bench result is indicative only" in said
-    assert "run `sm120patch bench` where sglang imports" in said and "--fuse-up-to N" in said
+    assert "run `sm120patch bench kernel` where sglang imports" in said and "--fuse-up-to N" in said
     assert hashes(package) == before
     assert jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "512")[0] == 0
 
@@ -236,7 +236,7 @@ def test_measured_without_tp_refuses_unless_the_gpus_cuda_shows_are_the_results_
 
 def test_measured_without_a_saved_result_says_to_bench_first(package: Path) -> None:
     code, _, err = run("apply", "--sglang-path", str(package), "--fuse-up-to", "measured")
-    assert code == 2 and "run `sm120patch bench` first" in err
+    assert code == 2 and "run `sm120patch bench kernel` first" in err
 
 
 def test_tp_without_measured_is_a_usage_error(package: Path) -> None:
@@ -250,7 +250,8 @@ def test_a_bench_result_alone_is_removed_by_revert_and_said(package: Path) -> No
     assert code == 0 and not (package / ".sm120patch").exists(), out
     assert out["headline"] == "nothing to revert: no saved state, files as released"
     assert (
-        "removed the saved bench result (bench-last.json): run `sm120patch bench` to measure again" in (out["messages"])
+        "removed the saved bench result (bench-last.json): run `sm120patch bench kernel` to measure again"
+        in out["messages"]
     )
 
 

@@ -205,7 +205,7 @@ def test_the_tp_finding_points_to_bench(mini: Path, tp: int, severity: Severity)
     tree = from_directory(mini)
     finding = {f.id: f for f in diagnose(tree, None, APPLIED, host(), tp).findings}["tp"]
     assert finding.severity is severity
-    assert f"`sm120patch bench --tp {tp}`" in finding.detail
+    assert f"`sm120patch bench kernel --tp {tp}`" in finding.detail
 
 
 # --- one report, in order, and what decides error against warning (no processes) ------------------

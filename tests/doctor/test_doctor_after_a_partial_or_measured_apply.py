@@ -69,7 +69,9 @@ def test_doctor_compares_the_measured_limit_with_the_tp_it_was_given(measured: P
     finding = token_limit_finding(measured, H200S, tp=4)
     assert finding.severity is Severity.WARNING
     assert "the bench result was measured at TP 2, not TP 4" in finding.summary
-    assert finding.detail == "measure again here: `sm120patch bench`, then `sm120patch apply --fuse-up-to measured`"
+    assert finding.detail == (
+        "measure again here: `sm120patch bench kernel`, then `sm120patch apply --fuse-up-to measured`"
+    )
 
 
 def test_doctor_compares_the_measured_limit_with_the_gpus_it_sees(measured: Path) -> None:

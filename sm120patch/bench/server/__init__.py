@@ -1,4 +1,4 @@
-"""``sm120patch bench --server``: sglang's own answer, from its offline benchmark.
+"""``sm120patch bench server``: sglang's own answer, from its offline benchmark.
 
 The pipeline: ``flags`` picks the options that turn fusion on and off in this release;
 ``config`` gives the model (the user's config.json, or a small bundled Llama-shaped one,

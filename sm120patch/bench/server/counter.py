@@ -52,7 +52,7 @@ class Counts:
     other_kernel: Calls = field(default_factory=Calls)  # FlashInfer allreduce with another pattern
     ranks_fused: int = 0  # processes that launched the fused kernel
     multicast_guarded: bool = False
-    token_limits: set[int] = field(default_factory=set)  # the limits the hook set (bench --server --fuse-up-to)
+    token_limits: set[int] = field(default_factory=set)  # the limits the hook set (bench server --fuse-up-to)
 
     @property
     def ran(self) -> bool:

@@ -174,7 +174,7 @@ def refusal(probe: dict[str, Any], settings: Settings) -> str | None:
     python, tp = settings.python, settings.tp or len(probe.get("gpus") or [])
     torch = probe.get("torch") or {}
     if not torch.get("ok"):
-        return f"torch does not import in {python} ({torch.get('error')}): bench --server runs sglang there (--python)"
+        return f"torch does not import in {python} ({torch.get('error')}): bench server runs sglang there (--python)"
     gpus = probe.get("gpus") or []
     if not gpus:
         visible = probe.get("cuda_visible_devices")
@@ -197,7 +197,7 @@ def refusal(probe: dict[str, Any], settings: Settings) -> str | None:
 
 
 def run_probe(settings: Settings) -> dict[str, Any]:
-    step = "import torch and list the GPUs for bench --server"
+    step = "import torch and list the GPUs for bench server"
     try:
         answer = run_script(
             settings.python,
@@ -414,9 +414,7 @@ def _one(
         run.fallbacks = parse.said(_read(log), parse.FALLBACKS)
         text = _failure_text(run, failure)
         if failure.kind == "timeout" or run.mode == "off":
-            raise RunStopped(
-                f"bench --server stopped in {label}: {text}; the log is in {scratch / 'logs'}"
-            ) from failure
+            raise RunStopped(f"bench server stopped in {label}: {text}; the log is in {scratch / 'logs'}") from failure
         run.error = text
         return
     run.seconds, run.phases, run.tail = output.seconds, output.phases, output.lines[-launch.TAIL :]

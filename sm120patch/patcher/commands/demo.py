@@ -140,7 +140,8 @@ def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
         put(
             out,
             "On the GPU host, in the environment that serves sglang: `sm120patch apply`, then "
-            "`sm120patch doctor --tp N` and `sm120patch bench --tp N` (pipx: add --python /path/to/env/bin/python).",
+            "`sm120patch doctor --tp N` and `sm120patch bench kernel --tp N` "
+            "(pipx: add --python /path/to/env/bin/python).",
         )
         return 0
     finally:

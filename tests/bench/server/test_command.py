@@ -1,4 +1,4 @@
-"""``sm120patch bench --server``'s command, in this process: the options it refuses, the
+"""``sm120patch bench server``'s command, in this process: the options it refuses, the
 settings it hands the driver, and what it prints, with the driver's answer built by hand
 (hand.py; ``driver.run`` and ``kernel_beside`` are replaced by stand-ins named in each test,
 so no sglang process starts).  FakeSglang's site (fakes.py) is only located, never run."""
@@ -96,7 +96,7 @@ def call(server_args: tuple[str, ...] = (), **changes: Any) -> int:
 def test_fusion_set_by_hand_is_refused_before_sglang_is_looked_for(arg: str) -> None:
     with pytest.raises(EnvironmentProblem) as raised:
         call(("--mem-fraction-static=0.5", arg))
-    assert str(raised.value) == "--server-arg must not set fusion: bench --server runs it off and on itself"
+    assert str(raised.value) == "--server-arg must not set fusion: bench server runs it off and on itself"
 
 
 def test_batch_sizes_are_checked_before_sglang_is_looked_for() -> None:
