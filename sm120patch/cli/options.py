@@ -82,8 +82,9 @@ def _location_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 TIMEOUT_HELP = (
-    "Seconds each step in the serving interpreter may take (looking for sglang with --python, "
-    "nvidia-smi, doctor's host facts, verify --runtime's imports: 120 s unless given)."
+    "Seconds each step in the serving interpreter may take: looking for sglang with --python, "
+    "nvidia-smi, doctor's host facts (the default below) and verify --runtime's imports (120 s "
+    "where --timeout is not given)."
 )
 
 

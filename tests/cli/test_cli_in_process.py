@@ -39,9 +39,9 @@ LOCATION = {
     "--json": "Print one JSON object on stdout.",
 }
 TIMEOUT = {
-    "--timeout FLOAT RANGE": "Seconds each step in the serving interpreter may take (looking for sglang with "
-    "--python, nvidia-smi, doctor's host facts, verify --runtime's imports: 120 s unless given).  "
-    "[default: 20.0; x>=1]",
+    "--timeout FLOAT RANGE": "Seconds each step in the serving interpreter may take: looking for sglang with "
+    "--python, nvidia-smi, doctor's host facts (the default below) and verify --runtime's imports (120 s where "
+    "--timeout is not given).  [default: 20.0; x>=1]",
 }
 HELP = {"-h, --help": "Show this message and exit."}
 
@@ -98,7 +98,7 @@ OPTIONS: dict[str, dict[str, str]] = {
     "bench": {**HELP},
     "bench kernel": {
         **LOCATION,
-        "--tp INTEGER RANGE": "Ranks (GPUs) to measure with (2 or more).  [default: every visible GPU]  [x>=1]",
+        "--tp INTEGER RANGE": "Ranks (GPUs) to measure with (2 or more).  [default: every visible GPU]  [x>=2]",
         "--hidden INTEGER": "The model's hidden size.  [default: --model-config's, else 7168]",
         "--layers INTEGER RANGE": "Estimate a step of a model with this many layers (with --hidden).  [x>=1]",
         **BENCH_SHARED,
@@ -553,9 +553,13 @@ def test_python_and_sglang_path_both_typed_is_a_usage_error(mini: Path, tmp_path
         (
             ["bench", "kernel", "--tp", "1"],
             "Invalid value for '--tp': 1 is not in the range x>=2 (an allreduce needs 2 ranks; "
-            "--tp 1 only with --server)",
+            "--tp 1 only with `bench server`)",
         ),
-        (["bench", "kernel", "--tp", "0"], "Invalid value for '--tp': 0 is not in the range x>=1."),
+        (
+            ["bench", "kernel", "--tp", "0"],
+            "Invalid value for '--tp': 0 is not in the range x>=2 (an allreduce needs 2 ranks; "
+            "--tp 1 only with `bench server`)",
+        ),
         (["bench", "kernel", "--replays", "29"], "Invalid value for '--replays': 29 is not in the range x>=30."),
         (["bench", "kernel", "--timeout", "0"], "Invalid value for '--timeout': 0.0 is not in the range x>=1."),
         (["bench", "kernel", "--layers", "0"], "Invalid value for '--layers': 0 is not in the range x>=1."),
@@ -610,7 +614,7 @@ def test_python_and_sglang_path_both_typed_is_a_usage_error(mini: Path, tmp_path
         (
             ["bench", "--tp", "1"],
             "Invalid value for '--tp': 1 is not in the range x>=2 (an allreduce needs 2 ranks; "
-            "--tp 1 only with --server)",
+            "--tp 1 only with `bench server`)",
         ),
         (["bench", "--server", "--repeat", "0"], "Invalid value for '--repeat': 0 is not in the range x>=1."),
     ],

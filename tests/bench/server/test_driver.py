@@ -191,7 +191,7 @@ def test_options_of_the_other_bench_are_refused(tmp_path: Path) -> None:
     code, _, err = run("bench", "kernel", "--no-such-option")
     assert code == 2 and "No such option '--no-such-option'" in err  # an option of neither: click's words
     code, _, err = run("bench", "kernel", "--tp", "1")
-    assert code == 2 and "--tp 1 only with --server" in err
+    assert code == 2 and "--tp 1 only with `bench server`" in err
 
 
 @pytest.mark.offline
