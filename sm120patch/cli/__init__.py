@@ -111,5 +111,8 @@ def main() -> None:
 # The commands register themselves on main: imported after it, for that (their own modules
 # load only when a command runs, not for --help).
 from sm120patch.cli import apply, bench, demo, doctor, listing, revert, verify  # noqa: E402
+from sm120patch.cli.help import keep_words_in_help  # noqa: E402
+
+keep_words_in_help(main)
 
 __all__ = ["apply", "bench", "demo", "doctor", "listing", "main", "revert", "verify"]

@@ -128,8 +128,8 @@ def flashinfer(tree: SglangTree, blocking: Severity, refused: bool = False) -> l
     detail = (
         f"sglang >= {releases.FIRST_PINNING_SM12X} pins a FlashInfer that has it"
         if refused
-        else f"the fused path fails at JIT on SM12x (sglang#15650); pip install -U "
-        f"'flashinfer-python>={releases.FLASHINFER_SM12X}'"
+        else f"the fused path fails at JIT on SM12x (sglang#15650); `pip install -U "
+        f"'flashinfer-python>={releases.FLASHINFER_SM12X}'`"
     )
     return [
         HostFinding(

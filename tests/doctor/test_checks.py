@@ -319,7 +319,7 @@ NO_BUILDER = (
     f"{FLASHINFER_DIR}/jit/comm.py has no gen_trtllm_comm_module(supported_major_versions=[...]) to read; "
     "judged by the version against 0.6.17 (flashinfer#3903)"
 )
-PIP = "the fused path fails at JIT on SM12x (sglang#15650); pip install -U 'flashinfer-python>=0.6.17'"
+PIP = "the fused path fails at JIT on SM12x (sglang#15650); `pip install -U 'flashinfer-python>=0.6.17'`"
 LACKS = "FlashInfer 0.6.3 lacks the SM12x allreduce kernel (>= 0.6.17 needed)"
 
 

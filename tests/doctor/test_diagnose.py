@@ -322,7 +322,7 @@ def test_the_tree_reaches_the_sglang_patch_and_allreduce_findings_and_the_tp_the
     assert found["sglang"] == HostFinding("sglang", Severity.INFO, "sglang 0.5.11 (wheel)", str(mini), tree.how_found)
     assert found["flashinfer"].summary == FLASHINFER_LACKS
     assert found["flashinfer"].detail == (
-        "the fused path fails at JIT on SM12x (sglang#15650); pip install -U 'flashinfer-python>=0.6.17'"
+        "the fused path fails at JIT on SM12x (sglang#15650); `pip install -U 'flashinfer-python>=0.6.17'`"
     )
     assert found["patch:communicator-flag"].source == f"sm120patch verify ({mini})"
     assert found["allreduce"].summary == "sglang 0.5.11 allreduce at TP 4: NCCL"

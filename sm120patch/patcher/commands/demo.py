@@ -99,7 +99,7 @@ def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
         tree = from_directory(install_wheel(wheel, scratch / "site-packages", cached))
         # Wrapped at spaces: the folder, on a line of its own if need be, is copied whole.
         said = Text.assemble(("sm120patch demo", "bold"), f": {wheel.name} unpacked into {scratch}")
-        put(out, said, whole_in_logs=True)
+        put(out, said)
         steps = [
             ("apply", lambda: apply(tree, list(all_patches()))),
             ("verify", lambda: verify(tree)),
