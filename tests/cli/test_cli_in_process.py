@@ -644,10 +644,13 @@ def test_boundary_values_are_accepted(mini: Path, monkeypatch: pytest.MonkeyPatc
 
 def test_paths_of_the_wrong_kind_are_usage_errors(mini: Path, tmp_path: Path) -> None:
     a_file = mini / COMM
-    code, data = jrun("verify", "--sglang-path", str(a_file))
+    code, data = jrun("verify", "--sglang-path", str(a_file))  # typed: its variable is not blamed
+    assert (code, data["error"]) == (2, f"Invalid value for '--sglang-path': Directory '{a_file}' is a file.")
+    code, data = jrun("verify", env={"SM120PATCH_SGLANG_PATH": str(a_file)})
     assert (code, data["error"]) == (
         2,
-        f"Invalid value for '--sglang-path' (env var: 'SM120PATCH_SGLANG_PATH'): Directory '{a_file}' is a file.",
+        "Invalid value for SM120PATCH_SGLANG_PATH (the environment variable for '--sglang-path'): "
+        f"Directory '{a_file}' is a file.",
     )
     code, _, err = run("demo", "--wheel", str(tmp_path))
     assert code == 2 and f"Invalid value for '--wheel': File '{tmp_path}' is a directory." in err

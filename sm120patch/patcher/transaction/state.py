@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from sm120patch import __version__
 from sm120patch.errors import EnvironmentProblem
-from sm120patch.patcher.transaction.fsutil import atomic_write, fsync_dir, remove_tree, rename, unlink
+from sm120patch.patcher.transaction.fsutil import atomic_write, fsync_dir, remove_tree, rename, unlink, write_advice
 from sm120patch.sglang.tree import DIRNAME
 
 FORMAT = 4  # 2: the manifest also records what the last apply saw in each file (``checked``)
@@ -335,9 +335,10 @@ class StateDir:
                     return self._make_and_open()
             return self._make_and_open()
         except OSError as exc:
+            advice = write_advice(exc)
             raise EnvironmentProblem(
-                f"cannot create the state directory {self.root} ({exc.strerror}: {exc.filename or self.lock_path}); "
-                "run as the user who owns the sglang install"
+                f"cannot create the state directory {self.root} ({exc.strerror}: {exc.filename or self.lock_path})"
+                + (f"; {advice}" if advice else "")
             ) from exc
 
     def _make_and_open(self) -> int:
