@@ -23,7 +23,7 @@ start-up in every process of the run: the benchmark's main process and each TP r
   third setting of ``bench server --fuse-up-to`` runs with N, the tree's files untouched;
 * then runs the ``sitecustomize`` it shadows, if there is one.
 
-Standard library only, any Python >= 3.8, no import from sm120patch (probes/__init__.py).
+Standard library only, any Python >= 3.8, no import from sm120patch (the import contract in pyproject.toml).
 """
 
 from __future__ import annotations

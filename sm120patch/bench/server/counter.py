@@ -1,4 +1,4 @@
-"""Read the call counts ``probes/server_hook.py`` wrote, one file per process of a run.
+"""Read the call counts ``bench/remote/server_hook.py`` wrote, one file per process of a run.
 
 The proof that fusion ran is FlashInfer's fused kernel being launched with the
 ``kARResidualRMSNorm`` pattern (``AllReduceFusionPattern.kARResidualRMSNorm == 1`` in the

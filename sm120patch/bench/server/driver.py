@@ -5,7 +5,7 @@ Refused up front (exit 2, one sentence): a release without ``bench_one_batch`` o
 fusion option, no torch or no CUDA GPU in the serving interpreter, fewer GPUs than ``--tp``,
 a GPU whose memory is already in use, a model config that cannot be read.  Then, per repeat,
 an "off" run and an "on" run (interleaved, so a drift of the host hits both), each a fresh
-``python -m <bench module>`` under ``launch``'s watchdog with ``probes/server_hook.py`` as
+``python -m <bench module>`` under ``launch``'s watchdog with ``remote/server_hook.py`` as
 ``sitecustomize`` in every process.  A run proves itself: the "off" run must not launch the
 fused kernel, the "on" run must; otherwise there is no verdict, and sglang's own line that
 says why is shown.

@@ -49,7 +49,7 @@ def format_for(token_limit: bool, link: bool) -> int:
     return FORMAT_WITHOUT_LINK if token_limit else FORMAT_WITHOUT_LIMIT
 
 
-BENCH_RESULT = "bench-last.json"  # bench's last result (bench/saved.py); a full revert removes it
+BENCH_RESULT = "bench-last.json"  # bench kernel's last result (bench/kernel/saved.py); a full revert removes it
 #: Times a writer makes the state directory and opens its lock before giving up: a revert that
 #: finishes meanwhile removes the directory between the two.
 LOCK_OPEN_TRIES = 5
