@@ -69,7 +69,7 @@ def test_two_rtx_pro_6000_nothing_applied_is_an_error(tmp_path: Path) -> None:
     found = by_id(data)
     assert code == 1 and data["ok"] is False
     assert found["gpus"]["severity"] == "ok"
-    assert f"GPU 0: {RTX_PRO_6000} (cc 12.0); GPU 1: {RTX_PRO_6000} (cc 12.0)" == found["gpus"]["detail"]
+    assert found["gpus"]["detail"] == f"2× {RTX_PRO_6000} (cc 12.0): GPUs 0-1"
     assert found["gpus"]["source"] == "nvidia-smi --query-gpu=index,name,compute_cap --format=csv,noheader"
     errors = {f["id"] for f in data["findings"] if f["severity"] == "error"}
     assert errors == {
@@ -293,7 +293,7 @@ def test_refusal(mini: Path) -> None:
 
 # --- what each check is handed: the tree, the error, the TP, the refusal (no processes) ----------
 
-GPU_DETAIL = f"GPU 0: {RTX_PRO_6000} (cc 12.0); GPU 1: {RTX_PRO_6000} (cc 12.0)"
+GPU_DETAIL = f"2× {RTX_PRO_6000} (cc 12.0): GPUs 0-1"  # one name, said once
 FLASHINFER_LACKS = "FlashInfer 0.6.3 lacks the SM12x allreduce kernel (>= 0.6.17 needed)"
 
 

@@ -33,7 +33,7 @@ def test_a_patch_the_last_apply_left_out_is_told_and_not_held_against_the_host(m
     assert found["patch:server-args-auto-enable"] == HostFinding(
         "patch:server-args-auto-enable",
         Severity.INFO,
-        "server-args-auto-enable: skipped",
+        "skipped",
         "the last apply was asked to leave it out (--only / --skip); a plain `sm120patch apply` adds it",
         f"sm120patch verify ({mini})",
     )
