@@ -1,9 +1,11 @@
-"""``apply --fuse-up-to N|measured``: the limit asked for, checked before anything is planned.
+"""``apply --fuse-up-to N|measured|sglang``: the limit asked for, checked before anything is
+planned.
 
 A number must not be above sglang's own limit (the workspace is sized for it); ``measured``
 takes the crossover of the bench result saved in this tree, and only while that result is of
 this host, this release as installed now, these GPUs and this TP (``--tp``; without it, only
-where the result's TP is the number of GPUs CUDA shows here).
+where the result's TP is the number of GPUs CUDA shows here); ``sglang`` puts the release's
+own limit back, without a revert of the other patches.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from sm120patch.patcher.states import (
     GIVEN,
     LIMIT_NAME,
     MEASURED,
+    SGLANG,
     LimitAsk,
     limit_in_force,
     mismatch,
@@ -27,9 +30,10 @@ GPU_TIMEOUT_S = 10.0
 
 
 def parse(value: str) -> int | str:
-    """``measured`` or a token count of at least 1; ValueError for anything else."""
-    if value.strip().lower() == MEASURED:
-        return MEASURED
+    """``measured``, ``sglang`` or a token count of at least 1; ValueError for anything else."""
+    word = value.strip().lower()
+    if word in (MEASURED, SGLANG):
+        return word
     number = int(value)
     if number < 1:
         raise ValueError(value)
@@ -52,6 +56,10 @@ def resolve(tree: SglangTree, value: int | str, tp: int | None, own: int | None 
     nothing written) for a limit above sglang's (``own``, read here where not given) or a
     saved result that does not fit here."""
     own = sglang_limit(tree) if own is None else own
+    if value == SGLANG:
+        if own is None:
+            raise EnvironmentProblem(f"--fuse-up-to sglang: sglang {tree.version} has no fusion token limit of its own")
+        return LimitAsk(own, SGLANG)
     if value == MEASURED:
         ask = _measured(tree, tp, own)
     else:
@@ -137,6 +145,8 @@ def server_limits(tree: SglangTree, value: int | str, tp: int | None) -> tuple[i
     """``bench server --fuse-up-to VALUE``: (the limit of the third setting, sglang's own, which
     the "on" setting runs with).  The hook sets the module constant in sglang's processes, so
     a release whose gate also compares a literal (0.5.4 - 0.5.7) is refused."""
+    if value == SGLANG:
+        raise EnvironmentProblem("bench server --fuse-up-to sglang is the fusion-on setting itself: give N or measured")
     sites = sglang_sites(tree)
     if not sites:
         raise EnvironmentProblem(f"--fuse-up-to: sglang {tree.version} has no fusion token limit to lower")

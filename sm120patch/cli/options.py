@@ -150,7 +150,7 @@ def _fuse_up_to(value: str | None) -> int | str | None:
     try:
         return None if value is None else parse(value)
     except ValueError:
-        raise click.BadParameter(f"{value!r} is neither a token count of 1 or more nor `measured`") from None
+        raise click.BadParameter(f"{value!r} is neither a token count of 1 or more, `measured` nor `sglang`") from None
 
 
 def _tokens(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:

@@ -62,8 +62,9 @@ OPTIONS: dict[str, dict[str, str]] = {
         "SM12x kernel, an SM check no patch owns); for image builds.",
         "--allow-missing-kernel": "Write even though the FlashInfer beside sglang has no SM12x allreduce kernel "
         "(fusion would then stop sglang <= 0.5.9 from starting, and change nothing in later releases).",
-        "--fuse-up-to N|measured": "Also lower sglang's fusion token limit to N tokens, or to the crossover the "
-        "last `sm120patch bench kernel` saved for this tree (`measured`); never above sglang's own.",
+        "--fuse-up-to N|measured|sglang": "Also lower sglang's fusion token limit to N tokens, or to the crossover "
+        "the last `sm120patch bench kernel` saved for this tree (`measured`); never above sglang's own, which "
+        "`sglang` puts back.",
         "--tp INTEGER RANGE": "With --fuse-up-to measured: the TP sglang serves at (refuses another).  [x>=2]",
         **HELP,
     },
