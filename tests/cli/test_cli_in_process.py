@@ -189,11 +189,17 @@ def test_the_group_shows_version_and_help_and_says_which_releases() -> None:
 def test_the_command_line_is_read_from_sys_argv(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    import atexit
+    import signal
     import sys
 
     monkeypatch.setattr(sys, "argv", ["sm120patch", "--version"])
-    with pytest.raises(SystemExit) as exited:
-        cli.main.main()
+    try:
+        with pytest.raises(SystemExit) as exited:
+            cli.main.main()
+    finally:  # its own process's exit holds Ctrl-C back until it ends: not this test process's
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        atexit.unregister(cli._answer_held_interrupt)
     assert exited.value.code == 0
     assert capsys.readouterr().out.startswith(f"sm120patch {__version__} — ")
 
@@ -817,3 +823,20 @@ def test_a_usage_error_without_json_prints_no_json(tmp_path: Path) -> None:
     assert json.loads(out)["error"] == (
         "Invalid value for '--only': '' names no patch; give comma-separated ids (`sm120patch list` shows them)"
     )
+
+
+def test_a_ctrl_c_a_library_wrapped_is_an_interrupt_not_a_bug(mini: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C while libcst was imported came out as "Error calling __set_name__" (a
+    RuntimeError from dataclasses), and was reported as a bug (exit 70)."""
+    from sm120patch.runner import locate
+
+    def interrupted_import(**_: object) -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance 'lbrace'") from exc
+
+    monkeypatch.setattr(locate, "locate", interrupted_import)
+    code, _, err = run("list", "--sglang-path", str(mini))
+    assert (code, err) == (130, "error: interrupted before sglang was found; nothing was written\n")
+    assert "internal error" not in err
