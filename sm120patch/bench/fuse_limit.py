@@ -1,9 +1,11 @@
-"""``apply --fuse-up-to N|measured``: the limit asked for, checked before anything is planned.
+"""``apply --fuse-up-to N|measured|sglang``: the limit asked for, checked before anything is
+planned.
 
 A number must not be above sglang's own limit (the workspace is sized for it); ``measured``
 takes the crossover of the bench result saved in this tree, and only while that result is of
 this host, this release as installed now, these GPUs and this TP (``--tp``; without it, only
-where the result's TP is the number of GPUs CUDA shows here).
+where the result's TP is the number of GPUs CUDA shows here); ``sglang`` puts the release's
+own limit back, without a revert of the other patches.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from sm120patch.patcher.states import (
     GIVEN,
     LIMIT_NAME,
     MEASURED,
+    SGLANG,
     LimitAsk,
     limit_in_force,
     mismatch,
@@ -27,9 +30,10 @@ GPU_TIMEOUT_S = 10.0
 
 
 def parse(value: str) -> int | str:
-    """``measured`` or a token count of at least 1; ValueError for anything else."""
-    if value.strip().lower() == MEASURED:
-        return MEASURED
+    """``measured``, ``sglang`` or a token count of at least 1; ValueError for anything else."""
+    word = value.strip().lower()
+    if word in (MEASURED, SGLANG):
+        return word
     number = int(value)
     if number < 1:
         raise ValueError(value)
@@ -52,6 +56,10 @@ def resolve(tree: SglangTree, value: int | str, tp: int | None, own: int | None 
     nothing written) for a limit above sglang's (``own``, read here where not given) or a
     saved result that does not fit here."""
     own = sglang_limit(tree) if own is None else own
+    if value == SGLANG:
+        if own is None:
+            raise EnvironmentProblem(f"--fuse-up-to sglang: sglang {tree.version} has no fusion token limit of its own")
+        return LimitAsk(own, SGLANG)
     if value == MEASURED:
         ask = _measured(tree, tp, own)
     else:
@@ -70,12 +78,15 @@ def _measured(tree: SglangTree, tp: int | None, own: int | None) -> LimitAsk:
     data = saved.load(tree)
     if data is None:
         raise EnvironmentProblem(
-            f"--fuse-up-to measured: no bench result is saved for {tree.package_dir}; run `sm120patch bench` first"
+            f"--fuse-up-to measured: no bench result is saved for {tree.package_dir}; "
+            "run `sm120patch bench kernel` first"
         )
     here = _gpus()
     why = mismatch(tree, data["saved"], tp, here)
     if why:
-        raise EnvironmentProblem(f"--fuse-up-to measured: the saved bench result {why}; run `sm120patch bench` again")
+        raise EnvironmentProblem(
+            f"--fuse-up-to measured: the saved bench result {why}; run `sm120patch bench kernel` again"
+        )
     then = data["saved"].get("tp")
     if tp is None and (here is None or then != len(here)):
         shown = "nvidia-smi did not answer" if here is None else f"this host shows {len(here)} GPUs"
@@ -88,7 +99,7 @@ def _measured(tree: SglangTree, tp: int | None, own: int | None) -> LimitAsk:
     if found.indicative:
         raise EnvironmentProblem(
             "--fuse-up-to measured: the saved bench result is indicative only, its unfused side ran stand-ins "
-            f"({'; '.join(found.indicative)}), so its crossover is not sglang's; run `sm120patch bench` where "
+            f"({'; '.join(found.indicative)}), so its crossover is not sglang's; run `sm120patch bench kernel` where "
             "sglang imports (the baseline is then sglang's own code), or give the limit as --fuse-up-to N"
         )
     if found.reach is Reach.NEVER:
@@ -131,18 +142,20 @@ def _gpus() -> list[str] | None:
 
 
 def server_limits(tree: SglangTree, value: int | str, tp: int | None) -> tuple[int, int]:
-    """``bench --server --fuse-up-to VALUE``: (the limit of the third setting, sglang's own, which
+    """``bench server --fuse-up-to VALUE``: (the limit of the third setting, sglang's own, which
     the "on" setting runs with).  The hook sets the module constant in sglang's processes, so
     a release whose gate also compares a literal (0.5.4 - 0.5.7) is refused."""
+    if value == SGLANG:
+        raise EnvironmentProblem("bench server --fuse-up-to sglang is the fusion-on setting itself: give N or measured")
     sites = sglang_sites(tree)
     if not sites:
         raise EnvironmentProblem(f"--fuse-up-to: sglang {tree.version} has no fusion token limit to lower")
     literals = [site.where for site in sites if site.where != LIMIT_NAME]
     if literals:
         raise EnvironmentProblem(
-            f"bench --server --fuse-up-to sets {LIMIT_NAME} in sglang's processes, but sglang {tree.version}'s gate "
+            f"bench server --fuse-up-to sets {LIMIT_NAME} in sglang's processes, but sglang {tree.version}'s gate "
             f"also compares a number ({literals[0]}): `sm120patch apply --fuse-up-to N` and a plain "
-            "`bench --server` compare the limits there"
+            "`bench server` compare the limits there"
         )
     own = limit_in_force(sites)
     return resolve(tree, value, tp, own).limit, own

@@ -7,9 +7,14 @@ Exit codes (``errors.ExitCode``): 0 ok, 1 not as asked, 2 usage or environment, 
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -44,6 +49,7 @@ class _Cli(click.Group):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
+        own_process = args is None  # this process's command line, not a test's call
         argv = list(sys.argv[1:] if args is None else args)
         from sm120patch.runner import allow_probes
 
@@ -57,15 +63,44 @@ class _Cli(click.Group):
 
                 out.print_json(out.error_json(exc.format_message(), ExitCode.ENVIRONMENT))
             _show_usage_error(exc)
-            sys.exit(ExitCode.ENVIRONMENT)
+            _exit(ExitCode.ENVIRONMENT, own_process, "--json" in argv)
         except click.Abort:  # Ctrl-C outside a command's body (click turns it into Abort)
             if "--json" in argv:
                 from sm120patch.output import console as out
 
                 out.print_json(out.error_json(INTERRUPTED, ExitCode.INTERRUPTED))
             click.echo(f"error: {INTERRUPTED}", err=True)
-            sys.exit(ExitCode.INTERRUPTED)
-        sys.exit(code if isinstance(code, int) else 0)
+            _exit(ExitCode.INTERRUPTED, own_process, "--json" in argv)
+        _exit(code if isinstance(code, int) else 0, own_process, "--json" in argv)
+
+
+def _exit(code: int, own_process: bool, as_json: bool) -> NoReturn:
+    """``sys.exit(code)``.  In its own process, a Ctrl-C from here on is held (blocked) and
+    answered once the interpreter is shutting down: exit 130 with the command's message.  Left
+    to Python, one that came while the interpreter shut down met the default handler it puts
+    back there and ended the process by SIGINT (exit -2) without a word.  One held past the
+    answer is dropped with the process.  Under ``--json`` the one object printed stands, with
+    its exit code: a Ctrl-C this late changes neither."""
+    if own_process and threading.current_thread() is threading.main_thread():
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        if not as_json:
+            atexit.register(_answer_held_interrupt)
+    sys.exit(code)
+
+
+def _answer_held_interrupt() -> None:
+    """At exit (after the threads are done, before the interpreter unloads): a Ctrl-C held
+    since the command finished ends the process 130, with what the command says of one."""
+    if signal.SIGINT not in signal.sigpending():
+        return
+    from sm120patch.cli.run import late_interrupt
+
+    with contextlib.suppress(Exception):  # a closed stdout: nothing more to say there
+        sys.stdout.flush()
+    with contextlib.suppress(Exception):
+        click.echo(f"error: {late_interrupt()}", err=True)
+        sys.stderr.flush()
+    os._exit(ExitCode.INTERRUPTED)
 
 
 def _show_usage_error(exc: click.ClickException) -> None:
@@ -98,7 +133,7 @@ def main() -> None:
       sm120patch verify   after an upgrade, at container start (exit 0 = patched)
       sm120patch revert   restore the original files byte for byte
       sm120patch doctor   what else stands between this host and the fused kernel
-      sm120patch bench    does fusion pay on this host? fused vs unfused, measured
+      sm120patch bench    kernel or server: does fusion pay on this host? measured
       sm120patch list     the patches and their state in this sglang
       sm120patch demo     the whole cycle on a downloaded release, in a temp dir
 
@@ -111,5 +146,8 @@ def main() -> None:
 # The commands register themselves on main: imported after it, for that (their own modules
 # load only when a command runs, not for --help).
 from sm120patch.cli import apply, bench, demo, doctor, listing, revert, self_test, verify  # noqa: E402
+from sm120patch.cli.help import keep_words_in_help  # noqa: E402
+
+keep_words_in_help(main)
 
 __all__ = ["apply", "bench", "demo", "doctor", "listing", "main", "revert", "self_test", "verify"]

@@ -43,10 +43,10 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--fuse-up-to",
-    metavar="N|measured",
+    metavar="N|measured|sglang",
     callback=lambda ctx, param, value: _fuse_up_to(value),
-    help="Also lower sglang's fusion token limit to N tokens, or to the crossover the last `sm120patch bench` "
-    "saved for this tree (`measured`); never above sglang's own.",
+    help="Also lower sglang's fusion token limit to N tokens, or to the crossover the last `sm120patch bench kernel` "
+    "saved for this tree (`measured`); never above sglang's own, which `sglang` puts back.",
 )
 @click.option(
     "--tp", type=click.IntRange(min=2), help="With --fuse-up-to measured: the TP sglang serves at (refuses another)."

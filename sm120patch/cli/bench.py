@@ -19,10 +19,14 @@ class _BenchGroup(click.Group):
     server``: what a user typed before the subcommands still runs, with a note saying so."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if not args or args[0] not in (*self.commands, *ctx.help_option_names):
+        # Shell completion parses resiliently, the word being typed left out: there `bench
+        # <Tab>` must offer the subcommands, and a note would land in the user's prompt.
+        completing = ctx.resilient_parsing
+        if (args or not completing) and (not args or args[0] not in (*self.commands, *ctx.help_option_names)):
             new = "server" if "--server" in args else "kernel"
             old = "bench --server" if new == "server" else "bench"
-            click.echo(f"note: `sm120patch {old}` is now `sm120patch bench {new}`", err=True)
+            if not completing:
+                click.echo(f"note: `sm120patch {old}` is now `sm120patch bench {new}`", err=True)
             args = [new, *(arg for arg in args if arg != "--server")]
         return super().parse_args(ctx, args)
 
@@ -58,14 +62,32 @@ def bench() -> None:
     alone still means `bench kernel`, and `bench --server` means `bench server`."""
 
 
-def _shared_options(tp: str, hidden: str, layers: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The options both benches take (each says what --tp, --hidden and --layers mean to it)."""
+class _AllreduceRanks(click.IntRange):
+    """``bench kernel --tp``: 2 or more, as its help says; a 1 is told which bench takes it."""
+
+    def __init__(self) -> None:
+        super().__init__(min=2)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as exc:
+            if "not in the range" not in exc.message:
+                raise
+            self.fail(f"{exc.message.rstrip('.')} (an allreduce needs 2 ranks; --tp 1 only with `bench server`)")
+
+
+def _shared_options(
+    tp: str, hidden: str, layers: str, ranks: click.IntRange | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options both benches take (each says what --tp, --hidden and --layers mean to it,
+    and ``ranks`` the --tp it takes: 1 or more unless given)."""
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         for option in reversed(
             [
                 _location_options,
-                click.option("--tp", type=click.IntRange(min=1), help=tp),
+                click.option("--tp", type=ranks or click.IntRange(min=1), help=tp),
                 click.option("--hidden", type=int, callback=_hidden, help=hidden),
                 click.option("--layers", type=click.IntRange(min=1), help=layers),
                 click.option("--dtype", type=click.Choice(["bf16", "fp16"]), default="bf16", show_default=True),
@@ -96,6 +118,7 @@ def _shared_options(tp: str, hidden: str, layers: str) -> Callable[[Callable[...
     tp="Ranks (GPUs) to measure with (2 or more).  [default: every visible GPU]",
     hidden="The model's hidden size.  [default: --model-config's, else 7168]",
     layers="Estimate a step of a model with this many layers (with --hidden).",
+    ranks=_AllreduceRanks(),
 )
 @click.option(
     "--tokens",
@@ -151,10 +174,6 @@ def kernel(
     from sm120patch.bench.kernel import command
 
     python, sglang_path = _locators(python, sglang_path)
-    if tp == 1:  # by hand, not IntRange(min=2): the message says where --tp 1 is taken
-        raise click.BadParameter(
-            "1 is not in the range x>=2 (an allreduce needs 2 ranks; --tp 1 only with --server)", param_hint="'--tp'"
-        )
     _guarded(
         as_json,
         lambda: _shown(

@@ -60,10 +60,35 @@ def _absolute(ctx: click.Context, param: click.Parameter, value: str | Path | No
     return Path(absolute) if isinstance(value, Path) else absolute
 
 
+class _EnvOption(click.Option):
+    """An option with an environment variable whose errors name where the value came from:
+    click names both however the value was given ("'--sglang-path' (env var:
+    'SM120PATCH_SGLANG_PATH')"), which sends a user who typed the option to look at a
+    variable they never set."""
+
+    def consume_value(self, ctx: click.Context, opts: Any) -> Any:
+        value, source = super().consume_value(ctx, opts)
+        ctx.meta[self._source_key] = source  # click sets the source only after converting the value
+        return value, source
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        from click.core import ParameterSource
+
+        typed = click.Parameter.get_error_hint(self, ctx)
+        if ctx is not None and ctx.meta.get(self._source_key) is ParameterSource.ENVIRONMENT:
+            return f"{self.envvar} (the environment variable for {typed})"
+        return typed
+
+    @property
+    def _source_key(self) -> str:
+        return f"sm120patch.source.{self.name}"
+
+
 def _location_options(func: Callable[..., Any]) -> Callable[..., Any]:
     func = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")(func)
     func = click.option(
         "--sglang-path",
+        cls=_EnvOption,
         type=click.Path(path_type=Path, file_okay=False),
         envvar="SM120PATCH_SGLANG_PATH",
         show_envvar=True,
@@ -73,6 +98,7 @@ def _location_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--python",
         "python",
+        cls=_EnvOption,
         metavar="PATH",
         envvar="SM120PATCH_PYTHON",
         show_envvar=True,
@@ -82,8 +108,9 @@ def _location_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 TIMEOUT_HELP = (
-    "Seconds each step in the serving interpreter may take (looking for sglang with --python, "
-    "nvidia-smi, doctor's host facts, verify --runtime's imports: 120 s unless given)."
+    "Seconds each step in the serving interpreter may take: looking for sglang with --python, "
+    "nvidia-smi, doctor's host facts (the default below) and verify --runtime's imports (120 s "
+    "where --timeout is not given)."
 )
 
 
@@ -123,7 +150,7 @@ def _fuse_up_to(value: str | None) -> int | str | None:
     try:
         return None if value is None else parse(value)
     except ValueError:
-        raise click.BadParameter(f"{value!r} is neither a token count of 1 or more nor `measured`") from None
+        raise click.BadParameter(f"{value!r} is neither a token count of 1 or more, `measured` nor `sglang`") from None
 
 
 def _tokens(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:

@@ -34,6 +34,7 @@ def _guarded(as_json: bool, run: Callable[[], int], interrupted: Callable[[], st
     into exit 70 with its traceback, and Ctrl-C into exit 130 with ``interrupted()``: what
     it left behind."""
     ctx = click.get_current_context()
+    _SAYS_WHEN_INTERRUPTED[:] = [interrupted] if interrupted else []
     try:
         code = run()
     except KeyboardInterrupt:
@@ -46,6 +47,9 @@ def _guarded(as_json: bool, run: Callable[[], int], interrupted: Callable[[], st
         _fail(f"{exc.filename or ''}: {exc.strerror or exc}", ExitCode.ENVIRONMENT, as_json)
         code = ExitCode.ENVIRONMENT
     except Exception as exc:
+        if _from_ctrl_c(exc):  # a Ctrl-C that a library wrapped (dataclasses while importing libcst)
+            _fail(interrupted() if interrupted else INTERRUPTED, ExitCode.INTERRUPTED, as_json)
+            ctx.exit(int(ExitCode.INTERRUPTED))
         import traceback
 
         traceback.print_exc()
@@ -56,6 +60,19 @@ def _guarded(as_json: bool, run: Callable[[], int], interrupted: Callable[[], st
         )
         code = ExitCode.INTERNAL
     ctx.exit(int(code))
+
+
+def _from_ctrl_c(exc: BaseException) -> bool:
+    """Whether ``exc`` is a KeyboardInterrupt wrapped by the code it went through: a Ctrl-C
+    in an import raised "Error calling __set_name__" (a RuntimeError), reported as a bug."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _shown(result: Result, as_json: bool) -> int:
@@ -71,6 +88,18 @@ def _shown(result: Result, as_json: bool) -> int:
 
 #: What Ctrl-C leaves behind in a command that writes nothing (doctor, bench, demo's scratch).
 INTERRUPTED = "interrupted; nothing was written"
+
+#: The running command's own words for a Ctrl-C (``_guarded``'s ``interrupted``), for one that
+#: comes once its body is done (``late_interrupt``).
+_SAYS_WHEN_INTERRUPTED: list[Callable[[], str]] = []
+
+
+def late_interrupt() -> str:
+    """What a Ctrl-C that came as the command finished says: what one in its body would."""
+    try:
+        return _SAYS_WHEN_INTERRUPTED[0]() if _SAYS_WHEN_INTERRUPTED else INTERRUPTED
+    except Exception:  # the state it reads is what it is; the interrupt is still said
+        return INTERRUPTED
 
 
 def _known_layouts_only(ctx: click.Context, param: click.Parameter, value: bool) -> None:

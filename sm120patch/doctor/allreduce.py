@@ -80,7 +80,7 @@ def allreduce(tree: SglangTree | None, host: Host, tp: int | None) -> list[HostF
         detail += (
             f"; this release has {PCIE_IPC_FLAG}=1 (FlashInfer's PCIe-IPC allreduce for decode-sized batches, "
             f"sglang#34528){' (set here)' if set_here == '1' else ''}, a competitor to fusion on this host: "
-            f"`{PCIE_IPC_FLAG}=1 sm120patch bench --tp {world}` measures it"
+            f"`{PCIE_IPC_FLAG}=1 sm120patch bench kernel --tp {world}` measures it"
         )
     return [HostFinding("allreduce", Severity.INFO, summary, detail, SOURCE)]
 

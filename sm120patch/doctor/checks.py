@@ -14,7 +14,7 @@ from sm120patch.doctor.findings import HostFinding, Severity
 from sm120patch.doctor.host import Host, torch_view
 from sm120patch.doctor.remote import host_facts
 from sm120patch.patcher.states import State, keeps_fused_path_shut
-from sm120patch.runner.gpus import Gpu
+from sm120patch.runner.gpus import Gpu, describe_all
 from sm120patch.runner.visibility import VARIABLE, assignment, gpu_names, select
 from sm120patch.sglang import releases
 from sm120patch.sglang.tree import SglangTree
@@ -45,7 +45,7 @@ def gpus(
                 HostFinding("gpus", Severity.WARNING, "nvidia-smi answered, but no line reads as a GPU", detail, source)
             ]
         return [HostFinding("gpus", Severity.INFO, "no NVIDIA GPU seen", "", source)]
-    described = "; ".join(g.describe() for g in seen)
+    described = describe_all(seen)
     if unread:  # lines that name no GPU it could read: shown, not dropped silently
         described += "; nvidia-smi also printed: " + " | ".join(unread[:3])
     sm12x = [g for g in seen if g.sm12x]
@@ -57,12 +57,12 @@ def gpus(
         ]
     if unknown and torch_sm12x:
         summary = f"torch sees {len(torch_sm12x)} SM12x GPU(s): the patches matter here"
-        detail = f"{described}; torch: " + "; ".join(g.describe() for g in torch_gpus)
+        detail = f"{described}; torch: {describe_all(torch_gpus)}"
         return [HostFinding("gpus", Severity.OK, summary, detail, source)]
     if unknown:
         what = "it is an SM12x GPU" if len(unknown) == 1 else "they are SM12x GPUs"
         summary = f"compute capability unknown for {gpu_names(unknown)}: blockers below are warnings, errors if {what}"
-        told = "; ".join(g.describe() for g in torch_gpus)
+        told = describe_all(torch_gpus)
         detail = f"{described}; torch sees: {told}" if told else f"{described}; torch lists no GPU to tell it by"
         return [HostFinding("gpus", Severity.WARNING, summary, detail, source)]
     summary = "no SM12x GPU: the patches change nothing at run time on this host"
@@ -128,8 +128,8 @@ def flashinfer(tree: SglangTree, blocking: Severity, refused: bool = False) -> l
     detail = (
         f"sglang >= {releases.FIRST_PINNING_SM12X} pins a FlashInfer that has it"
         if refused
-        else f"the fused path fails at JIT on SM12x (sglang#15650); pip install -U "
-        f"'flashinfer-python>={releases.FLASHINFER_SM12X}'"
+        else f"the fused path fails at JIT on SM12x (sglang#15650); `pip install -U "
+        f"'flashinfer-python>={releases.FLASHINFER_SM12X}'`"
     )
     return [
         HostFinding(
@@ -148,9 +148,9 @@ def patches(tree: SglangTree | None, states: Mapping[str, State], blocking: Seve
     found = []
     for pid, state in states.items():
         if state in DONE:
-            found.append(HostFinding(f"patch:{pid}", Severity.OK, f"{pid}: {state.value}", "", source))
+            found.append(HostFinding(f"patch:{pid}", Severity.OK, state.value, "", source))
         elif state is State.PENDING:
-            summary = f"{pid}: pending (not applied)"
+            summary = "pending (not applied)"
             found.append(HostFinding(f"patch:{pid}", blocking, summary, "run `sm120patch apply`", source))
         elif state is State.SKIPPED and keeps_fused_path_shut(pid):  # as asked, but the fused path stays shut
             detail = (
@@ -160,10 +160,10 @@ def patches(tree: SglangTree | None, states: Mapping[str, State], blocking: Seve
             found.append(HostFinding(f"patch:{pid}", blocking, f"{pid}: skipped", detail, source))
         elif state is State.SKIPPED:  # as asked, and harmless to the fused path: told, not held against the host
             detail = "the last apply was asked to leave it out (--only / --skip); a plain `sm120patch apply` adds it"
-            found.append(HostFinding(f"patch:{pid}", Severity.INFO, f"{pid}: skipped", detail, source))
+            found.append(HostFinding(f"patch:{pid}", Severity.INFO, "skipped", detail, source))
         else:
             detail = "see `sm120patch verify` for what the code looks like"
-            found.append(HostFinding(f"patch:{pid}", blocking, f"{pid}: {state.value}", detail, source))
+            found.append(HostFinding(f"patch:{pid}", blocking, state.value, detail, source))
     return found
 
 

@@ -55,7 +55,7 @@ def tp(size: int | None, options: set[str]) -> list[HostFinding]:
                 "tp",
                 Severity.INFO,
                 "TP 2: upstream measured +5.2 % median decode with fusion on SM12x",
-                "2x RTX PRO 6000, PCIe; measure it on this host: `sm120patch bench --tp 2`",
+                "2x RTX PRO 6000, PCIe; measure it on this host: `sm120patch bench kernel --tp 2`",
                 "sglang#30700 (comment), sglang#32330",
             )
         ]
@@ -64,7 +64,7 @@ def tp(size: int | None, options: set[str]) -> list[HostFinding]:
             "tp",
             Severity.WARNING,
             f"TP {size}: a regression was reported at TP4 on PCIe",
-            f"measure fused against unfused on this host before keeping it: `sm120patch bench --tp {size}`; "
+            f"measure fused against unfused on this host before keeping it: `sm120patch bench kernel --tp {size}`; "
             f"the patched model auto-enable leaves fusion off at TP {size} unless `sm120patch apply "
             f"--auto-enable-tp any` was asked; {escape(options)}",
             "sglang#32330 (closing comment)",

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sm120patch.doctor.findings import HostFinding, Severity
-from sm120patch.patcher.states import MEASURED, PATCH_ID, State, StateDir, mismatch, recorded, sglang_limit
+from sm120patch.patcher.states import MEASURED, PATCH_ID, SGLANG, State, StateDir, mismatch, recorded, sglang_limit
 from sm120patch.runner.gpus import Gpu
 from sm120patch.sglang.tree import SglangTree
 
-BENCH_THEN_APPLY = "`sm120patch bench`, then `sm120patch apply --fuse-up-to measured`"
+BENCH_THEN_APPLY = "`sm120patch bench kernel`, then `sm120patch apply --fuse-up-to measured`"
 
 
 def token_limit(
@@ -22,7 +22,7 @@ def token_limit(
         return []
     source = f"sm120patch verify ({tree.package_dir})"
     asked = recorded(StateDir(tree.package_dir).load(), tree)
-    if asked is None:
+    if asked is None or asked.source == SGLANG:  # `--fuse-up-to sglang`: as if none was ever asked
         own, now = sglang_limit(tree), sglang_limit(tree, shipped=False)
         if own is None or now is None:
             return []

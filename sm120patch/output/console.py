@@ -29,15 +29,21 @@ def printable(text: object) -> str:
 
 
 class StatusLine:
-    """A rich status line on stderr while something long runs (on a terminal only)."""
+    """A rich status line on stderr while something long runs (on a terminal only).  Always
+    one line, cut short with an ellipsis: a status that wraps is two lines to erase at each
+    frame, and where the terminal wraps otherwise than rich counted (a resize, a ``COLUMNS``
+    of another width) the frames stay behind on the screen."""
 
     def __init__(self, enabled: bool, first: str) -> None:
         self.enabled, self.first = enabled, first
         self._status: Any = None
+        self._width = 0
 
     def __enter__(self) -> StatusLine:
         if self.enabled:
-            self._status = console().status(self.first)
+            out = console()
+            self._width = out.width
+            self._status = out.status(_one_line(self.first, self._width))
             self._status.__enter__()
         return self
 
@@ -47,7 +53,16 @@ class StatusLine:
 
     def update(self, text: str) -> None:
         if self._status is not None:
-            self._status.update(text)
+            self._status.update(_one_line(text, self._width))
+
+
+def _one_line(text: str, width: int) -> Any:
+    """``text`` cut to fit beside the spinner (its frame and a space) on a line ``width`` wide."""
+    from rich.text import Text
+
+    shown = Text(text)
+    shown.truncate(max(width - 2, 1), overflow="ellipsis")
+    return shown
 
 
 def console() -> Console:
@@ -59,7 +74,7 @@ def console() -> Console:
 def error(message: str) -> None:
     from rich.text import Text
 
-    put(console(), Text(printable(message)), lead=Text("error: ", style="bold red"), whole_in_logs=True)
+    put(console(), Text(printable(message)), lead=Text("error: ", style="bold red"))
 
 
 def usage_error(shown: str) -> None:
@@ -70,7 +85,7 @@ def usage_error(shown: str) -> None:
     for line in shown.removesuffix("\n").split("\n"):  # not splitlines(): a typed \r is no line break
         head, colon, rest = line.partition("Error: ")
         if colon and not head:
-            put(out, printable(rest), lead="Error: ", whole_in_logs=True)
+            put(out, printable(rest), lead="Error: ")
         else:
             out.print(printable(line), soft_wrap=True, markup=False, emoji=False)
 

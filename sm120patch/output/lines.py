@@ -1,10 +1,13 @@
 """Lines people read, wrapped at spaces to the terminal's width.
 
-A word (an identifier, a path, a command) is never split: one longer than the room left is
+A word (an identifier, a path, an option) is never split, nor a command in backticks
+(`` `sm120patch bench kernel --tp 2` ``, spaces and all): one longer than the room left is
 printed whole on a line of its own, which the terminal then wraps, so that what is copied
-from it is the name itself.  Every report, finding, note, warning, headline, error and demo
-line goes through ``put``; ``wrap`` gives the lines themselves, for a caller that lays them
-out.  Text in, rich ``Text`` out: the styles of each part are kept across the breaks.
+from it is the name itself.  Where the output is no terminal (a pipe, a log), nothing is
+wrapped: each sentence is one line, whatever width ``COLUMNS`` claims.  Every report,
+finding, note, warning, headline, error and demo line goes through ``put``; ``wrap`` gives
+the lines themselves, for a caller that lays them out.  Text in, rich ``Text`` out: the
+styles of each part are kept across the breaks.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from rich.text import Text
 if TYPE_CHECKING:
     from rich.console import Console
 
-_WORD = re.compile(r"\S+\s*")
+#: A word: what lies between spaces, a backticked span counted as one character of it.
+_WORD = re.compile(r"(?:`[^`]*`|\S)+\s*")
 
 #: The narrowest room a line is wrapped in, however deep its indent on however narrow a
 #: terminal: narrower would put each word on its own line and read no better.
@@ -50,26 +54,26 @@ def wrap(text: Text | str, width: int) -> list[Text]:
 
 def longest_word(text: Text) -> int:
     """The width of the widest word of ``text``: the narrowest column it fits whole."""
-    return max((cell_len(word) for word in text.plain.split()), default=0)
+    return max((cell_len(word.group().rstrip()) for word in _WORD.finditer(text.plain)), default=0)
 
 
-def put(out: Console, text: Text | str, lead: Text | str = "", style: str = "", whole_in_logs: bool = False) -> None:
+def put(out: Console, text: Text | str, lead: Text | str = "", style: str = "") -> None:
     """Print ``text`` wrapped to ``out``'s width after ``lead`` (an indent, a label): the first
     line starts with ``lead``, the others with as many spaces.  Printed as laid out here, so
     rich neither wraps again nor crops a word wider than the terminal.  A word too wide for
     its indent (a path, say) starts at the left edge instead: one that fits the terminal
-    stays on one line of it; a longer one is the only thing on its line.  ``whole_in_logs``:
-    where ``out`` is no terminal (a log, a pipe), the text is one line however long."""
+    stays on one line of it; a longer one is the only thing on its line.  Where ``out`` is no
+    terminal (a log, a pipe), each of the text's lines is printed whole, however long."""
     lead = Text(lead) if isinstance(lead, str) else lead
     text = Text(text, style=style) if isinstance(text, str) else text
-    if whole_in_logs and not out.is_terminal:  # a log or a pipe: one line, for grep and for copying
-        out.print(Text.assemble(lead, text), soft_wrap=True)
-        return
+    terminal = out.is_terminal
     indent = cell_len(lead.plain)
     room = max(out.width - indent, MIN_ROOM)
-    for i, line in enumerate(wrap(text, room)):
+    # A log or a pipe: its own lines only, each whole, for grep and for copying.
+    lines = wrap(text, room) if terminal else text.split("\n", allow_blank=True)
+    for i, line in enumerate(lines):
         first = lead if i == 0 else Text(" " * indent)
-        if not first.plain.strip() and room < cell_len(line.plain):
+        if terminal and not first.plain.strip() and room < cell_len(line.plain):
             first = Text()
         shown = Text.assemble(first, line)
         shown.rstrip()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sm120patch.runner import DEFAULT_TIMEOUT_S, run_isolated
@@ -43,15 +44,18 @@ class Gpu:
     def cc(self) -> str:
         return "unknown" if self.capability is None else f"{self.capability[0]}.{self.capability[1]}"
 
-    def describe(self) -> str:
+    @property
+    def note(self) -> str:
+        """Its capability as told: ``cc 12.0``, and by whom where not by nvidia-smi."""
         said = f"nvidia-smi says {self.raw_capability}" if self.raw_capability else ""
         if self.capability is None:
-            note = f"cc unknown: {said}" if said else "cc unknown"
-        elif self.capability_from:
-            note = "; ".join(p for p in (f"cc {self.cc} per {self.capability_from}", said) if p)
-        else:
-            note = f"cc {self.cc}"
-        return f"GPU {self.index}: {self.name} ({note})"
+            return f"cc unknown: {said}" if said else "cc unknown"
+        if self.capability_from:
+            return "; ".join(p for p in (f"cc {self.cc} per {self.capability_from}", said) if p)
+        return f"cc {self.cc}"
+
+    def describe(self) -> str:
+        return f"GPU {self.index}: {self.name} ({self.note})"
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -62,6 +66,32 @@ class Gpu:
             "raw_capability": self.raw_capability,
             "uuid": self.uuid,
         }
+
+
+def describe_all(gpus: Sequence[Gpu]) -> str:
+    """``gpus`` in one line, those of one name and capability said once: ``8× NVIDIA RTX PRO
+    6000 Blackwell Workstation Edition (cc 12.0): GPUs 0-7`` (eight times the same name was
+    a paragraph to read for the one thing that differs)."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for gpu in gpus:
+        groups.setdefault((gpu.name, gpu.note), []).append(gpu.index)
+    return "; ".join(
+        f"GPU {indices[0]}: {name} ({note})"
+        if len(indices) == 1
+        else f"{len(indices)}× {name} ({note}): GPUs {_runs(indices)}"
+        for (name, note), indices in groups.items()
+    )
+
+
+def _runs(indices: Sequence[int]) -> str:
+    """``0-3, 6``: consecutive indices as a range."""
+    runs: list[list[int]] = []
+    for index in indices:
+        if runs and index == runs[-1][-1] + 1:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 @dataclass(frozen=True)

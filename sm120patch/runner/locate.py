@@ -44,6 +44,15 @@ def _from_probe(data: dict[str, Any], how_found: str) -> SglangTree | None:
 def run_probe(python: str, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
     """Run the stdlib probe in another interpreter and return what it found."""
     exe = interpreter(python)
+    if exe.is_symlink() and not exe.exists():
+        raise EnvironmentProblem(
+            f"--python {python}: a broken environment: {exe} links to {os.path.realpath(exe)}, which is gone "
+            "(the Python it was made with was upgraded or removed); recreate the environment"
+        )
+    if exe.is_dir():
+        raise EnvironmentProblem(
+            f"--python {python}: a folder without bin/python, not an environment root; give its interpreter"
+        )
     if not exe.exists():
         raise EnvironmentProblem(f"--python {python}: no such interpreter")
     from sm120patch.runner.remote import find_sglang

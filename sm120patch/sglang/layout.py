@@ -5,7 +5,7 @@ Everything else derives from it: each patch's anchor rows name a file of this ta
 contract test holds every row to the place ``KEPT`` gives for its releases), the token limit's
 reader and bench's server hook take the gate's modules from ``files_keeping(GATE)``, and the
 tests their layout files from ``FILES``.  A release that moves one of them is a row here plus
-the patches' rows (and, before that is written, role finding finds it: plan/role_find.py).
+the patches' rows (and, before that is written, role finding finds it: patcher/plan/role_find.py).
 """
 
 from __future__ import annotations

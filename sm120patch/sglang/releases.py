@@ -131,7 +131,7 @@ def flashinfer_warning(
     """A warning when the FlashInfer at hand (else the one sglang pins) cannot run the
     fusion on SM12x; None when it can or nothing is known.  ``effect``: what this release
     does then (``startup_risk.effect_sentence``), where its code says."""
-    upgrade = f"Upgrade: pip install -U 'flashinfer-python>={FLASHINFER_SM12X}'."
+    upgrade = f"Upgrade: `pip install -U 'flashinfer-python>={FLASHINFER_SM12X}'`."
     consequence = (
         f"With fusion on, {effect}."
         if effect

@@ -138,11 +138,12 @@ def install_kind(dist_info: Path | None, direct_url: object) -> InstallKind:
 def interpreter(python: str) -> Path:
     """The executable ``--python`` names, made absolute against the caller's working
     directory (the probes run in a scratch one); a venv or conda env root stands for its
-    python.  Not resolved: a venv's python is a link whose target is not the venv."""
+    python (a broken link too: the caller names it).  Not resolved: a venv's python is a link
+    whose target is not the venv."""
     exe = Path(os.path.abspath(python))
     if exe.is_dir():
         for candidate in (exe / "bin" / "python", exe / "Scripts" / "python.exe"):
-            if candidate.exists():
+            if candidate.exists() or candidate.is_symlink():
                 return candidate
     return exe
 

@@ -1,4 +1,4 @@
-"""`sm120patch bench` from the command line: usage, and every host it must refuse (exit 2,
+"""`sm120patch bench kernel` from the command line: usage, and every host it must refuse (exit 2,
 one sentence, JSON on stdout, never a traceback).  The serving interpreter is this one,
 with FakeTorch / FakeFlashInfer (tests/bench/fakes.py) on its path.  The command runs in
 this process (its rank probe in a new one), and once in a process of its own."""

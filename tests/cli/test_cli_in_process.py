@@ -39,9 +39,9 @@ LOCATION = {
     "--json": "Print one JSON object on stdout.",
 }
 TIMEOUT = {
-    "--timeout FLOAT RANGE": "Seconds each step in the serving interpreter may take (looking for sglang with "
-    "--python, nvidia-smi, doctor's host facts, verify --runtime's imports: 120 s unless given).  "
-    "[default: 20.0; x>=1]",
+    "--timeout FLOAT RANGE": "Seconds each step in the serving interpreter may take: looking for sglang with "
+    "--python, nvidia-smi, doctor's host facts (the default below) and verify --runtime's imports (120 s where "
+    "--timeout is not given).  [default: 20.0; x>=1]",
 }
 HELP = {"-h, --help": "Show this message and exit."}
 KNOWN_LAYOUTS = {
@@ -68,8 +68,9 @@ OPTIONS: dict[str, dict[str, str]] = {
         "SM12x kernel, an SM check no patch owns, a patch left out that keeps it shut); for image builds.",
         "--allow-missing-kernel": "Write even though the FlashInfer beside sglang has no SM12x allreduce kernel "
         "(fusion would then stop sglang <= 0.5.9 from starting, and change nothing in later releases).",
-        "--fuse-up-to N|measured": "Also lower sglang's fusion token limit to N tokens, or to the crossover the "
-        "last `sm120patch bench` saved for this tree (`measured`); never above sglang's own.",
+        "--fuse-up-to N|measured|sglang": "Also lower sglang's fusion token limit to N tokens, or to the crossover "
+        "the last `sm120patch bench kernel` saved for this tree (`measured`); never above sglang's own, which "
+        "`sglang` puts back.",
         "--tp INTEGER RANGE": "With --fuse-up-to measured: the TP sglang serves at (refuses another).  [x>=2]",
         "--auto-enable-tp [2|any]": "The TP at which sglang turns fusion on by itself on SM12x for the models it "
         "lists: 2 (the default: TP 4 regressed on PCIe, sglang#32330) or any (as on SM90/SM100). Recorded: a later "
@@ -110,7 +111,7 @@ OPTIONS: dict[str, dict[str, str]] = {
     "bench": {**HELP},
     "bench kernel": {
         **LOCATION,
-        "--tp INTEGER RANGE": "Ranks (GPUs) to measure with (2 or more).  [default: every visible GPU]  [x>=1]",
+        "--tp INTEGER RANGE": "Ranks (GPUs) to measure with (2 or more).  [default: every visible GPU]  [x>=2]",
         "--hidden INTEGER": "The model's hidden size.  [default: --model-config's, else 7168]",
         "--layers INTEGER RANGE": "Estimate a step of a model with this many layers (with --hidden).  [x>=1]",
         **BENCH_SHARED,
@@ -204,11 +205,17 @@ def test_the_group_shows_version_and_help_and_says_which_releases() -> None:
 def test_the_command_line_is_read_from_sys_argv(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    import atexit
+    import signal
     import sys
 
     monkeypatch.setattr(sys, "argv", ["sm120patch", "--version"])
-    with pytest.raises(SystemExit) as exited:
-        cli.main.main()
+    try:
+        with pytest.raises(SystemExit) as exited:
+            cli.main.main()
+    finally:  # its own process's exit holds Ctrl-C back until it ends: not this test process's
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        atexit.unregister(cli._answer_held_interrupt)
     assert exited.value.code == 0
     assert capsys.readouterr().out.startswith(f"sm120patch {__version__} — ")
 
@@ -417,7 +424,7 @@ def kernel_bench(monkeypatch: pytest.MonkeyPatch) -> Recorder:
 def server_bench(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     from sm120patch.bench.server import command as bench_server
 
-    recorder = Recorder(MEASURED_NOTHING)  # fake bench --server: records, runs no sglang
+    recorder = Recorder(MEASURED_NOTHING)  # fake bench server: records, runs no sglang
     monkeypatch.setattr(bench_server, "bench_server", recorder)
     return recorder
 
@@ -575,9 +582,13 @@ def test_python_and_sglang_path_both_typed_is_a_usage_error(mini: Path, tmp_path
         (
             ["bench", "kernel", "--tp", "1"],
             "Invalid value for '--tp': 1 is not in the range x>=2 (an allreduce needs 2 ranks; "
-            "--tp 1 only with --server)",
+            "--tp 1 only with `bench server`)",
         ),
-        (["bench", "kernel", "--tp", "0"], "Invalid value for '--tp': 0 is not in the range x>=1."),
+        (
+            ["bench", "kernel", "--tp", "0"],
+            "Invalid value for '--tp': 0 is not in the range x>=2 (an allreduce needs 2 ranks; "
+            "--tp 1 only with `bench server`)",
+        ),
         (["bench", "kernel", "--replays", "29"], "Invalid value for '--replays': 29 is not in the range x>=30."),
         (["bench", "kernel", "--timeout", "0"], "Invalid value for '--timeout': 0.0 is not in the range x>=1."),
         (["bench", "kernel", "--layers", "0"], "Invalid value for '--layers': 0 is not in the range x>=1."),
@@ -632,7 +643,7 @@ def test_python_and_sglang_path_both_typed_is_a_usage_error(mini: Path, tmp_path
         (
             ["bench", "--tp", "1"],
             "Invalid value for '--tp': 1 is not in the range x>=2 (an allreduce needs 2 ranks; "
-            "--tp 1 only with --server)",
+            "--tp 1 only with `bench server`)",
         ),
         (["bench", "--server", "--repeat", "0"], "Invalid value for '--repeat': 0 is not in the range x>=1."),
     ],
@@ -662,10 +673,13 @@ def test_boundary_values_are_accepted(mini: Path, monkeypatch: pytest.MonkeyPatc
 
 def test_paths_of_the_wrong_kind_are_usage_errors(mini: Path, tmp_path: Path) -> None:
     a_file = mini / COMM
-    code, data = jrun("verify", "--sglang-path", str(a_file))
+    code, data = jrun("verify", "--sglang-path", str(a_file))  # typed: its variable is not blamed
+    assert (code, data["error"]) == (2, f"Invalid value for '--sglang-path': Directory '{a_file}' is a file.")
+    code, data = jrun("verify", env={"SM120PATCH_SGLANG_PATH": str(a_file)})
     assert (code, data["error"]) == (
         2,
-        f"Invalid value for '--sglang-path' (env var: 'SM120PATCH_SGLANG_PATH'): Directory '{a_file}' is a file.",
+        "Invalid value for SM120PATCH_SGLANG_PATH (the environment variable for '--sglang-path'): "
+        f"Directory '{a_file}' is a file.",
     )
     code, _, err = run("demo", "--wheel", str(tmp_path))
     assert code == 2 and f"Invalid value for '--wheel': File '{tmp_path}' is a directory." in err
@@ -831,3 +845,20 @@ def test_a_usage_error_without_json_prints_no_json(tmp_path: Path) -> None:
     assert json.loads(out)["error"] == (
         "Invalid value for '--only': '' names no patch; give comma-separated ids (`sm120patch list` shows them)"
     )
+
+
+def test_a_ctrl_c_a_library_wrapped_is_an_interrupt_not_a_bug(mini: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C while libcst was imported came out as "Error calling __set_name__" (a
+    RuntimeError from dataclasses), and was reported as a bug (exit 70)."""
+    from sm120patch.runner import locate
+
+    def interrupted_import(**_: object) -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance 'lbrace'") from exc
+
+    monkeypatch.setattr(locate, "locate", interrupted_import)
+    code, _, err = run("list", "--sglang-path", str(mini))
+    assert (code, err) == (130, "error: interrupted before sglang was found; nothing was written\n")
+    assert "internal error" not in err

@@ -51,7 +51,7 @@ CRASH = (
 )
 NO_KERNEL_JIT = (
     "With fusion on, FlashInfer's JIT raises 'No supported CUDA architectures found for major versions [9, 10]' "
-    "on SM12x (sglang#15650). Upgrade: pip install -U 'flashinfer-python>=0.6.17'."
+    "on SM12x (sglang#15650). Upgrade: `pip install -U 'flashinfer-python>=0.6.17'`."
 )
 WORKS = (
     "what works is sglang >= 0.5.18 with the FlashInfer it pins, or flashinfer-python>=0.6.17 "

@@ -65,7 +65,7 @@ def test_doctors_nvidia_smi_thread_leaves_ctrl_c_to_the_main_thread(
         lambda stream: rank_launch._reader(0, stream, queue.Queue()),
         lambda stream: server_launch._reader(stream, queue.Queue()),
     ],
-    ids=["bench ranks", "bench --server"],
+    ids=["bench ranks", "bench server"],
 )
 def test_benchs_output_readers_leave_ctrl_c_to_the_main_thread(read: Callable[[io.StringIO], None]) -> None:
     assert signal.SIGINT in in_a_thread(lambda: read(io.StringIO("a line\n")))

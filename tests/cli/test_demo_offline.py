@@ -198,7 +198,7 @@ def test_demo_downloads_the_pinned_release_and_runs_the_cycle(
         "demo ok: sglang 0.5.11 patched, verified, re-applied as a no-op and reverted; its 3 files match their "
         "RECORD hashes again",
         "On the GPU host, in the environment that serves sglang: `sm120patch apply`, then `sm120patch doctor --tp "
-        "N` and `sm120patch bench --tp N` (pipx: add --python /path/to/env/bin/python).",
+        "N` and `sm120patch bench kernel --tp N` (pipx: add --python /path/to/env/bin/python).",
     ]
     assert list(scratch_tmp.iterdir()) == []  # the scratch directory is gone
 
@@ -229,17 +229,22 @@ def test_a_given_wheel_is_used_and_nothing_is_downloaded(
     assert list(scratch_tmp.iterdir()) == []
 
 
-def test_a_refused_release_fails_the_demo_naming_each_failed_step(tmp_path: Path, scratch_tmp: Path) -> None:
+def test_a_refused_release_stops_the_demo_after_the_report_that_says_why(tmp_path: Path, scratch_tmp: Path) -> None:
+    """The steps after a refused apply would fail for the same reason, and FlashInfer's
+    kernel is moot on a release with nothing to widen: the report, then one line (it ended
+    "demo failed: failed: apply, verify, ..." after a FlashInfer warning)."""
     site = write_mini_sglang(tmp_path / "site").parent
     utils = site / "sglang" / "srt/utils/common.py"  # no SM12x probe: a release sm120patch refuses
     utils.write_text(utils.read_text().replace("def is_sm120_supported", "def _gone"))
     code, _, err = run("demo", "--wheel", str(wheel_of(site, tmp_path / "sglang-0.5.11-py3-none-any.whl")))
     assert code == 1, err
     lines = err.splitlines()
-    assert any(line.startswith("FAILED sm120patch verify: sglang 0.5.11 has no SM12x probe") for line in lines)
-    assert any(line.startswith("FAILED sm120patch apply again (must change nothing): ") for line in lines)
-    assert "ok sm120patch revert: nothing to revert: no saved state, files as released" in lines
-    assert lines[-1] == "demo failed: failed: apply, verify, apply again (must change nothing)"
+    assert any(line.startswith("sglang 0.5.11 has no SM12x probe") for line in lines)
+    assert not [line for line in lines if "FAILED" in line or "FlashInfer" in line or "failed: failed" in line]
+    assert lines[-1] == (
+        "demo stopped: sm120patch refuses sglang 0.5.11 (above), so there is no cycle to show; "
+        "`sm120patch demo` alone runs it on sglang 0.5.9"
+    )
     assert list(scratch_tmp.iterdir()) == []
 
 
@@ -330,16 +335,14 @@ def test_on_a_colour_terminal_the_verdict_words_have_their_colours(
 
 
 def test_on_a_colour_terminal_what_failed_is_bold_red(tmp_path: Path, scratch_tmp: Path, colour: None) -> None:
-    """A release sm120patch refuses (no SM12x probe): each failed step and the verdict in
-    bold red (escape code 1;31), the step that passed (revert) in green."""
+    """A release sm120patch refuses (no SM12x probe): the line that stops the demo in bold
+    red (escape code 1;31)."""
     site = write_mini_sglang(tmp_path / "site").parent
     utils = site / "sglang" / "srt/utils/common.py"
     utils.write_text(utils.read_text().replace("def is_sm120_supported", "def _gone"))
     code, _, err = run("demo", "--wheel", str(wheel_of(site, tmp_path / "sglang-0.5.11-py3-none-any.whl")))
     assert code == 1, err
-    assert "\n\x1b[1;31mFAILED\x1b[0m sm120patch verify: sglang 0.5.11 has no SM12x probe" in err
-    assert "\n\x1b[32mok\x1b[0m sm120patch revert: nothing to revert" in err
-    assert err.endswith("\n\x1b[1;31mdemo failed\x1b[0m: failed: apply, verify, apply again (must change nothing)\n")
+    assert "\n\x1b[1;31mdemo stopped\x1b[0m: sm120patch refuses sglang 0.5.11 (above)" in err
 
 
 def test_on_a_colour_terminal_the_files_that_differ_are_plain(tmp_path: Path, scratch_tmp: Path, colour: None) -> None:
@@ -359,7 +362,7 @@ def test_a_failed_cycle_names_the_failed_steps_and_compares_no_files(tmp_path: P
     comm.write_text(comm.read_text().replace("def apply_flashinfer_allreduce_fusion(", "def fusion_allowed("))
     code, _, err = run("demo", "--wheel", str(wheel_of(site, tmp_path / "sglang-0.5.11-py3-none-any.whl")))
     assert code == 1, err
-    assert err.splitlines()[-1] == "demo failed: failed: apply, verify, apply again (must change nothing), revert"
+    assert err.splitlines()[-1] == "demo failed in apply, verify, apply again (must change nothing), revert"
 
 
 def test_a_scratch_folder_that_cannot_be_removed_does_not_change_the_result(
@@ -378,3 +381,17 @@ def test_a_scratch_folder_that_cannot_be_removed_does_not_change_the_result(
     code, _, err = run("demo", "--wheel", str(mini_wheel(tmp_path)))
     assert code == 0, err
     assert [p.parent for p in removed] == [scratch_tmp]
+
+
+def test_without_pip_the_demo_says_so_and_names_wheel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A uv venv has no pip: "No module named pip" alone left the user without the way round
+    it, a wheel downloaded elsewhere (``--wheel``)."""
+    monkeypatch.setenv("SM120PATCH_WHEEL_CACHE", str(tmp_path))
+    use_pip(monkeypatch, FakePip(None, returncode=1, stderr="/venv/bin/python3: No module named pip\n"))
+    code, _, err = run("demo")
+    assert code == 2, err
+    assert " ".join(err.split()) == (
+        f"error: could not download sglang==0.5.9: {sys.executable} has no pip (a uv venv has none unless asked); "
+        "download it where pip works (`pip download --no-deps sglang==0.5.9`) and give it: "
+        "`sm120patch demo --wheel FILE`"
+    )

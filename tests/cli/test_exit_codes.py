@@ -38,7 +38,7 @@ def table() -> dict[tuple[str, int], str]:
     block = text[text.index("<!-- exit-codes:begin") : text.index("<!-- exit-codes:end -->")]
     cells: dict[tuple[str, int], str] = {}
     for line in block.splitlines():
-        match = re.match(r"\| `(\w+)` \|(.*)\|\s*$", line)
+        match = re.match(r"\| `(\w+(?: \w+)?)` \|(.*)\|\s*$", line)
         if match:
             for code, cell in enumerate(part.strip() for part in match.group(2).split("|")):
                 if cell != "—":
@@ -130,7 +130,7 @@ def scenarios(tmp: Path) -> dict[tuple[str, int], Callable[[], int]]:
         ("doctor", 0): lambda: doctor(patched(), None),  # no GPU: nothing blocks here
         ("doctor", 1): lambda: doctor(write_mini_sglang(tmp / "sm12x"), [(RTX_PRO_6000, "12.0")] * 2),
         ("doctor", 2): lambda: process("doctor", "--python", sys.executable),  # no sglang
-        ("bench", 2): lambda: cli("bench", "--tp", "2"),  # no torch in this interpreter
+        ("bench kernel", 2): lambda: cli("bench", "kernel", "--tp", "2"),  # no torch in this interpreter
         ("demo", 0): lambda: demo("--wheel", mini_wheel(tmp)),
         ("demo", 1): lambda: demo("--wheel", mini_wheel(tmp, refused=True)),
         ("demo", 2): lambda: demo("--wheel", tmp / "missing.whl"),
@@ -139,14 +139,14 @@ def scenarios(tmp: Path) -> dict[tuple[str, int], Callable[[], int]]:
 
 #: bench's cells that need running ranks: the slow tier's tests with the real (CPU) torch.
 BENCH_BY_RANKS = {
-    ("bench", 0): "test_two_real_ranks_measure_check_and_judge",
-    ("bench", 1): "test_a_kernel_that_returns_garbage_is_caught",
+    ("bench kernel", 0): "test_two_real_ranks_measure_check_and_judge",
+    ("bench kernel", 1): "test_a_kernel_that_returns_garbage_is_caught",
 }
 
 
 def test_every_cell_of_the_table_has_a_scenario(tmp_path: Path) -> None:
     cells = table()
-    assert {command for command, _ in cells} == {"apply", "verify", "revert", "list", "doctor", "bench", "demo"}
+    assert {command for command, _ in cells} == {"apply", "verify", "revert", "list", "doctor", "bench kernel", "demo"}
     assert set(cells) == set(scenarios(tmp_path)) | set(BENCH_BY_RANKS)
     source = BENCH_RUNS.read_text()
     assert all(f"def {name}(" in source for name in BENCH_BY_RANKS.values())

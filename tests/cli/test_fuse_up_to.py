@@ -1,4 +1,4 @@
-"""``apply --fuse-up-to N|measured`` on the miniature release with sglang's token limit: the
+"""``apply --fuse-up-to N|measured|sglang`` on the miniature release with sglang's token limit: the
 limit written, verify naming it and its source, a re-apply with another N, a plain apply that
 leaves it, revert byte for byte (the saved bench result goes with the state), and the
 refusals: a higher N, a release without the limit, a result of another host, TP, GPU set,
@@ -12,8 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from sm120patch.bench.fuse_limit import server_limits
 from sm120patch.bench.kernel import saved
+from sm120patch.doctor.token_limit import token_limit as doctor_token_limit
+from sm120patch.errors import EnvironmentProblem
 from sm120patch.patcher.plan.token_limit import mismatch
+from sm120patch.patcher.states import patch_states
 from sm120patch.sglang.tree import from_directory
 from tests.support.cli import jrun, run
 from tests.support.mini_sglang import COMM, FILES, write_mini_sglang
@@ -121,6 +125,39 @@ def test_after_lowering_a_limit_up_to_sglangs_own_is_still_allowed(package: Path
     assert run("apply", "--sglang-path", str(package), "--fuse-up-to", "2049")[0] == 2
 
 
+@pytest.mark.parametrize("spelled", ["sglang", "SGLang"])
+def test_sglang_puts_the_releases_limit_back_without_a_revert(package: Path, spelled: str) -> None:
+    """After ``--fuse-up-to 512``, ``--fuse-up-to sglang`` writes sglang's own limit back and
+    leaves every other patch in place; verify and doctor name the limit as sglang's, and a
+    plain apply keeps it."""
+    assert jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "512")[0] == 0
+    code, out = jrun("apply", "--sglang-path", str(package), "--fuse-up-to", spelled)
+    assert code == 0, out
+    assert limit_line(package) == "FUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048"
+    assert out["written"] == [f"sglang/{COMM}"] and (package / ".sm120patch" / "manifest.json").exists()
+    code, out = jrun("verify", "--sglang-path", str(package))
+    assert code == 0 and "fusion token limit in force: limit 2048, sglang's own" in out["messages"]
+    assert out["token_limit"]["in_force"] == out["token_limit"]["sglang"] == 2048
+    assert out["token_limit"]["asked"]["source"] == "sglang"
+    tree = from_directory(package)  # doctor: as where no limit was ever asked
+    said = doctor_token_limit(tree, patch_states(tree), (), None)
+    assert [f.summary for f in said] == ["fusion token limit: sglang's own, 2048 tokens (not measured here)"]
+    assert jrun("apply", "--sglang-path", str(package))[0] == 0
+    assert limit_line(package) == "FUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048"
+
+
+def test_bench_server_takes_no_sglang_setting(package: Path) -> None:
+    """Its third setting at sglang's own limit would be its fusion-on setting again."""
+    with pytest.raises(EnvironmentProblem, match="is the fusion-on setting itself"):
+        server_limits(from_directory(package), "sglang", None)
+
+
+def test_sglang_on_a_release_without_a_limit_is_an_error(tmp_path: Path) -> None:
+    package = write_mini_sglang(tmp_path / "site")
+    code, _, err = run("apply", "--sglang-path", str(package), "--fuse-up-to", "sglang")
+    assert code == 2 and "--fuse-up-to sglang: sglang 0.5.11 has no fusion token limit of its own" in err
+
+
 @pytest.mark.parametrize("value", ["0", "-3", "lots", "1.5"])
 def test_a_value_that_is_no_token_count_is_a_usage_error(package: Path, value: str) -> None:
     code, _, err = run("apply", "--sglang-path", str(package), "--fuse-up-to", value)
@@ -207,7 +244,7 @@ def test_measured_refuses_a_result_against_stand_ins_but_a_number_is_taken(packa
     code, _, err = run("apply", "--sglang-path", str(package), "--fuse-up-to", "measured", "--tp", "2")
     said = " ".join(err.split())
     assert code == 2 and "the saved bench result is indicative only" in said
-    assert "run `sm120patch bench` where sglang imports" in said and "--fuse-up-to N" in said
+    assert "run `sm120patch bench kernel` where sglang imports" in said and "--fuse-up-to N" in said
     assert hashes(package) == before
     assert jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "512")[0] == 0
 
@@ -236,7 +273,7 @@ def test_measured_without_tp_refuses_unless_the_gpus_cuda_shows_are_the_results_
 
 def test_measured_without_a_saved_result_says_to_bench_first(package: Path) -> None:
     code, _, err = run("apply", "--sglang-path", str(package), "--fuse-up-to", "measured")
-    assert code == 2 and "run `sm120patch bench` first" in err
+    assert code == 2 and "run `sm120patch bench kernel` first" in err
 
 
 def test_tp_without_measured_is_a_usage_error(package: Path) -> None:
@@ -250,7 +287,8 @@ def test_a_bench_result_alone_is_removed_by_revert_and_said(package: Path) -> No
     assert code == 0 and not (package / ".sm120patch").exists(), out
     assert out["headline"] == "nothing to revert: no saved state, files as released"
     assert (
-        "removed the saved bench result (bench-last.json): run `sm120patch bench` to measure again" in (out["messages"])
+        "removed the saved bench result (bench-last.json): run `sm120patch bench kernel` to measure again"
+        in out["messages"]
     )
 
 

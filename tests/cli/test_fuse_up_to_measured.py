@@ -97,7 +97,7 @@ def test_a_result_against_stand_ins_names_each_reason_and_what_to_do(package: Pa
     assert said(err).endswith(
         "error: --fuse-up-to measured: the saved bench result is indicative only, its unfused side ran stand-ins "
         "(sglang does not import in /env/bin/python; this FlashInfer has no sglang wrapper), so its crossover is "
-        "not sglang's; run `sm120patch bench` where sglang imports (the baseline is then sglang's own code), or "
+        "not sglang's; run `sm120patch bench kernel` where sglang imports (the baseline is then sglang's own code), or "
         "give the limit as --fuse-up-to N"
     )
 
@@ -110,7 +110,7 @@ def test_a_result_of_other_gpus_is_refused_even_with_tp(package: Path, monkeypat
     assert code == 2
     assert said(err).endswith(
         f"the saved bench result was measured on {H200}, {H200}, not on this host's GPUs "
-        "(NVIDIA RTX PRO 6000 Blackwell, NVIDIA RTX PRO 6000 Blackwell); run `sm120patch bench` again"
+        "(NVIDIA RTX PRO 6000 Blackwell, NVIDIA RTX PRO 6000 Blackwell); run `sm120patch bench kernel` again"
     )
     monkeypatch.setattr(fuse_limit, "_gpus", lambda: [H200] * 2)
     assert measured(package)[0] == 0
@@ -139,8 +139,8 @@ def test_a_result_without_a_date_gives_none(package: Path) -> None:
     ("content", "says"),
     [
         (b"{not json", "cannot read the saved bench result ("),
-        (b'{"rows": []}', "is not a bench result this tool saved; run `sm120patch bench` again"),
-        (b"[1, 2]", "is not a bench result this tool saved; run `sm120patch bench` again"),
+        (b'{"rows": []}', "is not a bench result this tool saved; run `sm120patch bench kernel` again"),
+        (b"[1, 2]", "is not a bench result this tool saved; run `sm120patch bench kernel` again"),
     ],
     ids=["not-json", "no-saved-facts", "not-an-object"],
 )
@@ -151,7 +151,7 @@ def test_a_saved_file_that_is_no_result_says_which_and_to_bench_again(package: P
     code, _, err = measured(package)
     assert code == 2
     text = said(err)
-    assert text.startswith(f"error: {where}") and says in text and text.endswith("run `sm120patch bench` again")
+    assert text.startswith(f"error: {where}") and says in text and text.endswith("run `sm120patch bench kernel` again")
 
 
 def test_one_token_is_the_smallest_limit_and_given_is_its_source(package: Path) -> None:

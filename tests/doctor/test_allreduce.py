@@ -64,7 +64,7 @@ def test_tp4_on_pcie_is_nccl_and_points_at_the_pcie_ipc_option_where_the_release
         "no full NVLink: sglang turns its custom allreduce off with more than 2 GPUs without full NVLink; this "
         "release has SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1 (FlashInfer's PCIe-IPC allreduce for decode-sized batches, "
         "sglang#34528), a competitor to fusion on this host: `SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1 sm120patch bench "
-        "--tp 4` measures it"
+        "kernel --tp 4` measures it"
     )
 
 
@@ -214,7 +214,7 @@ def test_the_pcie_ipc_option_is_pointed_at_only_for_sm12x_gpus_in_the_tp(tmp_pat
     _, detail = one(allreduce(release, mixed, 3))
     assert "PCIE_IPC" not in detail
     _, detail = one(allreduce(release, mixed, 4))
-    assert detail.endswith("`SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1 sm120patch bench --tp 4` measures it")
+    assert detail.endswith("`SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1 sm120patch bench kernel --tp 4` measures it")
 
 
 # --- the PCIe-IPC allreduce (0.5.21+) on a PCIe SM12x host -----------------------------------

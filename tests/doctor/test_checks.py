@@ -110,7 +110,7 @@ def judged(expected: HostFinding, blocking: Severity) -> HostFinding:
                 "gpus",
                 Severity.OK,
                 "torch sees 2 SM12x GPU(s): the patches matter here",
-                f"GPU 0: {SAYS_NA}; GPU 1: {SAYS_NA}; torch: GPU 0: {RTX} (cc 12.0); GPU 1: {RTX} (cc 12.0)",
+                f"2× {SAYS_NA}: GPUs 0-1; torch: 2× {RTX} (cc 12.0): GPUs 0-1",
                 SMI,
             ),
         ),
@@ -134,8 +134,7 @@ def judged(expected: HostFinding, blocking: Severity) -> HostFinding:
                 "gpus",
                 Severity.WARNING,
                 "compute capability unknown for GPUs 0, 1: blockers below are warnings, errors if they are SM12x GPUs",
-                f"GPU 0: {SAYS_NA}; GPU 1: {SAYS_NA}; "
-                "torch sees: GPU 0: NVIDIA H200 (cc 9.0); GPU 1: NVIDIA H200 (cc 9.0)",
+                f"2× {SAYS_NA}: GPUs 0-1; torch sees: 2× NVIDIA H200 (cc 9.0): GPUs 0-1",
                 SMI,
             ),
         ),
@@ -319,7 +318,7 @@ NO_BUILDER = (
     f"{FLASHINFER_DIR}/jit/comm.py has no gen_trtllm_comm_module(supported_major_versions=[...]) to read; "
     "judged by the version against 0.6.17 (flashinfer#3903)"
 )
-PIP = "the fused path fails at JIT on SM12x (sglang#15650); pip install -U 'flashinfer-python>=0.6.17'"
+PIP = "the fused path fails at JIT on SM12x (sglang#15650); `pip install -U 'flashinfer-python>=0.6.17'`"
 LACKS = "FlashInfer 0.6.3 lacks the SM12x allreduce kernel (>= 0.6.17 needed)"
 
 
@@ -411,13 +410,13 @@ def test_patches_findings(blocking: Severity) -> None:
     source = "sm120patch verify (/site/sglang)"
     verify = "see `sm120patch verify` for what the code looks like"
     assert checks.patches(tree(), states, blocking) == [
-        HostFinding("patch:a", Severity.OK, "a: applied", "", source),
-        HostFinding("patch:b", Severity.OK, "b: not-needed", "", source),
-        HostFinding("patch:c", blocking, "c: pending (not applied)", "run `sm120patch apply`", source),
-        HostFinding("patch:d", blocking, "d: drift", verify, source),
-        HostFinding("patch:e", blocking, "e: refused", verify, source),
+        HostFinding("patch:a", Severity.OK, "applied", "", source),  # the id is said once: "patch:a: applied"
+        HostFinding("patch:b", Severity.OK, "not-needed", "", source),
+        HostFinding("patch:c", blocking, "pending (not applied)", "run `sm120patch apply`", source),
+        HostFinding("patch:d", blocking, "drift", verify, source),
+        HostFinding("patch:e", blocking, "refused", verify, source),
     ]
-    outside = HostFinding("patch:a", Severity.OK, "a: applied", "", "sm120patch verify")
+    outside = HostFinding("patch:a", Severity.OK, "applied", "", "sm120patch verify")
     assert checks.patches(None, {"a": State.APPLIED}, blocking) == [outside]
 
 

@@ -71,7 +71,7 @@ def test_two_rtx_pro_6000_nothing_applied_is_an_error(tmp_path: Path) -> None:
     found = by_id(data)
     assert code == 1 and data["ok"] is False
     assert found["gpus"]["severity"] == "ok"
-    assert f"GPU 0: {RTX_PRO_6000} (cc 12.0); GPU 1: {RTX_PRO_6000} (cc 12.0)" == found["gpus"]["detail"]
+    assert found["gpus"]["detail"] == f"2× {RTX_PRO_6000} (cc 12.0): GPUs 0-1"
     assert found["gpus"]["source"] == "nvidia-smi --query-gpu=index,name,compute_cap --format=csv,noheader"
     errors = {f["id"] for f in data["findings"] if f["severity"] == "error"}
     assert errors == {
@@ -207,7 +207,7 @@ def test_the_tp_finding_points_to_bench(mini: Path, tp: int, severity: Severity)
     tree = from_directory(mini)
     finding = {f.id: f for f in diagnose(tree, None, APPLIED, host(), tp).findings}["tp"]
     assert finding.severity is severity
-    assert f"`sm120patch bench --tp {tp}`" in finding.detail
+    assert f"`sm120patch bench kernel --tp {tp}`" in finding.detail
 
 
 # --- one report, in order, and what decides error against warning (no processes) ------------------
@@ -295,7 +295,7 @@ def test_refusal(mini: Path) -> None:
 
 # --- what each check is handed: the tree, the error, the TP, the refusal (no processes) ----------
 
-GPU_DETAIL = f"GPU 0: {RTX_PRO_6000} (cc 12.0); GPU 1: {RTX_PRO_6000} (cc 12.0)"
+GPU_DETAIL = f"2× {RTX_PRO_6000} (cc 12.0): GPUs 0-1"  # one name, said once
 FLASHINFER_LACKS = "FlashInfer 0.6.3 lacks the SM12x allreduce kernel (>= 0.6.17 needed)"
 
 
@@ -324,7 +324,7 @@ def test_the_tree_reaches_the_sglang_patch_and_allreduce_findings_and_the_tp_the
     assert found["sglang"] == HostFinding("sglang", Severity.INFO, "sglang 0.5.11 (wheel)", str(mini), tree.how_found)
     assert found["flashinfer"].summary == FLASHINFER_LACKS
     assert found["flashinfer"].detail == (
-        "the fused path fails at JIT on SM12x (sglang#15650); pip install -U 'flashinfer-python>=0.6.17'"
+        "the fused path fails at JIT on SM12x (sglang#15650); `pip install -U 'flashinfer-python>=0.6.17'`"
     )
     assert found["patch:communicator-flag"].source == f"sm120patch verify ({mini})"
     assert found["allreduce"].summary == "sglang 0.5.11 allreduce at TP 4: NCCL"

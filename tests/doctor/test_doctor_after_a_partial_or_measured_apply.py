@@ -33,7 +33,7 @@ def test_a_patch_the_last_apply_left_out_is_told_and_not_held_against_the_host(m
     assert found["patch:server-args-auto-enable"] == HostFinding(
         "patch:server-args-auto-enable",
         Severity.INFO,
-        "server-args-auto-enable: skipped",
+        "skipped",
         "the last apply was asked to leave it out (--only / --skip); a plain `sm120patch apply` adds it",
         f"sm120patch verify ({mini})",
     )
@@ -90,7 +90,9 @@ def test_doctor_compares_the_measured_limit_with_the_tp_it_was_given(measured: P
     finding = token_limit_finding(measured, H200S, tp=4)
     assert finding.severity is Severity.WARNING
     assert "the bench result was measured at TP 2, not TP 4" in finding.summary
-    assert finding.detail == "measure again here: `sm120patch bench`, then `sm120patch apply --fuse-up-to measured`"
+    assert finding.detail == (
+        "measure again here: `sm120patch bench kernel`, then `sm120patch apply --fuse-up-to measured`"
+    )
 
 
 def test_doctor_compares_the_measured_limit_with_the_gpus_it_sees(measured: Path) -> None:

@@ -79,7 +79,7 @@ def test_tp(size: int, severity: Severity, summary: str) -> None:
     [finding] = launch.tp(size, BACKEND)
     assert (finding.severity, finding.summary) == (severity, summary)
     if size > 1:
-        assert f"`sm120patch bench --tp {size}`" in finding.detail
+        assert f"`sm120patch bench kernel --tp {size}`" in finding.detail
 
 
 def test_tp_says_nothing_without_tp_or_a_fusion_option() -> None:
@@ -204,7 +204,7 @@ def test_tp_findings_in_full() -> None:
             "tp",
             Severity.INFO,
             "TP 2: upstream measured +5.2 % median decode with fusion on SM12x",
-            "2x RTX PRO 6000, PCIe; measure it on this host: `sm120patch bench --tp 2`",
+            "2x RTX PRO 6000, PCIe; measure it on this host: `sm120patch bench kernel --tp 2`",
             "sglang#30700 (comment), sglang#32330",
         )
     ]
@@ -213,8 +213,9 @@ def test_tp_findings_in_full() -> None:
             "tp",
             Severity.WARNING,
             "TP 3: a regression was reported at TP4 on PCIe",
-            "measure fused against unfused on this host before keeping it: `sm120patch bench --tp 3`; the patched "
-            "model auto-enable leaves fusion off at TP 3 unless `sm120patch apply --auto-enable-tp any` was asked; "
+            "measure fused against unfused on this host before keeping it: `sm120patch bench kernel --tp 3`; "
+            "the patched model auto-enable leaves fusion off at TP 3 unless `sm120patch apply --auto-enable-tp any` "
+            "was asked; "
             + HATCH_NOTE,
             "sglang#32330 (closing comment)",
         )

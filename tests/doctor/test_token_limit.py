@@ -37,7 +37,7 @@ def said(package: Path, gpus: tuple[Gpu, ...] = H200S, tp: int | None = 2) -> tu
     return finding.severity, shown["summary"], shown["detail"]
 
 
-MEASURE_HERE = "`sm120patch bench`, then `sm120patch apply --fuse-up-to measured`"
+MEASURE_HERE = "`sm120patch bench kernel`, then `sm120patch apply --fuse-up-to measured`"
 
 
 def test_sglangs_own_limit_is_told_with_how_to_measure_it(package: Path) -> None:

@@ -46,10 +46,34 @@ def test_its_own_newlines_are_kept_and_styles_cross_the_breaks() -> None:
     assert [(s.start, s.end, s.style) for s in lines[0].spans] == [(0, 10, "bold")]
 
 
-def test_on_a_log_a_whole_in_logs_line_is_one_line_however_long() -> None:
+def test_on_a_log_every_line_is_one_line_however_long() -> None:
+    """Piped or logged, whatever width the console was given (``COLUMNS``): one sentence, one
+    line, for grep and for copying; its own newlines are kept."""
     sentence = " ".join([f"no sglang found in {PATH}"] * 3)
-    assert printed(40, sentence, lead="error: ", terminal=False, whole_in_logs=True) == [f"error: {sentence}"]
-    assert len(printed(40, sentence, lead="error: ", terminal=True, whole_in_logs=True)) > 3
+    assert printed(40, sentence, lead="error: ", terminal=False) == [f"error: {sentence}"]
+    assert printed(40, f"{sentence}\n{sentence}", lead="  ", terminal=False) == [f"  {sentence}"] * 2
+    assert len(printed(40, sentence, lead="error: ", terminal=True)) > 3
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["`sm120patch bench kernel --tp 2`", "`sm120patch apply --skip server-args-auto-enable`,",
+     "`pip install -U 'flashinfer-python>=0.6.17'`."],
+)  # fmt: skip
+def test_a_backticked_command_is_never_split(command: str) -> None:
+    """A command in backticks is one word to the wrap: whole on the line it starts, or on a
+    line of its own where it is wider than the room."""
+    for width in range(MIN_ROOM, 90):
+        lines = printed(width, f"fusion may not pay here: measure it with {command} then decide", lead="warning: ")
+        assert next(line for line in lines if "`" in line).count("`") == 2, (width, lines)
+        assert (
+            " ".join(" ".join(lines).split())
+            == f"warning: fusion may not pay here: measure it with {command} then decide"
+        )
+
+
+def test_a_backticked_command_is_one_word_to_the_column_it_needs() -> None:
+    assert longest_word(Text("run `sm120patch bench kernel --tp 2` here")) == len("`sm120patch bench kernel --tp 2`")
 
 
 def test_tabs_take_the_cells_they_take_on_the_terminal() -> None:
@@ -92,7 +116,7 @@ def test_an_indented_paragraph_counts_its_indent() -> None:
 
 
 def test_a_text_ending_in_a_newline_ends_in_a_blank_line_on_a_terminal_as_in_a_log() -> None:
-    assert printed(80, "done\n", terminal=True) == printed(80, "done\n", terminal=False, whole_in_logs=True)
+    assert printed(80, "done\n", terminal=True) == printed(80, "done\n", terminal=False)
     assert printed(80, "done\n", terminal=True) == ["done", ""]
 
 

@@ -16,6 +16,7 @@ from sm120patch.runner.gpus import (
     GpuReport,
     Reply,
     answer,
+    describe_all,
     from_nvidia_smi,
     parse_capability,
     parse_csv,
@@ -406,3 +407,16 @@ def test_a_hanging_uuid_query_is_bounded_by_the_overall_timeout(on_path: Path) -
     assert time.monotonic() - started < 10
     assert nvidia_smi_calls(on_path) == ["main", "uuid"]
     assert report == GpuReport((Gpu(0, RTX_PRO_6000, (12, 0)), Gpu(1, RTX_PRO_6000, (12, 0))), COMMAND)
+
+
+def test_gpus_of_one_name_and_capability_are_said_once() -> None:
+    """Eight of one card were eight "GPU i: NVIDIA RTX PRO 6000 ... (cc 12.0)" in a paragraph."""
+    rtx = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+    eight = [Gpu(i, rtx, (12, 0)) for i in range(8)]
+    assert describe_all(eight) == f"8× {rtx} (cc 12.0): GPUs 0-7"
+    mixed = [*eight[:3], Gpu(3, "NVIDIA H200", (9, 0)), eight[5], Gpu(6, rtx, None, raw_capability="[N/A]")]
+    assert describe_all(mixed) == (
+        f"4× {rtx} (cc 12.0): GPUs 0-2, 5; GPU 3: NVIDIA H200 (cc 9.0); "
+        f"GPU 6: {rtx} (cc unknown: nvidia-smi says [N/A])"
+    )
+    assert describe_all([]) == ""

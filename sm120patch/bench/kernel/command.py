@@ -1,4 +1,4 @@
-"""``sm120patch bench``: locate sglang (for the call to mirror), measure, show."""
+"""``sm120patch bench kernel``: locate sglang (for the call to mirror), measure, show."""
 
 from __future__ import annotations
 

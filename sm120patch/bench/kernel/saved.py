@@ -4,7 +4,7 @@
 with a ``saved`` object: the host, TP, GPUs, dtype, hidden size, FlashInfer version and
 release it was measured on, when, and the release files' RECORD hash of the gate's module.  A full ``revert`` removes
 it with the rest of the state (nothing of this tool is left in the tree); the measurement is
-for this release on this host, and ``bench`` makes a new one in a minute.
+for this release on this host, and ``bench kernel`` makes a new one in a minute.
 """
 
 from __future__ import annotations
@@ -123,8 +123,8 @@ def load(tree: SglangTree) -> dict[str, Any] | None:
         return None
     except (OSError, ValueError) as exc:
         raise EnvironmentProblem(
-            f"{where}: cannot read the saved bench result ({exc}); run `sm120patch bench` again"
+            f"{where}: cannot read the saved bench result ({exc}); run `sm120patch bench kernel` again"
         ) from exc
     if not isinstance(data, dict) or not isinstance(data.get("saved"), dict):
-        raise EnvironmentProblem(f"{where} is not a bench result this tool saved; run `sm120patch bench` again")
+        raise EnvironmentProblem(f"{where} is not a bench result this tool saved; run `sm120patch bench kernel` again")
     return data

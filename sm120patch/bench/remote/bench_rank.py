@@ -1,4 +1,4 @@
-"""One rank of ``sm120patch bench``, run in the serving interpreter (or its ``probe``).
+"""One rank of ``sm120patch bench kernel``, run in the serving interpreter (or its ``probe``).
 
 ``bench_rank.py probe WORLD``
     prints one JSON object: torch, the GPUs torch sees, P2P between the first WORLD of them,
@@ -77,7 +77,7 @@ def last_line(exc: BaseException) -> str:
 
 
 def _refuse_multicast(*args: Any, **kwargs: Any) -> Any:
-    raise RuntimeError("sm120patch bench refuses cuMulticastCreate: it never creates a multicast object")
+    raise RuntimeError("sm120patch bench kernel refuses cuMulticastCreate: it never creates a multicast object")
 
 
 def guard_multicast() -> List[str]:

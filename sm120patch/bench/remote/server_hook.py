@@ -1,6 +1,6 @@
 """Counts calls into the fused allreduce + residual + RMSNorm from inside sglang's processes.
 
-``sm120patch bench --server`` copies this file, unchanged, into a scratch directory as
+``sm120patch bench server`` copies this file, unchanged, into a scratch directory as
 ``sitecustomize.py`` and puts that directory first on ``PYTHONPATH``.  Python imports it at
 start-up in every process of the run: the benchmark's main process and each TP rank that
 ``multiprocessing`` spawns (a fresh interpreter with the same environment).  With
@@ -20,7 +20,7 @@ start-up in every process of the run: the benchmark's main process and each TP r
 * with ``SM120PATCH_FUSE_UP_TO=N`` set, sets the fusion gate module's token limit
   (``FUSE_ALLREDUCE_MAX_BATCH_SIZE``) to N the moment that module has been executed, before
   any other module imports the name, and records the value it replaced (``token_limit``): the
-  third setting of ``bench --server --fuse-up-to`` runs with N, the tree's files untouched;
+  third setting of ``bench server --fuse-up-to`` runs with N, the tree's files untouched;
 * wraps ``ModelRunner.forward`` (``sglang.srt.model_executor.model_runner``; every step goes
   through it, graph replays included) and reads the logits it returns
   (``.logits_output.next_token_logits``): how many forwards had a NaN or inf anywhere
@@ -40,7 +40,7 @@ start-up in every process of the run: the benchmark's main process and each TP r
   answers the same request;
 * then runs the ``sitecustomize`` it shadows, if there is one.
 
-Standard library only, any Python >= 3.8, no import from sm120patch (probes/__init__.py).
+Standard library only, any Python >= 3.8, no import from sm120patch (the import contract in pyproject.toml).
 """
 
 from __future__ import annotations
@@ -77,9 +77,7 @@ WRAPPED = {
     (FLASHINFER_COMM, "trtllm_allreduce_fusion"): "flashinfer.trtllm_allreduce_fusion",
 }
 MULTICAST_MODULES = ("cuda.bindings.driver", "cuda.cuda")
-MULTICAST_MESSAGE = (
-    "sm120patch bench --server: cuMulticastCreate is disabled (no multicast objects on a shared machine)"
-)
+MULTICAST_MESSAGE = "sm120patch bench server: cuMulticastCreate is disabled (no multicast objects on a shared machine)"
 FLUSH_EVERY_S = 1.0
 MODEL_RUNNER = "sglang.srt.model_executor.model_runner"
 PARALLEL_STATE = "sglang.srt.distributed.parallel_state"

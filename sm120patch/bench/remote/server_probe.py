@@ -1,4 +1,4 @@
-"""What ``sm120patch bench --server`` needs to know before it starts sglang: torch, the GPUs
+"""What ``sm120patch bench server`` needs to know before it starts sglang: torch, the GPUs
 it sees, and how much memory each has free (``torch.cuda.mem_get_info``).
 
 ``python server_probe.py N`` prints one JSON object; memory is read for the first ``N``

@@ -1,4 +1,4 @@
-"""``sm120patch bench --server``: locate sglang, read its fusion options, run its own
+"""``sm120patch bench server``: locate sglang, read its fusion options, run its own
 benchmark with fusion off and on, show what it says."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def bench_server(
     from sm120patch.sglang.options import release_options
 
     if any(word in arg for arg in server_args for word in FUSION_WORDS):
-        raise EnvironmentProblem("--server-arg must not set fusion: bench --server runs it off and on itself")
+        raise EnvironmentProblem("--server-arg must not set fusion: bench server runs it off and on itself")
     sizes = parse_sizes(batch_sizes)
     tree = locate(python=python, sglang_path=sglang_path)
     limits: tuple[int | None, int | None] = (None, None)
@@ -157,7 +157,8 @@ def _render_kernel(beside: Any, out: Any) -> None:
     if beside is None:
         return
     width = min(WIDTH, out.width)
-    out.print(Text("kernel level, same TP, hidden size and dtype (sm120patch bench):", style="bold"), width=width)
+    heading = "kernel level, same TP, hidden size and dtype (sm120patch bench kernel):"
+    out.print(Text(heading, style="bold"), width=width)
     if isinstance(beside, str):
         out.print(Text(beside, style="dim"), width=width)
     else:

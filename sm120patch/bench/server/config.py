@@ -61,7 +61,7 @@ def read_user(path: Path, tp: int, scratch_tokenizer: Path) -> Model:
     config_path = path / "config.json"
     if not path.is_dir():
         raise EnvironmentProblem(
-            f"--model-path {path} is not a local directory: bench --server reads only the config.json "
+            f"--model-path {path} is not a local directory: bench server reads only the config.json "
             "of a local model directory and downloads nothing"
         )
     try:

@@ -1,4 +1,4 @@
-"""Read the call counts ``probes/server_hook.py`` wrote, one file per process of a run.
+"""Read the call counts ``bench/remote/server_hook.py`` wrote, one file per process of a run.
 
 The proof that fusion ran is FlashInfer's fused kernel being launched with the
 ``kARResidualRMSNorm`` pattern (``AllReduceFusionPattern.kARResidualRMSNorm == 1`` in the
@@ -98,7 +98,7 @@ class Counts:
     other_kernel: Calls = field(default_factory=Calls)  # FlashInfer allreduce with another pattern
     ranks_fused: int = 0  # processes that launched the fused kernel
     multicast_guarded: bool = False
-    token_limits: set[int] = field(default_factory=set)  # the limits the hook set (bench --server --fuse-up-to)
+    token_limits: set[int] = field(default_factory=set)  # the limits the hook set (bench server --fuse-up-to)
     logits: Logits = field(default_factory=Logits)
     allreduce: dict[str, Calls] = field(default_factory=dict)  # plain allreduces by backend (BACKENDS)
 

@@ -5,7 +5,7 @@ Refused up front (exit 2, one sentence): a release without ``bench_one_batch`` o
 fusion option, no torch or no CUDA GPU in the serving interpreter, fewer GPUs than ``--tp``,
 a GPU whose memory is already in use, a model config that cannot be read.  Then, per repeat,
 an "off" run and an "on" run (interleaved, so a drift of the host hits both), each a fresh
-``python -m <bench module>`` under ``launch``'s watchdog with ``probes/server_hook.py`` as
+``python -m <bench module>`` under ``launch``'s watchdog with ``remote/server_hook.py`` as
 ``sitecustomize`` in every process.  A run proves itself: the "off" run must not launch the
 fused kernel, the "on" run must; otherwise there is no verdict, and sglang's own line that
 says why is shown.
@@ -207,7 +207,7 @@ def refusal(probe: dict[str, Any], settings: Settings) -> str | None:
     python, tp = settings.python, settings.tp or len(probe.get("gpus") or [])
     torch = probe.get("torch") or {}
     if not torch.get("ok"):
-        return f"torch does not import in {python} ({torch.get('error')}): bench --server runs sglang there (--python)"
+        return f"torch does not import in {python} ({torch.get('error')}): bench server runs sglang there (--python)"
     gpus = probe.get("gpus") or []
     if not gpus:
         visible = probe.get("cuda_visible_devices")
@@ -230,7 +230,7 @@ def refusal(probe: dict[str, Any], settings: Settings) -> str | None:
 
 
 def run_probe(settings: Settings) -> dict[str, Any]:
-    step = "import torch and list the GPUs for bench --server"
+    step = "import torch and list the GPUs for bench server"
     try:
         answer = run_script(
             settings.python,
@@ -577,9 +577,7 @@ def _one(
         run.fallbacks = parse.said(_read(log), parse.FALLBACKS)
         text = _failure_text(run, failure)
         if failure.kind == "timeout" or run.config == configs.DEFAULT:
-            raise RunStopped(
-                f"bench --server stopped in {label}: {text}; the log is in {scratch / 'logs'}"
-            ) from failure
+            raise RunStopped(f"bench server stopped in {label}: {text}; the log is in {scratch / 'logs'}") from failure
         run.error = text
         return
     run.seconds, run.phases, run.tail = output.seconds, output.phases, output.lines[-launch.TAIL :]

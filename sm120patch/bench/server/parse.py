@@ -4,7 +4,7 @@ which sglang says fusion is off after all.
 The print formats are the same f-strings in every release read (0.5.9, 0.5.13, 0.5.14,
 0.5.15 and 0.5.23; ``sglang/bench_one_batch.py``, from 0.5.15 ``sglang/benchmark/one_batch.py``);
 the slow tier renders them from each release's own source and parses the result
-(tests/bench/server/test_parse_releases.py):
+(tests/bench/server/test_releases.py):
 
     Prefill. latency: {prefill_latency:6.5f} s, throughput: {throughput:9.2f} token/s
     Decode {i}. Batch size: {batch_size}, latency: {latency:6.5f} s, throughput: {throughput:9.2f} token/s

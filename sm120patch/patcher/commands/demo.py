@@ -11,6 +11,7 @@ import zipfile
 import zlib
 from pathlib import Path
 
+from rich.console import Console
 from rich.rule import Rule
 from rich.text import Text
 
@@ -59,6 +60,10 @@ def fetch(dist: str, version: str) -> Path:
     proc = subprocess.run([*cmd, "-d", str(cache), f"{dist}=={version}"], capture_output=True, text=True)
     cached = sorted(cache.glob(f"{prefix}-{version}-*.whl"))
     if proc.returncode != 0 or not cached:
+        if "No module named pip" in proc.stderr:
+            raise EnvironmentProblem(
+                f"could not download {dist}=={version}: {sys.executable} has no pip (a uv venv has none unless asked)"
+            )
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise EnvironmentProblem(f"could not download {dist}=={version} with pip: {tail}")
     return cached[0]
@@ -89,17 +94,39 @@ def install_wheel(wheel: Path, site: Path, cached: bool = False) -> Path:
     return site / "sglang"
 
 
+def _refused(out: Console, version: str | None) -> int:
+    """A release sm120patch refuses has no cycle to show: the report above says why; the
+    steps after it would fail for that one reason, and FlashInfer's kernel is moot there."""
+    out.print(Rule("result"))
+    put(
+        out,
+        Text.assemble(
+            ("demo stopped", "bold red"),
+            f": sm120patch refuses sglang {version or '(unknown version)'} (above), so there is no cycle to show; "
+            f"`sm120patch demo` alone runs it on sglang {DEMO_VERSION}",
+        ),
+    )
+    return 1
+
+
 def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
     out = as_text.console()
     version = version or DEMO_VERSION
     cached = wheel is None
-    wheel = wheel or fetch_wheel(version)
+    if wheel is None:
+        try:
+            wheel = fetch_wheel(version)
+        except EnvironmentProblem as exc:  # no pip, no network: a wheel fetched elsewhere does it
+            raise EnvironmentProblem(
+                f"{exc}; download it where pip works (`pip download --no-deps sglang=={version}`) "
+                "and give it: `sm120patch demo --wheel FILE`"
+            ) from exc
     scratch = Path(tempfile.mkdtemp(prefix="sm120patch-demo-"))
     try:
         tree = from_directory(install_wheel(wheel, scratch / "site-packages", cached))
         # Wrapped at spaces: the folder, on a line of its own if need be, is copied whole.
         said = Text.assemble(("sm120patch demo", "bold"), f": {wheel.name} unpacked into {scratch}")
-        put(out, said, whole_in_logs=True)
+        put(out, said)
         steps = [
             ("apply", lambda: apply(tree, list(all_patches()))),
             ("verify", lambda: verify(tree)),
@@ -115,6 +142,8 @@ def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
             if number == 0:  # the whole report once; then one line a step
                 out.print(Rule(f"sm120patch {title}"))
                 as_text.render(outcome, brief=True)
+                if outcome.plan is not None and outcome.plan.refusal:
+                    return _refused(out, tree.version)
                 out.print(Rule("then"))
             else:
                 mark = ("ok", "green") if outcome.exit_code == 0 else ("FAILED", "bold red")
@@ -128,9 +157,10 @@ def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
             put(out, Text.assemble(("warning: ", "bold yellow"), (printable(warning), "yellow")))
         out.print(Rule("result"))
         if failed or mismatched:
-            what = [f"failed: {', '.join(failed)}"] if failed else []
-            what += [f"not as released (RECORD): {', '.join(f'sglang/{r}' for r in mismatched)}"] if mismatched else []
-            put(out, Text.assemble(("demo failed", "bold red"), f": {'; '.join(what)}"))
+            why = f" in {', '.join(failed)}" if failed else ""
+            if mismatched:
+                why += f": not as released (RECORD): {', '.join(f'sglang/{r}' for r in mismatched)}"
+            put(out, Text.assemble(("demo failed", "bold red"), why))
             return 1
         ok = (
             f": sglang {tree.version} patched, verified, re-applied as a no-op "
@@ -140,7 +170,8 @@ def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
         put(
             out,
             "On the GPU host, in the environment that serves sglang: `sm120patch apply`, then "
-            "`sm120patch doctor --tp N` and `sm120patch bench --tp N` (pipx: add --python /path/to/env/bin/python).",
+            "`sm120patch doctor --tp N` and `sm120patch bench kernel --tp N` "
+            "(pipx: add --python /path/to/env/bin/python).",
         )
         return 0
     finally:

@@ -63,6 +63,6 @@ def gpu_note(timeout: float) -> str | None:
     if not seen.answered:
         return f"no NVIDIA GPU seen ({seen.error}): fine for an image build; the patches act on SM12x hosts"
     if not seen.sm12x and not seen.unknown:
-        shown = "; ".join(g.describe() for g in seen.gpus) or "none"
+        shown = gpus.describe_all(seen.gpus) or "none"
         return f"no SM12x GPU seen by nvidia-smi ({shown}): the patches change nothing at run time here"
     return None

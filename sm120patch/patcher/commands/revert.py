@@ -156,7 +156,7 @@ def _remove_state(outcome: Outcome, state: StateDir) -> None:
         ) from exc
     if measured:  # said, even where nothing else was reverted
         outcome.notes.append(
-            f"removed the saved bench result ({BENCH_RESULT}): run `sm120patch bench` to measure again"
+            f"removed the saved bench result ({BENCH_RESULT}): run `sm120patch bench kernel` to measure again"
         )
     if kept:
         outcome.notes.append(f"kept {state.root}: it holds {', '.join(kept)}; nothing else of sm120patch is left")

@@ -91,7 +91,7 @@ class Anchor:
     imports: bool = False  # the patch also imports ``is_sm120_supported`` in these releases
     note: str = ""  # why ``expect`` is not PENDING, or what is special here
 
-    found_by: str = "anchor"  # "role": made for this tree by a role find (plan/roles.py)
+    found_by: str = "anchor"  # "role": made for this tree by a role find (patcher/plan/role_find.py)
 
     def describe(self) -> str:
         if self.kind is Kind.ASSIGNMENT:

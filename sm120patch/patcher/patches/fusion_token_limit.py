@@ -101,7 +101,7 @@ class FusionTokenLimit(Patch):
     MLP fusion with the next layer reads the constant).  Where fusion loses to the unfused
     path at prefill sizes (2048 tokens on 2x H200 against NCCL; a regression at TP 4 on PCIe,
     sglang#32330; sglang#28912 asks for fusion at decode only), the limit measured by
-    ``sm120patch bench`` keeps the decode gain and the prefill speed.  Without
+    ``sm120patch bench kernel`` keeps the decode gain and the prefill speed.  Without
     ``--fuse-up-to`` the limit is left as it is.
 
     Only lower.  How sglang sizes FlashInfer's workspace (``max_token_num``,

@@ -46,6 +46,6 @@ def auto_enable_note(reports: list[PatchReport], asked: str | None) -> str | Non
     why = "as `--auto-enable-tp 2` asked" if asked == TP2 else "the default"
     return (
         f"{AT_TP2} for the models sglang lists ({why}: {WHY_TP2}); {explicit}; "
-        "`sm120patch apply --auto-enable-tp any` widens it to every TP, once `sm120patch bench` shows fusion "
+        "`sm120patch apply --auto-enable-tp any` widens it to every TP, once `sm120patch bench server` shows fusion "
         "wins there"
     )

@@ -9,7 +9,7 @@ function whose name is on the path (that definition alone), with the standard li
 parser (the patches' libcst costs ~6x as much, and the sweep never rewrites).
 
 An *SM check* is a truth test, a returned, assigned or evaluated value that holds an SM term
-of ``patchkit.sm_names``, a raw capability comparison (``get_device_capability() >= (9, 0)``,
+of ``sglang/sm_names.py``, a raw capability comparison (``get_device_capability() >= (9, 0)``,
 ``major == 10``) or a table keyed by the capability.  One is reported when it is on the path
 (``fusion_path.ON_PATH``) and:
 

@@ -24,6 +24,7 @@ LIMIT_SITE = "FUSE_ALLREDUCE_MAX_BATCH_SIZE"  # the report's ``where`` when the 
 
 GIVEN = "given"  # --fuse-up-to N
 MEASURED = "measured"  # --fuse-up-to measured: the crossover of the last bench on this host
+SGLANG = "sglang"  # --fuse-up-to sglang: back to the release's own limit, without a revert
 
 
 @dataclass(frozen=True)
@@ -42,12 +43,14 @@ class LimitAsk:
 
     def describe(self) -> str:
         """``limit 512, measured by bench on gpu7 at TP 2 on 2026-12-03 against sglang's unfused
-        path`` / ``limit 512, given as --fuse-up-to 512``."""
+        path`` / ``limit 512, given as --fuse-up-to 512`` / ``limit 2048, sglang's own``."""
         if self.source == MEASURED:
             said = f"limit {self.limit}, measured by bench on {self.host} at TP {self.tp} on {self.date}"
             if self.baseline:
                 said += f" against {self.baseline}{' (indicative only)' if self.indicative else ''}"
             return said
+        if self.source == SGLANG:
+            return f"limit {self.limit}, sglang's own"
         return f"limit {self.limit}, given as --fuse-up-to {self.limit}"
 
     def to_json(self) -> dict[str, Any]:

@@ -53,7 +53,7 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
         f"  {printable(tree.package_dir)}  ",
         (f"[{tree.install_kind.value}]", "dim"),
     )
-    put(out, header, whole_in_logs=True)  # the path, on a line of its own if need be, copies whole
+    put(out, header)  # the path, on a line of its own if need be, copies whole
     if tree.install_kind is InstallKind.EDITABLE:
         put(out, Text("note: editable install: this edits your sglang checkout", style="yellow"))
     plan = outcome.plan
@@ -130,33 +130,30 @@ def _render_runtime(out: Console, result: RuntimeCheck) -> None:
     put(out, Text(printable(f"runtime ({result.python}):"), style="bold"))
     torch = result.torch
     if torch is None or not torch.ok:
-        put(
-            out, Text(printable(f"torch: {torch.error if torch else None}"), style="red"), lead="  ", whole_in_logs=True
-        )
+        put(out, Text(printable(f"torch: {torch.error if torch else None}"), style="red"), lead="  ")
         return
     gpu = f"{torch.device} (cc {'.'.join(map(str, torch.capability))})" if torch.capability else "no CUDA GPU visible"
-    put(out, Text(printable(f"torch {torch.version} (CUDA {torch.cuda}), {gpu}")), lead="  ", whole_in_logs=True)
+    put(out, Text(printable(f"torch {torch.version} (CUDA {torch.cuda}), {gpu}")), lead="  ")
     package = result.sglang
     if package is None or not package.ok:
         error = package.error if package else None
-        put(out, Text(printable(f"import sglang: {error}"), style="red"), lead="  ", whole_in_logs=True)
+        put(out, Text(printable(f"import sglang: {error}"), style="red"), lead="  ")
         return
     probe = result.probe
     if probe is not None and probe.ok:
-        put(out, Text(printable(f"{probe.expression} = {probe.value}")), lead="  ", whole_in_logs=True)
+        put(out, Text(printable(f"{probe.expression} = {probe.value}")), lead="  ")
     else:
         put(
             out,
             Text(printable(f"SM120 probe failed: {probe.error if probe else None}"), style="red"),
             lead="  ",
-            whole_in_logs=True,
         )
     for module in result.modules:
         if module.ok:
             flags = " ".join(f"{k}={v}" for k, v in module.flags.items()) or "(no cached SM flags)"
-            put(out, Text(printable(f"{module.module}: imports; {flags}")), lead="  ", whole_in_logs=True)
+            put(out, Text(printable(f"{module.module}: imports; {flags}")), lead="  ")
         else:
-            put(out, Text(printable(f"{module.module}: {module.error}"), style="red"), lead="  ", whole_in_logs=True)
+            put(out, Text(printable(f"{module.module}: {module.error}"), style="red"), lead="  ")
 
 
 def print_diff(diff: str) -> None:

@@ -61,7 +61,7 @@ def render_docs(out: Console) -> None:
 
 def render_known_gates(out: Console) -> None:
     """``list --docs``: what the sweep of SM checks takes as the fused path, and the checks on
-    it it knows to be deliberate (``plan/fusion_path.py``), each with its reason."""
+    it it knows to be deliberate (``sglang/fusion_path.py``), each with its reason."""
     from rich.padding import Padding
     from rich.text import Text
 

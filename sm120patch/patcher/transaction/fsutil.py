@@ -13,6 +13,7 @@ fsynced, a rename, a directory fsync, an unlink.  Two hooks, both None in produc
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import tempfile
@@ -168,3 +169,31 @@ def drop_pycache(source: Path) -> None:
     """Delete cached bytecode of ``source`` so the next import compiles the new text."""
     for pyc in (source.parent / "__pycache__").glob(f"{source.stem}.*.pyc"):
         unlink(pyc)
+
+
+def write_advice(exc: OSError) -> str:
+    """What the user can do about ``exc``, a write refused under the sglang install, as one
+    clause; "" where no permission is at fault (a file where a folder goes, a race).  Owner
+    and permission differ in what to do: the owner makes the tree writable, anyone else runs
+    as its owner."""
+    if exc.errno == errno.EROFS:
+        return "its file system is mounted read-only: patch the image it comes from, or mount it read-write"
+    if exc.errno not in (errno.EACCES, errno.EPERM) or not exc.filename:
+        return ""
+    where = Path(os.fsdecode(exc.filename))
+    if not where.exists():  # a file that was to be made: its folder refused it
+        where = where.parent
+    try:
+        owner = where.stat().st_uid
+    except OSError:
+        return "run as the user who owns the sglang install, or make it writable"
+    if owner == os.geteuid():
+        immutable = " (or `chattr -i` it, where it is immutable)" if exc.errno == errno.EPERM else ""
+        return f"you own {where} but may not write there: make it writable (`chmod -R u+w {where}`){immutable}"
+    import pwd
+
+    try:
+        name = pwd.getpwuid(owner).pw_name
+    except KeyError:
+        name = f"uid {owner}"
+    return f"{where} belongs to {name}: run as {name}, or have it made writable for you"

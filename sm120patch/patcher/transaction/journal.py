@@ -46,6 +46,7 @@ from sm120patch.patcher.transaction.fsutil import (
     sha256,
     step,
     unlink,
+    write_advice,
 )
 from sm120patch.patcher.transaction.state import FORMAT_WITHOUT_LIMIT, FileRecord, Manifest, StateDir, format_for
 
@@ -125,9 +126,10 @@ def check_writable(paths: list[Path]) -> None:
             with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".sm120patch-probe-"):
                 pass
         except OSError as exc:
+            advice = write_advice(exc)
             raise EnvironmentProblem(
-                f"{path}: cannot be replaced ({exc.strerror}); no sglang file was changed. Run "
-                "as the user that owns the sglang install, or make it writable"
+                f"{path}: cannot be replaced ({exc.strerror}); no sglang file was changed"
+                + (f": {advice}" if advice else "")
             ) from exc
 
 

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from sm120patch import __version__
 from sm120patch.errors import EnvironmentProblem
-from sm120patch.patcher.transaction.fsutil import atomic_write, fsync_dir, remove_tree, rename, unlink
+from sm120patch.patcher.transaction.fsutil import atomic_write, fsync_dir, remove_tree, rename, unlink, write_advice
 from sm120patch.sglang.tree import DIRNAME
 
 FORMAT = 5  # 2: the manifest also records what the last apply saw in each file (``checked``)
@@ -54,7 +54,7 @@ def format_for(token_limit: bool, link: bool, auto_enable: bool = False) -> int:
     return FORMAT_WITHOUT_LINK if token_limit else FORMAT_WITHOUT_LIMIT
 
 
-BENCH_RESULT = "bench-last.json"  # bench's last result (bench/saved.py); a full revert removes it
+BENCH_RESULT = "bench-last.json"  # bench kernel's last result (bench/kernel/saved.py); a full revert removes it
 #: Times a writer makes the state directory and opens its lock before giving up: a revert that
 #: finishes meanwhile removes the directory between the two.
 LOCK_OPEN_TRIES = 5
@@ -345,9 +345,10 @@ class StateDir:
                     return self._make_and_open()
             return self._make_and_open()
         except OSError as exc:
+            advice = write_advice(exc)
             raise EnvironmentProblem(
-                f"cannot create the state directory {self.root} ({exc.strerror}: {exc.filename or self.lock_path}); "
-                "run as the user who owns the sglang install"
+                f"cannot create the state directory {self.root} ({exc.strerror}: {exc.filename or self.lock_path})"
+                + (f"; {advice}" if advice else "")
             ) from exc
 
     def _make_and_open(self) -> int:

@@ -1,4 +1,4 @@
-"""``sm120patch bench``'s command in this process: the model of the estimate, how fusion is
+"""``sm120patch bench kernel``'s command in this process: the model of the estimate, how fusion is
 kept off in a release, the status line's words, the plot written whole, and what is
 printed.  The measurement is a stand-in (``measure.run`` replaced, named in each test)
 answering the two-H200 figures of test_render.py; sglang is the miniature release of

@@ -1,4 +1,4 @@
-"""``sm120patch bench --server``'s command, in this process: the options it refuses, the
+"""``sm120patch bench server``'s command, in this process: the options it refuses, the
 settings it hands the driver, and what it prints, with the driver's answer built by hand
 (hand.py; ``driver.run`` and ``kernel_beside`` are replaced by stand-ins named in each test,
 so no sglang process starts).  FakeSglang's site (fakes.py) is only located, never run."""
@@ -96,7 +96,7 @@ def call(server_args: tuple[str, ...] = (), **changes: Any) -> int:
 def test_fusion_set_by_hand_is_refused_before_sglang_is_looked_for(arg: str) -> None:
     with pytest.raises(EnvironmentProblem) as raised:
         call(("--mem-fraction-static=0.5", arg))
-    assert str(raised.value) == "--server-arg must not set fusion: bench --server runs it off and on itself"
+    assert str(raised.value) == "--server-arg must not set fusion: bench server runs it off and on itself"
 
 
 def test_batch_sizes_are_checked_before_sglang_is_looked_for() -> None:
@@ -222,13 +222,13 @@ def test_the_text_has_the_servers_answer_then_the_kernels(served: dict[str, Any]
     lines = err.splitlines()
     assert served["status"].made == [(False, "asking the serving interpreter for its GPUs")]
     assert lines[-2:] == [
-        "kernel level, same TP, hidden size and dtype (sm120patch bench):",
+        "kernel level, same TP, hidden size and dtype (sm120patch bench kernel):",
         "no kernel-level figures: sglang fuses only batches of 1 to 2048 tokens",
     ]
     assert lines[-3].startswith("batch 1, 8: launch with")  # the server's verdict comes first
     served["kernel"] = kernel_result()
     err = server(served)[2]
-    after = err.split("kernel level, same TP, hidden size and dtype (sm120patch bench):\n", 1)[1]
+    after = err.split("kernel level, same TP, hidden size and dtype (sm120patch bench kernel):\n", 1)[1]
     assert "indicative only (no sglang): fusion pays here at TP 2" in " ".join(after.split())
 
 
@@ -363,13 +363,13 @@ def test_the_kernel_part_of_the_text() -> None:
     why = "no kernel-level figures: " + "reason " * 20
     shown = kernel_text(why)
     assert shown.startswith(
-        "\x1b[1mkernel level, same TP, hidden size and dtype (sm120patch bench):\x1b[0m\n\x1b[2mno kernel-level"
+        "\x1b[1mkernel level, same TP, hidden size and dtype (sm120patch bench kernel):\x1b[0m\n\x1b[2mno kernel-level"
     )
     plain = kernel_text(why, colour=False).splitlines()
-    assert [len(line.rstrip()) for line in plain] == [64, 80, 76, 6]  # at most 80 columns on a wide terminal
+    assert [len(line.rstrip()) for line in plain] == [71, 80, 76, 6]  # at most 80 columns on a wide terminal
     assert max(len(line.rstrip()) for line in kernel_text(why, width=50, colour=False).splitlines()) == 48
     shown = kernel_text(kernel_result())
-    assert shown.startswith("\x1b[1mkernel level, same TP, hidden size and dtype (sm120patch bench):\x1b[0m\n")
+    assert shown.startswith("\x1b[1mkernel level, same TP, hidden size and dtype (sm120patch bench kernel):\x1b[0m\n")
     assert "63 % to 84 % faster" in " ".join(shown.split())
 
 

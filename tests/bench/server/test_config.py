@@ -238,7 +238,7 @@ def test_user_config_refusals_say_exactly_why(tmp_path: Path) -> None:
         return str(raised.value)
 
     assert why(tmp_path / "org" / "model") == (
-        f"--model-path {tmp_path / 'org' / 'model'} is not a local directory: bench --server reads only the "
+        f"--model-path {tmp_path / 'org' / 'model'} is not a local directory: bench server reads only the "
         "config.json of a local model directory and downloads nothing"
     )
     empty = tmp_path / "empty"

@@ -1,4 +1,4 @@
-"""``bench --server`` end to end through the CLI, on a fake serving interpreter: this
+"""``bench server`` end to end through the CLI, on a fake serving interpreter: this
 Python with FakeTorch, FakeFlashInfer and FakeSglang on its path (fakes.py).  The hook
 (probes/server_hook.py as sitecustomize) runs for real in every process, TP ranks spawned
 by multiprocessing included."""
@@ -177,7 +177,7 @@ def test_a_smaller_mem_fraction_lets_a_busy_gpu_through(tmp_path: Path) -> None:
 @pytest.mark.offline
 def test_an_off_run_that_fails_is_exit_2_with_the_log_kept(tmp_path: Path) -> None:
     error = refused(fake_server_site(tmp_path, gpus=1), "--tp", "1", "--server-arg=--no-such-option")
-    assert error.startswith("bench --server stopped in run 1/4, default: sglang's benchmark ended with exit 2")
+    assert error.startswith("bench server stopped in run 1/4, default: sglang's benchmark ended with exit 2")
     assert "unrecognized arguments: --no-such-option" in error
     assert "the log is in" in error
 
@@ -191,7 +191,7 @@ def test_options_of_the_other_bench_are_refused(tmp_path: Path) -> None:
     code, _, err = run("bench", "kernel", "--no-such-option")
     assert code == 2 and "No such option '--no-such-option'" in err  # an option of neither: click's words
     code, _, err = run("bench", "kernel", "--tp", "1")
-    assert code == 2 and "--tp 1 only with --server" in err
+    assert code == 2 and "--tp 1 only with `bench server`" in err
 
 
 @pytest.mark.offline

@@ -106,10 +106,10 @@ def test_what_the_host_refuses_in_one_sentence() -> None:
     assert driver.refusal(probe(two), settings()) is None
     assert driver.refusal(probe(two), settings(tp=None)) is None
     assert driver.refusal({"torch": {"ok": False, "error": "ModuleNotFoundError: torch"}}, settings()) == (
-        f"torch does not import in {PYTHON} (ModuleNotFoundError: torch): bench --server runs sglang there (--python)"
+        f"torch does not import in {PYTHON} (ModuleNotFoundError: torch): bench server runs sglang there (--python)"
     )
     assert driver.refusal({}, settings()) == (
-        f"torch does not import in {PYTHON} (None): bench --server runs sglang there (--python)"
+        f"torch does not import in {PYTHON} (None): bench server runs sglang there (--python)"
     )
     assert driver.refusal(probe([]), settings()) == (f"torch 2.11.0 in {PYTHON} sees no CUDA GPU: sglang cannot run")
     assert driver.refusal(dict(probe([], error="CUDA driver too old"), cuda_visible_devices=""), settings()) == (
@@ -153,7 +153,7 @@ def test_the_probe_runs_in_the_serving_interpreter_with_sglangs_directory(monkey
     monkeypatch.setattr(driver, "run_script", fake_run_script)
     assert driver.run_probe(settings(tp=None, timeout=120.0)) == {"gpus": []}
     (python, script, args, kwargs), answer = calls
-    step = "import torch and list the GPUs for bench --server"
+    step = "import torch and list the GPUs for bench server"
     assert (python, args, kwargs["step"], kwargs["timeout"]) == (PYTHON, ["64"], step, 60.0)
     assert script.endswith("server_probe.py")
     assert kwargs["env"]["PYTHONPATH"].split(os.pathsep)[0] == "/site"
@@ -421,7 +421,7 @@ def test_a_hang_or_a_failed_off_run_stops_the_bench(
     with pytest.raises(driver.RunStopped) as raised:
         one(tmp_path, FakeLaunch([], failure), mode, monkeypatch, [])
     assert str(raised.value) == (
-        f"bench --server stopped in run 2/4, fusion: no progress for 300 s (phase: warm-up); sglang's last word: "
+        f"bench server stopped in run 2/4, fusion: no progress for 300 s (phase: warm-up); sglang's last word: "
         f"'t1'; the log is in {tmp_path / 'logs'}"
     )
     assert raised.value.__cause__ is failure
@@ -592,7 +592,7 @@ def test_notes_of_tp1_and_of_single_runs(host: Path, monkeypatch: pytest.MonkeyP
 
 def test_a_stopped_run_keeps_the_logs(host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def stopping(*args: Any) -> None:
-        raise driver.RunStopped("bench --server stopped in run 1/4, default")
+        raise driver.RunStopped("bench server stopped in run 1/4, default")
 
     monkeypatch.setattr(driver, "_one", stopping)
     with pytest.raises(driver.RunStopped):

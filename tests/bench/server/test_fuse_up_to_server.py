@@ -76,8 +76,8 @@ def test_a_release_whose_gate_also_compares_a_number_is_refused(
     code, data = bench(package, "--tp", "2", "--fuse-up-to", "512")
     assert code == 2 and not settings
     assert data["error"] == (
-        "bench --server --fuse-up-to sets FUSE_ALLREDUCE_MAX_BATCH_SIZE in sglang's processes, but sglang 0.5.7's "
+        "bench server --fuse-up-to sets FUSE_ALLREDUCE_MAX_BATCH_SIZE in sglang's processes, but sglang 0.5.7's "
         "gate also compares a number (CommunicateWithAllReduceAndLayerNormFn._gather_hidden_states_and_residual: "
-        "hidden_states.shape[0] <= 2048): `sm120patch apply --fuse-up-to N` and a plain `bench --server` compare "
+        "hidden_states.shape[0] <= 2048): `sm120patch apply --fuse-up-to N` and a plain `bench server` compare "
         "the limits there"
     )

@@ -1,4 +1,4 @@
-"""``bench --server --fuse-up-to``: each run with a token limit proves the limit its processes
+"""``bench server --fuse-up-to``: each run with a token limit proves the limit its processes
 took (the hook's ``token_limit`` records), or the bench says which limits it found instead and
 gives no verdict; the status line names the limit of the third setting.  Runs are filled by a
 stand-in for the driver's ``_one`` (test_driver_steps.py), so no sglang process starts."""

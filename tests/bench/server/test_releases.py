@@ -1,9 +1,9 @@
-"""bench --server against the real releases' own code (slow: wheels from the package index).
+"""bench server against the real releases' own code (slow: wheels from the package index).
 
 * the parser reads the lines rendered from each release's own ``bench_one_batch`` f-strings
   (found with ``ast``, filled with sample values, never copied by hand);
 * the flags chosen for each release exist in its argument code, ``trtllm`` among the backend's
-  choices, and so does every other argument bench --server passes;
+  choices, and so does every other argument bench server passes;
 * every line sglang is searched for (fallback, fatal, workspace made) is text of the releases;
 * ``load_model`` loads a tokenizer unconditionally (why a tokenizer is written).
 """

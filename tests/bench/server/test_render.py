@@ -1,4 +1,4 @@
-"""What bench --server shows, from results built by hand (hand.py): the one JSON object, the
+"""What bench server shows, from results built by hand (hand.py): the one JSON object, the
 80-column text with its styles, the plot's calls."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What bench --server --fuse-up-to shows beside the decode table: the three settings (off, on up
+"""What bench server --fuse-up-to shows beside the decode table: the three settings (off, on up
 to sglang's limit, on up to the limit asked) side by side in an 80-column table, and their three
 lines on the plot; results built by hand (hand.py)."""
 

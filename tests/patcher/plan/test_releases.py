@@ -33,7 +33,7 @@ def test_an_installed_flashinfer_without_the_kernel_is_named_with_its_evidence(t
     assert warning == (
         "FlashInfer 0.6.16 does not build the trtllm allreduce for SM12x (jit/comm.py: [9, 10]); the first that "
         f"does is 0.6.17 (flashinfer#3903). With fusion on, {EFFECT}. "
-        "Upgrade: pip install -U 'flashinfer-python>=0.6.17'."
+        "Upgrade: `pip install -U 'flashinfer-python>=0.6.17'`."
     )
 
 
@@ -43,7 +43,7 @@ def test_without_a_version_the_installed_one_is_still_named(tmp_path: Path) -> N
     assert warning == (
         "the installed FlashInfer does not build the trtllm allreduce for SM12x (src); the first that does is "
         "0.6.17 (flashinfer#3903). With fusion on, FlashInfer's JIT raises 'No supported CUDA architectures found "
-        "for major versions [9, 10]' on SM12x (sglang#15650). Upgrade: pip install -U 'flashinfer-python>=0.6.17'."
+        "for major versions [9, 10]' on SM12x (sglang#15650). Upgrade: `pip install -U 'flashinfer-python>=0.6.17'`."
     )
 
 

@@ -10,6 +10,8 @@ commands can produce is rendered without running a command; rich renders them as
 from __future__ import annotations
 
 import io
+import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,17 @@ NO_METADATA = "no install metadata (not installed from a wheel)"
 def wide_plain_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.setenv("NO_COLOR", "1")
+
+
+@pytest.fixture
+def terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """stderr as rich sees a terminal, where lines wrap to COLUMNS (piped, each is whole)."""
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+
+
+def layout(err: str) -> str:
+    """What was printed, without the bold and dim a terminal gets even under NO_COLOR."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", err) if os.environ.get("TTY_COMPATIBLE") == "1" else err
 
 
 @pytest.fixture
@@ -86,7 +99,7 @@ def an_outcome(
 def shown(capsys: pytest.CaptureFixture[str], outcome: Outcome, **options: bool) -> list[str]:
     """``render``'s stderr, line by line, without the padding at the ends of lines."""
     render(outcome, **options)
-    return [line.rstrip() for line in capsys.readouterr().err.splitlines()]
+    return [line.rstrip() for line in layout(capsys.readouterr().err).splitlines()]
 
 
 # --- the header ----------------------------------------------------------------------------
@@ -183,6 +196,7 @@ def test_list_docs_shows_each_summary_and_prints_the_docs_on_stdout(capsys: pyte
     assert "  where it looks:" in out
 
 
+@pytest.mark.usefixtures("terminal")
 def test_a_detail_word_longer_than_the_terminal_is_whole_on_its_own_line(capsys: pytest.CaptureFixture[str]) -> None:
     """A name is never split: one wider than the detail column puts the details under their
     patches, and one wider than the terminal is a line of its own, whole, for the terminal to
@@ -192,6 +206,7 @@ def test_a_detail_word_longer_than_the_terminal_is_whole_on_its_own_line(capsys:
     assert lines == ["  gate  pending", detail]
 
 
+@pytest.mark.usefixtures("terminal")
 def test_where_the_detail_has_room_it_is_a_third_column(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -204,6 +219,7 @@ def test_where_the_detail_has_room_it_is_a_third_column(
 
 
 @pytest.mark.parametrize("columns", [74, 60, 40])
+@pytest.mark.usefixtures("terminal")
 def test_on_a_narrow_terminal_the_detail_goes_under_its_patch(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, columns: int
 ) -> None:
@@ -225,6 +241,7 @@ def test_on_a_narrow_terminal_the_detail_goes_under_its_patch(
     assert lines[-1] == "    _is_sm120_supported is assigned"
 
 
+@pytest.mark.usefixtures("terminal")
 def test_a_detail_word_wider_than_its_column_puts_every_detail_under_its_patch(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -249,13 +266,13 @@ def test_a_detail_word_wider_than_its_column_puts_every_detail_under_its_patch(
     ]
 
 
+@pytest.mark.usefixtures("terminal")
 def test_a_narrow_report_exactly_no_word_split_no_line_padded(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Stacked, byte for byte, on a stream that is no terminal: the header is one line (a
-    log keeps it whole); an id wider than the terminal is whole on its own line, from the
-    left edge; the detail wraps at spaces in the 26 columns right of its indent; no line
-    ends in spaces."""
+    """Stacked, byte for byte, on a terminal: an id wider than the terminal is whole on its
+    own line, from the left edge; the detail wraps at spaces in the 26 columns right of its
+    indent; no line ends in spaces.  Piped, each line is whole."""
     monkeypatch.setenv("COLUMNS", "30")
     reports = (
         a_report(
@@ -268,8 +285,9 @@ def test_a_narrow_report_exactly_no_word_split_no_line_padded(
         a_report("flag", "srt/a.py", State.APPLIED, "set"),
     )
     render(an_outcome(reports=reports))
-    assert capsys.readouterr().err == (
-        "sglang 0.5.11  /site/sglang  [wheel]\n"  # one line, wrapped by the terminal: the path copies whole
+    assert layout(capsys.readouterr().err) == (
+        "sglang 0.5.11  /site/sglang\n"
+        "[wheel]\n"
         "sglang/srt/a.py\n"
         "communicator-fusion-gate-and-flag\n"
         "  pending -> applied\n"
@@ -279,6 +297,13 @@ def test_a_narrow_report_exactly_no_word_split_no_line_padded(
         "    set\n"
         "done\n"
     )
+    monkeypatch.delenv("TTY_COMPATIBLE")  # piped: the same report, each line whole
+    render(an_outcome(reports=reports))
+    assert capsys.readouterr().err.splitlines()[2:5] == [
+        "  communicator-fusion-gate-and-flag  pending -> applied",
+        "    widens the gate for sm120a and sets the flag",
+        "  flag  applied",
+    ]
 
 
 # --- evidence --------------------------------------------------------------------------------
@@ -584,7 +609,7 @@ def test_runtime_failures_in_red(capsys: pytest.CaptureFixture[str], colour: Non
 
 def doctor_lines(capsys: pytest.CaptureFixture[str], *findings: HostFinding) -> list[str]:
     render_doctor(DoctorReport(list(findings)))
-    return capsys.readouterr().err.splitlines()
+    return layout(capsys.readouterr().err).splitlines()
 
 
 def test_doctor_one_block_per_finding_under_its_severity(capsys: pytest.CaptureFixture[str]) -> None:
@@ -608,6 +633,7 @@ def test_doctor_one_block_per_finding_under_its_severity(capsys: pytest.CaptureF
     ]
 
 
+@pytest.mark.usefixtures("terminal")
 def test_doctor_wraps_at_words_inside_the_indent_with_no_trailing_space(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -624,6 +650,7 @@ def test_doctor_wraps_at_words_inside_the_indent_with_no_trailing_space(
     ]
 
 
+@pytest.mark.usefixtures("terminal")
 def test_doctor_keeps_twenty_columns_on_a_tiny_terminal(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -710,9 +737,9 @@ def test_a_diff_on_a_terminal_is_highlighted_in_the_terminals_colours(
 class StandInStatus:
     """A stand-in for rich's Status: records what the status line was asked to do."""
 
-    def __init__(self, text: str, calls: list[tuple[str, object]]) -> None:
+    def __init__(self, text: object, calls: list[tuple[str, object]]) -> None:
         self.calls = calls
-        calls.append(("status", text))
+        calls.append(("status", str(text)))
 
     def __enter__(self) -> StandInStatus:
         self.calls.append(("enter", None))
@@ -721,17 +748,19 @@ class StandInStatus:
     def __exit__(self, *exc: object) -> None:
         self.calls.append(("exit", exc))
 
-    def update(self, text: str) -> None:
-        self.calls.append(("update", text))
+    def update(self, text: object) -> None:
+        self.calls.append(("update", str(text)))
 
 
 class StandInConsole:
     """A stand-in for ``console.console()`` whose ``status`` is a ``StandInStatus``."""
 
+    width = 80
+
     def __init__(self, calls: list[tuple[str, object]]) -> None:
         self.calls = calls
 
-    def status(self, text: str) -> StandInStatus:
+    def status(self, text: object) -> StandInStatus:
         return StandInStatus(text, self.calls)
 
 

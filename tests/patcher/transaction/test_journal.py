@@ -316,10 +316,13 @@ def refuse_new_files_in(directory: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(tempfile, "NamedTemporaryFile", refusing)
 
 
-def cannot_replace(path: Path) -> str:
+def cannot_replace(path: Path, refused: Path) -> str:
+    """The refusal of ``path``, whose write ``refused`` (the file, or its folder) refused to
+    the user who owns it: the advice is to make it writable, not to run as its owner."""
+    refused = Path(os.path.realpath(refused))
     return (
-        f"{os.path.realpath(path)}: cannot be replaced ({DENIED}); no sglang file was changed. "
-        "Run as the user that owns the sglang install, or make it writable"
+        f"{os.path.realpath(path)}: cannot be replaced ({DENIED}); no sglang file was changed: you own "
+        f"{refused} but may not write there: make it writable (`chmod -R u+w {refused}`)"
     )
 
 
@@ -330,7 +333,7 @@ def test_a_target_that_cannot_be_written_is_refused_before_any_change(
     try:
         with pytest.raises(EnvironmentProblem) as raised:
             check_writable([package / A, package / B])
-        assert str(raised.value) == cannot_replace(package / B)
+        assert str(raised.value) == cannot_replace(package / B, package / B)
         assert contents(package) == ORIGINAL
     finally:
         (package / B).chmod(0o644)
@@ -346,7 +349,7 @@ def test_a_directory_that_takes_no_new_file_is_refused_though_the_file_is_writab
             pass
         with pytest.raises(EnvironmentProblem) as raised:
             check_writable([package / B, package / A])
-        assert str(raised.value) == cannot_replace(package / A)
+        assert str(raised.value) == cannot_replace(package / A, layers)
     finally:
         layers.chmod(0o755)
 
