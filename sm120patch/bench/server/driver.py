@@ -128,11 +128,11 @@ class Run:
 
 @dataclass(frozen=True)
 class Agreement:
-    """The cosine threshold the answers were held to, the provisional constant it started
+    """The cosine threshold the answers were held to, the calibrated constant it started
     from, and the default's agreement with itself that may have lowered it."""
 
     threshold: float
-    provisional: float
+    base: float
     default_vs_default: float | None
 
 

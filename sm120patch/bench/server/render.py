@@ -157,7 +157,7 @@ def _agreement_json(result: ServerResult) -> dict[str, Any] | None:
         return None
     return {
         "threshold": found.threshold,
-        "provisional_threshold": found.provisional,
+        "base_threshold": found.base,
         "default_vs_default": found.default_vs_default,
         "self_margin": SELF_MARGIN,
     }
@@ -312,7 +312,7 @@ def _render_configs(result: ServerResult, out: Console) -> None:
         else "default vs default not measured (--repeat 1)"
     )
     lines = [
-        f"answers agree at cosine >= {agreement.threshold:.4f} (provisional {agreement.provisional}; {measured})",
+        f"answers agree at cosine >= {agreement.threshold:.4f} (calibrated {agreement.base}; {measured})",
         *(f"{name}: {result.checks[name].why}" for name in result.answer.wrong),
     ]
     for line in lines:

@@ -71,8 +71,8 @@ def test_nothing_to_compare_is_unchecked_and_not_the_answer() -> None:
 
 def test_the_threshold_is_lowered_to_the_defaults_own_agreement_less_a_margin() -> None:
     assert threshold(None) == COSINE_MIN
-    assert threshold(1.0) == COSINE_MIN  # never stricter than the provisional constant
-    assert threshold(0.97) == pytest.approx(0.97 - SELF_MARGIN)
+    assert threshold(1.0) == COSINE_MIN  # never stricter than the calibrated constant
+    assert threshold(0.9) == pytest.approx(0.9 - SELF_MARGIN)
     assert answers.self_agreement([AGREES]) is None
     assert answers.self_agreement([AGREES, NEAR]) == pytest.approx(cosine([1, 2, 3, 4.01], [1, 2, 3, 4]))
     assert answers.self_agreement([AGREES, Logits()]) is None
