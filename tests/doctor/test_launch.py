@@ -215,8 +215,7 @@ def test_tp_findings_in_full() -> None:
             "TP 3: a regression was reported at TP4 on PCIe",
             "measure fused against unfused on this host before keeping it: `sm120patch bench kernel --tp 3`; "
             "the patched model auto-enable leaves fusion off at TP 3 unless `sm120patch apply --auto-enable-tp any` "
-            "was asked; "
-            + HATCH_NOTE,
+            "was asked; " + HATCH_NOTE,
             "sglang#32330 (closing comment)",
         )
     ]
