@@ -54,7 +54,8 @@ def tp(size: int | None, options: set[str]) -> list[HostFinding]:
             HostFinding(
                 "tp",
                 Severity.INFO,
-                "TP 2: upstream measured +5.2 % median decode with fusion on SM12x",
+                "TP 2: upstream measured +5.2 % median decode on SM12x with FlashInfer's Lamport allreduce "
+                "(not the fused norm) against NCCL",
                 "2x RTX PRO 6000, PCIe; measure it on this host: `sm120patch bench kernel --tp 2`",
                 "sglang#30700 (comment), sglang#32330",
             )

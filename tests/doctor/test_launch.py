@@ -70,7 +70,12 @@ def test_launch_names_the_flag_and_the_hatch(tmp_path: Path) -> None:
     ("size", "severity", "summary"),
     [
         (1, Severity.INFO, "TP 1: no allreduce to fuse"),
-        (2, Severity.INFO, "TP 2: upstream measured +5.2 % median decode with fusion on SM12x"),
+        (
+            2,
+            Severity.INFO,
+            "TP 2: upstream measured +5.2 % median decode on SM12x with FlashInfer's Lamport allreduce "
+            "(not the fused norm) against NCCL",
+        ),
         (4, Severity.WARNING, "TP 4: a regression was reported at TP4 on PCIe"),
         (8, Severity.WARNING, "TP 8: a regression was reported at TP4 on PCIe"),
     ],
@@ -203,7 +208,8 @@ def test_tp_findings_in_full() -> None:
         HostFinding(
             "tp",
             Severity.INFO,
-            "TP 2: upstream measured +5.2 % median decode with fusion on SM12x",
+            "TP 2: upstream measured +5.2 % median decode on SM12x with FlashInfer's Lamport allreduce "
+            "(not the fused norm) against NCCL",
             "2x RTX PRO 6000, PCIe; measure it on this host: `sm120patch bench kernel --tp 2`",
             "sglang#30700 (comment), sglang#32330",
         )
