@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 import click
 
 from sm120patch.cli import main
-from sm120patch.cli.options import _complete_ids, _fuse_up_to, _ids
-from sm120patch.cli.run import _tree_command
+from sm120patch.cli.options import complete_ids, parse_fuse_up_to, parse_ids
+from sm120patch.cli.run import tree_command
 from sm120patch.patcher.kit.auto_enable_tp import CHOICES
 
 if TYPE_CHECKING:
@@ -17,16 +17,20 @@ if TYPE_CHECKING:
 
 
 @main.command()
-@_tree_command
+@tree_command
 @click.option(
     "--only",
     metavar="IDS",
-    callback=_ids,
-    shell_complete=_complete_ids,
+    callback=parse_ids,
+    shell_complete=complete_ids,
     help="Comma-separated patch ids; their dependencies are pulled in.",
 )
 @click.option(
-    "--skip", metavar="IDS", callback=_ids, shell_complete=_complete_ids, help="Comma-separated patch ids to leave out."
+    "--skip",
+    metavar="IDS",
+    callback=parse_ids,
+    shell_complete=complete_ids,
+    help="Comma-separated patch ids to leave out.",
 )
 @click.option("--dry-run", is_flag=True, help="Write nothing; print the unified diff.")
 @click.option(
@@ -44,7 +48,7 @@ if TYPE_CHECKING:
 @click.option(
     "--fuse-up-to",
     metavar="N|measured|sglang",
-    callback=lambda ctx, param, value: _fuse_up_to(value),
+    callback=lambda ctx, param, value: parse_fuse_up_to(value),
     help="Also lower sglang's fusion token limit to N tokens, or to the crossover the last `sm120patch bench kernel` "
     "saved for this tree (`measured`); never above sglang's own, which `sglang` puts back.",
 )

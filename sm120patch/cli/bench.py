@@ -10,8 +10,8 @@ from typing import Any
 import click
 
 from sm120patch.cli import main
-from sm120patch.cli.options import _fuse_up_to, _hidden, _location_options, _locators, _plot_target, _tokens
-from sm120patch.cli.run import _guarded, _shown
+from sm120patch.cli.options import check_hidden, location_options, locators, parse_fuse_up_to, parse_tokens, plot_target
+from sm120patch.cli.run import guarded, show_result
 
 
 class _BenchGroup(click.Group):
@@ -86,9 +86,9 @@ def _shared_options(
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         for option in reversed(
             [
-                _location_options,
+                location_options,
                 click.option("--tp", type=ranks or click.IntRange(min=1), help=tp),
-                click.option("--hidden", type=int, callback=_hidden, help=hidden),
+                click.option("--hidden", type=int, callback=check_hidden, help=hidden),
                 click.option("--layers", type=click.IntRange(min=1), help=layers),
                 click.option("--dtype", type=click.Choice(["bf16", "fp16"]), default="bf16", show_default=True),
                 click.option(
@@ -101,7 +101,7 @@ def _shared_options(
                 ),
                 click.option(
                     "--plot",
-                    callback=_plot_target,
+                    callback=plot_target,
                     help="Also draw latency against tokens to FILE.png or FILE.svg (needs matplotlib: "
                     "sm120patch[plot]).",
                 ),
@@ -124,7 +124,7 @@ def _shared_options(
     "--tokens",
     default="1,2,4,8,16,32,64,128,256,512,1024,2048",
     show_default=True,
-    callback=_tokens,
+    callback=parse_tokens,
     help="Comma-separated token counts (batch sizes) to measure.",
 )
 @click.option(
@@ -173,10 +173,10 @@ def kernel(
     FlashInfer kernel or P2P)."""
     from sm120patch.bench.kernel import command
 
-    python, sglang_path = _locators(python, sglang_path)
-    _guarded(
+    python, sglang_path = locators(python, sglang_path)
+    guarded(
         as_json,
-        lambda: _shown(
+        lambda: show_result(
             command.bench(
                 python=python,
                 sglang_path=sglang_path,
@@ -213,7 +213,7 @@ def kernel(
 @click.option(
     "--fuse-up-to",
     metavar="N|measured",
-    callback=lambda ctx, param, value: _fuse_up_to(value),
+    callback=lambda ctx, param, value: parse_fuse_up_to(value),
     help="A third setting, fusion on up to N tokens (or the crossover bench saved: `measured`).",
 )
 @click.option(
@@ -262,10 +262,10 @@ def server(
     what it says, 2 when the host cannot run it."""
     from sm120patch.bench.server import command as bench_server
 
-    python, sglang_path = _locators(python, sglang_path)
-    _guarded(
+    python, sglang_path = locators(python, sglang_path)
+    guarded(
         as_json,
-        lambda: _shown(
+        lambda: show_result(
             bench_server.bench_server(
                 python=python,
                 sglang_path=sglang_path,

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from sm120patch.cli import main
-from sm120patch.cli.run import _guarded
+from sm120patch.cli.run import guarded
 
 
 @main.command()
@@ -25,4 +25,4 @@ def demo(version: str | None, wheel: Path | None, keep: bool) -> None:
     apply -> verify -> apply again -> revert on it, with the full report."""
     from sm120patch.patcher.commands.demo import run_demo
 
-    _guarded(False, lambda: run_demo(version, wheel, keep))
+    guarded(False, lambda: run_demo(version, wheel, keep))

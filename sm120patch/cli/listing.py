@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from sm120patch.cli import main
-from sm120patch.cli.run import _tree_command
+from sm120patch.cli.run import tree_command
 
 if TYPE_CHECKING:
     from sm120patch.patcher.outcome import Outcome
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 @main.command(name="list")
-@_tree_command
+@tree_command
 @click.option("--docs", is_flag=True, help="Also print each patch's description and where it looks.")
 def list_(tree: SglangTree, docs: bool) -> Outcome:
     """The patches, what each does, and its state in the located sglang."""

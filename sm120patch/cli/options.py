@@ -17,7 +17,7 @@ PYTHON_HELP = "Interpreter (or venv / conda env root) of the environment that se
 PATH_HELP = "The sglang package directory itself (site-packages/sglang, or a checkout's python/sglang)."
 
 
-def _complete_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+def complete_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """Patch ids for ``--only`` / ``--skip``, completing the last of a comma-separated list."""
     from click.shell_completion import CompletionItem
 
@@ -33,7 +33,7 @@ def _complete_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -
     ]
 
 
-def _ids(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:
+def parse_ids(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:
     """``--only`` / ``--skip`` as a list of ids, checked before sglang is looked for: an empty
     list is a usage error (not "every patch"), and so is a selection ``select`` refuses."""
     ids = None if value is None else [v.strip() for v in value.split(",") if v.strip()]
@@ -51,7 +51,7 @@ def _ids(ctx: click.Context, param: click.Parameter, value: str | None) -> list[
     return ids
 
 
-def _absolute(ctx: click.Context, param: click.Parameter, value: str | Path | None) -> Any:
+def absolute_path(ctx: click.Context, param: click.Parameter, value: str | Path | None) -> Any:
     """A path option (or its variable) as the user meant it, against their working directory:
     the probes run in a scratch one.  Made absolute, not resolved (a venv's python is a link)."""
     if value is None or value == "":
@@ -84,7 +84,7 @@ class _EnvOption(click.Option):
         return f"sm120patch.source.{self.name}"
 
 
-def _location_options(func: Callable[..., Any]) -> Callable[..., Any]:
+def location_options(func: Callable[..., Any]) -> Callable[..., Any]:
     func = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")(func)
     func = click.option(
         "--sglang-path",
@@ -92,7 +92,7 @@ def _location_options(func: Callable[..., Any]) -> Callable[..., Any]:
         type=click.Path(path_type=Path, file_okay=False),
         envvar="SM120PATCH_SGLANG_PATH",
         show_envvar=True,
-        callback=_absolute,
+        callback=absolute_path,
         help=PATH_HELP,
     )(func)
     return click.option(
@@ -102,7 +102,7 @@ def _location_options(func: Callable[..., Any]) -> Callable[..., Any]:
         metavar="PATH",
         envvar="SM120PATCH_PYTHON",
         show_envvar=True,
-        callback=_absolute,
+        callback=absolute_path,
         help=PYTHON_HELP,
     )(func)
 
@@ -114,7 +114,7 @@ TIMEOUT_HELP = (
 )
 
 
-def _timeout_option(func: Callable[..., Any]) -> Callable[..., Any]:
+def timeout_option(func: Callable[..., Any]) -> Callable[..., Any]:
     from sm120patch.runner import DEFAULT_TIMEOUT_S
 
     return click.option(
@@ -122,7 +122,7 @@ def _timeout_option(func: Callable[..., Any]) -> Callable[..., Any]:
     )(func)
 
 
-def _locators(python: str | None, sglang_path: Path | None) -> tuple[str | None, Path | None]:
+def locators(python: str | None, sglang_path: Path | None) -> tuple[str | None, Path | None]:
     """``--python`` or ``--sglang-path``, not both; one that comes from the environment
     (``SM120PATCH_PYTHON``, as the Docker example sets it) gives way to the other given on
     the command line."""
@@ -144,7 +144,7 @@ def _locators(python: str | None, sglang_path: Path | None) -> tuple[str | None,
     return python, sglang_path
 
 
-def _fuse_up_to(value: str | None) -> int | str | None:
+def parse_fuse_up_to(value: str | None) -> int | str | None:
     from sm120patch.bench.fuse_limit import parse
 
     try:
@@ -153,7 +153,7 @@ def _fuse_up_to(value: str | None) -> int | str | None:
         raise click.BadParameter(f"{value!r} is neither a token count of 1 or more, `measured` nor `sglang`") from None
 
 
-def _tokens(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
+def parse_tokens(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
     from sm120patch.sglang.fusion_call import REFERENCE_CALL
 
     limit = REFERENCE_CALL["max_token_num"]
@@ -166,7 +166,7 @@ def _tokens(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int
     return tuple(tokens)
 
 
-def _plot_target(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+def plot_target(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
     """A --plot that cannot be written is refused before minutes are spent measuring."""
     if value is None:
         return None
@@ -194,7 +194,7 @@ def _tokens_items(value: str) -> list[str]:
     return items
 
 
-def _hidden(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+def check_hidden(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
     if value is not None and (value < 8 or value % 8):
         raise click.BadParameter(f"{value}: the hidden size must be a positive multiple of 8 (16-byte rows)")
     return value

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from sm120patch.cli import main
-from sm120patch.cli.run import _tree_command
+from sm120patch.cli.run import tree_command
 
 if TYPE_CHECKING:
     from sm120patch.patcher.outcome import Outcome
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 @main.command()
-@_tree_command
+@tree_command
 @click.option(
     "--force", is_flag=True, help="Restore even files changed since apply (their current content is kept aside)."
 )

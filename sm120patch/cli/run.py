@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from sm120patch import __version__
-from sm120patch.cli.options import _location_options, _locators, _timeout_option
+from sm120patch.cli.options import location_options, locators, timeout_option
 from sm120patch.errors import ExitCode, ToolError
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ def _fail(message: str, code: int, as_json: bool) -> None:
     out.error(message)
 
 
-def _guarded(as_json: bool, run: Callable[[], int], interrupted: Callable[[], str] | None = None) -> None:
+def guarded(as_json: bool, run: Callable[[], int], interrupted: Callable[[], str] | None = None) -> None:
     """Run a command body; turn the errors a user can act on into their exit codes, a bug
     into exit 70 with its traceback, and Ctrl-C into exit 130 with ``interrupted()``: what
     it left behind."""
@@ -75,7 +75,7 @@ def _from_ctrl_c(exc: BaseException) -> bool:
     return False
 
 
-def _shown(result: Result, as_json: bool) -> int:
+def show_result(result: Result, as_json: bool) -> int:
     """The one place a command's result is rendered: one JSON object, or its text."""
     if as_json:
         from sm120patch.output import console as out
@@ -89,7 +89,7 @@ def _shown(result: Result, as_json: bool) -> int:
 #: What Ctrl-C leaves behind in a command that writes nothing (doctor, bench, demo's scratch).
 INTERRUPTED = "interrupted; nothing was written"
 
-#: The running command's own words for a Ctrl-C (``_guarded``'s ``interrupted``), for one that
+#: The running command's own words for a Ctrl-C (``guarded``'s ``interrupted``), for one that
 #: comes once its body is done (``late_interrupt``).
 _SAYS_WHEN_INTERRUPTED: list[Callable[[], str]] = []
 
@@ -122,12 +122,12 @@ def _known_layouts_only(ctx: click.Context, param: click.Parameter, value: bool)
         ctx.call_on_close(lambda: ROLE_FINDS.reset(token))
 
 
-def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
+def tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
     """A command that locates sglang, runs ``func`` on it and renders the outcome."""
     takes_timeout = "timeout" in func.__code__.co_varnames[: func.__code__.co_argcount]  # not inspect: 4 ms
 
-    @_location_options
-    @_timeout_option
+    @location_options
+    @timeout_option
     @click.option(
         "--known-layouts-only",
         is_flag=True,
@@ -140,7 +140,7 @@ def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
     )
     @functools.wraps(func)
     def wrapper(python: str | None, sglang_path: Path | None, as_json: bool, timeout: float, **kwargs: Any) -> None:
-        python, sglang_path = _locators(python, sglang_path)
+        python, sglang_path = locators(python, sglang_path)
         located: list[SglangTree] = []  # for what an interrupt says
 
         def run() -> int:
@@ -152,13 +152,13 @@ def _tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
             if takes_timeout:
                 kwargs["timeout"] = timeout
             outcome = func(tree=tree, **kwargs)
-            return _shown(ShownOutcome(outcome, kwargs.get("docs", False), kwargs.get("dry_run", False)), as_json)
+            return show_result(ShownOutcome(outcome, kwargs.get("docs", False), kwargs.get("dry_run", False)), as_json)
 
         def interrupted() -> str:
             from sm120patch.patcher.commands.saved_state import interrupted_note
 
             return interrupted_note(located[0] if located else None)
 
-        _guarded(as_json, run, interrupted)
+        guarded(as_json, run, interrupted)
 
     return wrapper

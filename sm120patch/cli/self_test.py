@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from sm120patch.cli import main
-from sm120patch.cli.run import _guarded, _shown
+from sm120patch.cli.run import guarded, show_result
 
 
 @main.command(name="self-test")
@@ -14,4 +14,4 @@ def self_test(as_json: bool) -> None:
     """Run every patch's named examples against the libcst installed here; reads no sglang."""
     from sm120patch.patcher.commands.self_test import self_test as run
 
-    _guarded(as_json, lambda: _shown(run(), as_json))
+    guarded(as_json, lambda: show_result(run(), as_json))

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from sm120patch.cli import main
-from sm120patch.cli.run import _tree_command
+from sm120patch.cli.run import tree_command
 
 if TYPE_CHECKING:
     from sm120patch.patcher.outcome import Outcome
@@ -19,7 +19,7 @@ RUNTIME_IMPORT_S = 120.0
 
 
 @main.command()
-@_tree_command
+@tree_command
 @click.option(
     "--runtime",
     is_flag=True,

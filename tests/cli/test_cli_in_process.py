@@ -224,17 +224,17 @@ def test_the_command_line_is_read_from_sys_argv(
 
 
 def test_completion_offers_each_id_with_its_summary() -> None:
-    offered = cli_options._complete_ids(click.Context(cli.main), cli.main, "")
+    offered = cli_options.complete_ids(click.Context(cli.main), cli.main, "")
     assert [(c.value, c.help) for c in offered] == [(p.id, p.summary) for p in all_patches()]
 
 
 def test_completion_completes_the_last_id_of_a_list() -> None:
-    offered = cli_options._complete_ids(click.Context(cli.main), cli.main, "communicator-import,communicator-f")
+    offered = cli_options.complete_ids(click.Context(cli.main), cli.main, "communicator-import,communicator-f")
     assert [c.value for c in offered] == [
         "communicator-import,communicator-flag",
         "communicator-import,communicator-fusion-gate",
     ]
-    taken = cli_options._complete_ids(click.Context(cli.main), cli.main, "server-args-auto-enable,communicator-import,")
+    taken = cli_options.complete_ids(click.Context(cli.main), cli.main, "server-args-auto-enable,communicator-import,")
     assert [c.value for c in taken] == [
         f"server-args-auto-enable,communicator-import,{i}" for i in IDS[1:] if i != "server-args-auto-enable"
     ]
@@ -688,23 +688,23 @@ def test_paths_of_the_wrong_kind_are_usage_errors(mini: Path, tmp_path: Path) ->
 
 
 def test_token_counts_are_sorted_and_deduplicated() -> None:
-    assert cli_options._tokens(None, None, " 64, 8,8 ,2048,1") == (1, 8, 64, 2048)  # type: ignore[arg-type]
+    assert cli_options.parse_tokens(None, None, " 64, 8,8 ,2048,1") == (1, 8, 64, 2048)  # type: ignore[arg-type]
     assert cli_options._tokens_items(" 3 , 1") == ["3", "1"]
 
 
 @pytest.mark.parametrize(("value", "kept"), [(None, None), (8, 8), (7168, 7168)])
 def test_hidden_sizes_that_are_multiples_of_8_pass(value: int | None, kept: int | None) -> None:
-    assert cli_options._hidden(None, None, value) == kept  # type: ignore[arg-type]
+    assert cli_options.check_hidden(None, None, value) == kept  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("value", [-8, 0, 4, 12, 4100])
 def test_other_hidden_sizes_are_refused(value: int) -> None:
     with pytest.raises(click.BadParameter, match=rf"^{value}: the hidden size must be a positive multiple of 8"):
-        cli_options._hidden(None, None, value)  # type: ignore[arg-type]
+        cli_options.check_hidden(None, None, value)  # type: ignore[arg-type]
 
 
 def plot(value: str | None) -> Path | None:
-    return cli_options._plot_target(None, None, value)  # type: ignore[arg-type]
+    return cli_options.plot_target(None, None, value)  # type: ignore[arg-type]
 
 
 def test_a_plot_target_that_can_be_written_is_taken(tmp_path: Path) -> None:
@@ -826,7 +826,7 @@ def test_ctrl_c_in_doctor_says_nothing_was_written(monkeypatch: pytest.MonkeyPat
 
 
 def test_ctrl_c_outside_a_command_body_is_130(mini: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("sm120patch.cli.run._locators", raising(KeyboardInterrupt()))
+    monkeypatch.setattr("sm120patch.cli.run.locators", raising(KeyboardInterrupt()))
     code, out, err = run("verify", "--sglang-path", str(mini), "--json")
     assert code == 130
     assert one_json_object(130, out)["error"] == "interrupted; nothing was written"

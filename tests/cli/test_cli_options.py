@@ -21,8 +21,8 @@ def options_command() -> tuple[click.Command, list[dict[str, Any]]]:
     given: list[dict[str, Any]] = []
 
     @click.command()
-    @options._location_options
-    @options._timeout_option
+    @options.location_options
+    @options.timeout_option
     def probe(**kwargs: Any) -> None:
         given.append(kwargs)
 
@@ -93,7 +93,7 @@ def test_a_tree_command_passes_the_timeout_only_to_what_takes_it(mini: Path) -> 
         return Outcome(Command.LIST, tree, 0, "done")
 
     for func in (with_timeout, without):
-        command = click.command()(run._tree_command(func))
+        command = click.command()(run.tree_command(func))
         result = CliRunner().invoke(command, ["--sglang-path", str(mini), "--timeout", "7"])
         assert result.exit_code == 0, result.output
     assert seen == [{"timeout": 7.0}, {}]

@@ -19,7 +19,7 @@ from sm120patch.bench import shown
 from sm120patch.bench.kernel import command
 from sm120patch.bench.kernel.estimate import Model
 from sm120patch.bench.kernel.verdict import KEEP_OFF_DEFAULT
-from sm120patch.cli.run import _shown
+from sm120patch.cli.run import show_result
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.runner import ranks as launch
 from sm120patch.sglang.fusion_call import read_call
@@ -309,6 +309,6 @@ def test_the_status_line_shows_on_a_terminal_unless_json(
         timeout=300.0,
         plot=None,
     )
-    code = _shown(asked, as_json)
+    code = show_result(asked, as_json)
     assert code == 0
     assert measured["status"].made == [(shown, "starting the ranks")]

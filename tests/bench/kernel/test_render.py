@@ -536,26 +536,26 @@ def test_the_estimate_rounds_each_figure_to_a_tenth() -> None:
 def test_a_plot_target_is_a_png_or_svg_file_and_needs_matplotlib(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The CLI's --plot check (cli.options._plot_target), run before anything is measured."""
+    """The CLI's --plot check (cli.options.plot_target), run before anything is measured."""
     import click
 
-    from sm120patch.cli.options import _plot_target
+    from sm120patch.cli.options import plot_target
 
     for name in ("a.png", "a.svg", "a.SVG", "a.PNG"):
-        assert _plot_target(None, None, str(tmp_path / name)) == tmp_path / name
-    assert _plot_target(None, None, None) is None
+        assert plot_target(None, None, str(tmp_path / name)) == tmp_path / name
+    assert plot_target(None, None, None) is None
     with pytest.raises(click.BadParameter) as raised:
-        _plot_target(None, None, str(tmp_path / "a.pdf"))
+        plot_target(None, None, str(tmp_path / "a.pdf"))
     assert raised.value.message == f"{tmp_path / 'a.pdf'}: the file must end in .png or .svg"
     (tmp_path / "ro").mkdir()
     (tmp_path / "ro" / "a.png").write_bytes(b"")
     (tmp_path / "ro" / "a.png").chmod(0o444)
     if not os.access(tmp_path / "ro" / "a.png", os.W_OK):  # root writes anyway
         with pytest.raises(click.BadParameter, match="cannot write there"):
-            _plot_target(None, None, str(tmp_path / "ro" / "a.png"))
+            plot_target(None, None, str(tmp_path / "ro" / "a.png"))
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
     with pytest.raises(click.BadParameter) as raised:
-        _plot_target(None, None, str(tmp_path / "a.png"))
+        plot_target(None, None, str(tmp_path / "a.png"))
     assert raised.value.message == "--plot needs matplotlib: pip install 'sm120patch[plot]'"
 
 

@@ -18,7 +18,7 @@ from rich.console import Console
 from sm120patch.bench.kernel import measure
 from sm120patch.bench.server import command as bench_server
 from sm120patch.bench.server import driver, render
-from sm120patch.cli.run import _shown
+from sm120patch.cli.run import show_result
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.runner.ranks import FailureKind, RankFailure
 from sm120patch.sglang.fusion_call import read_call
@@ -81,7 +81,7 @@ def call(server_args: tuple[str, ...] = (), **changes: Any) -> int:
         "kernel": True,
     }
     args.update(changes)
-    return _shown(bench_server.bench_server(**args), args["as_json"])
+    return show_result(bench_server.bench_server(**args), args["as_json"])
 
 
 @pytest.mark.parametrize(
