@@ -13,7 +13,7 @@ from __future__ import annotations
 from sm120patch.bench.kernel import saved
 from sm120patch.bench.kernel.verdict import Reach
 from sm120patch.errors import EnvironmentProblem
-from sm120patch.patcher.states import (
+from sm120patch.patcher.exports import (
     GIVEN,
     LIMIT_NAME,
     MEASURED,

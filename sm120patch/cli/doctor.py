@@ -24,7 +24,7 @@ def doctor(python: str | None, sglang_path: Path | None, as_json: bool, timeout:
     from sm120patch.doctor import render
     from sm120patch.doctor.diagnose import diagnose
     from sm120patch.doctor.host import read_host
-    from sm120patch.patcher.states import tree_states
+    from sm120patch.patcher.exports import tree_states
     from sm120patch.runner.locate import default_python, locate
 
     def run() -> int:

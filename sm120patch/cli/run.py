@@ -155,7 +155,7 @@ def tree_command(func: Callable[..., Outcome]) -> Callable[..., None]:
             return show_result(ShownOutcome(outcome, kwargs.get("docs", False), kwargs.get("dry_run", False)), as_json)
 
         def interrupted() -> str:
-            from sm120patch.patcher.commands.saved_state import interrupted_note
+            from sm120patch.patcher.commands.state_report import interrupted_note
 
             return interrupted_note(located[0] if located else None)
 

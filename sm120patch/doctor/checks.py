@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from sm120patch.doctor.findings import HostFinding, Severity
 from sm120patch.doctor.host import Host, torch_view
 from sm120patch.doctor.remote import host_facts
-from sm120patch.patcher.states import State, keeps_fused_path_shut
+from sm120patch.patcher.exports import State, keeps_fused_path_shut
 from sm120patch.runner.gpus import Gpu, describe_all
 from sm120patch.runner.visibility import VARIABLE, assignment, gpu_names, select
 from sm120patch.sglang import releases

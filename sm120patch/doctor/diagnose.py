@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from sm120patch.doctor import allreduce, checks, launch
+from sm120patch.doctor import allreduce, checks, launch_advice
 from sm120patch.doctor.findings import DoctorReport, Severity
 from sm120patch.doctor.host import Host
 from sm120patch.doctor.token_limit import token_limit
-from sm120patch.patcher.states import State
+from sm120patch.patcher.exports import State
 from sm120patch.sglang import releases
 from sm120patch.sglang.options import release_options
 from sm120patch.sglang.tree import SglangTree
@@ -72,6 +72,6 @@ def diagnose(
     report.findings += checks.tp_gpus(host, tp, blocking)
     if tree is not None and refused is None:  # no launch or bench advice for a release apply refuses
         options = release_options(tree)
-        report.findings += launch.launch(tree, options)
-        report.findings += launch.tp(tp, options)
+        report.findings += launch_advice.launch(tree, options)
+        report.findings += launch_advice.tp(tp, options)
     return report

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sm120patch.doctor.findings import HostFinding, Severity
-from sm120patch.patcher.states import MEASURED, PATCH_ID, SGLANG, State, StateDir, mismatch, recorded, sglang_limit
+from sm120patch.patcher.exports import MEASURED, PATCH_ID, SGLANG, State, StateDir, mismatch, recorded, sglang_limit
 from sm120patch.runner.gpus import Gpu
 from sm120patch.sglang.tree import SglangTree
 

@@ -194,7 +194,7 @@ def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def judge(result: RuntimeCheck, python: str) -> tuple[ExitCode, str]:
+def runtime_verdict(result: RuntimeCheck, python: str) -> tuple[ExitCode, str]:
     """The exit code and headline when the runtime check failed; ``ExitCode.OK`` and one line
     for the notes when it passed: does this host take the SM12x branch?"""
     torch = result.torch

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from sm120patch.patcher.commands import apply as apply_module
-from sm120patch.patcher.transaction.state import StateDir
+from sm120patch.patcher.transaction.state_dir import StateDir
 from sm120patch.sglang.tree import SglangTree
 from tests.cli.test_unknown_sm_checks import NEW_MODULE, NEW_SOURCE, NEW_WARNING
 from tests.support.cli import jrun

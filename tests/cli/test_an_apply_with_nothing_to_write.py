@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.patcher.transaction.state import StateDir
+from sm120patch.patcher.transaction.state_dir import StateDir
 from tests.cli.test_a_moved_version_is_recorded import MOVED
 from tests.cli.test_doctor_recalls_the_sweep import applied_with_a_gate_no_patch_owns, forbid_sweeping
 from tests.cli.test_fuse_up_to import LIMITED, save_recorded

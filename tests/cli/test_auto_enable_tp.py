@@ -114,7 +114,7 @@ def test_refused_where_the_patch_is_left_out(package: Path) -> None:
 def test_a_manifest_with_the_ask_says_so_to_an_older_sm120patch(package: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Format 5 where the ask is recorded: a tool of format 4 says "upgrade", not "corrupted"
     (nor drops the ask); a plain apply's manifest keeps the lowest format."""
-    from sm120patch.patcher.transaction import state as state_module
+    from sm120patch.patcher.transaction import state_dir as state_module
 
     assert jrun("apply", "--sglang-path", str(package))[0] == 0
     assert json.loads((package / ".sm120patch" / "manifest.json").read_text())["format"] == 2

@@ -20,12 +20,12 @@ import pytest
 
 from sm120patch import __version__
 from sm120patch.errors import EnvironmentProblem
-from sm120patch.patcher.commands import fused_path, planning, saved_state
+from sm120patch.patcher.commands import kernel_blockers, planning, state_report
 from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.outcome import CheckedBy, FileStatus, Recorded, StateSummary
 from sm120patch.patcher.plan.registry import all_patches
 from sm120patch.patcher.plan.types import FilePlan, PatchReport, Plan
-from sm120patch.patcher.transaction.state import FileRecord, Manifest, StateDir
+from sm120patch.patcher.transaction.state_dir import FileRecord, Manifest, StateDir
 from sm120patch.sglang.tree import SglangTree, from_directory
 from tests.support.cli import apply_all
 from tests.support.fakes import RTX_PRO_6000, fake_flashinfer, fake_nvidia_smi
@@ -86,18 +86,20 @@ def old_flashinfer(mini: Path, with_version: bool = True) -> str:
 def test_file_statuses_hash_what_is_on_disk_against_record_by_structure_unless_asked(mini: Path) -> None:
     tree, record = tree_of(mini), record_hashes(mini)
     disk = {rel: sha((mini / rel).read_bytes()) for rel in (COMM, SERVER_ARGS)}
-    assert saved_state.file_statuses(tree, [COMM, SERVER_ARGS], None) == [
+    assert state_report.file_statuses(tree, [COMM, SERVER_ARGS], None) == [
         FileStatus(COMM, disk[COMM], record[COMM], None, CheckedBy.STRUCTURE),
         FileStatus(SERVER_ARGS, disk[SERVER_ARGS], record[SERVER_ARGS], None, CheckedBy.STRUCTURE),
     ]
-    by_hash = saved_state.file_statuses(tree, [COMM], None, by_hash=True)
+    by_hash = state_report.file_statuses(tree, [COMM], None, by_hash=True)
     assert [s.checked_by for s in by_hash] == [CheckedBy.HASH]
-    missing = saved_state.file_statuses(tree, ["srt/no_such_module.py"], None)
+    missing = state_report.file_statuses(tree, ["srt/no_such_module.py"], None)
     assert missing == [FileStatus("srt/no_such_module.py", None, None, None, CheckedBy.STRUCTURE)]
 
 
 def test_file_statuses_take_bytes_just_read_and_read_the_others(mini: Path) -> None:
-    statuses = saved_state.file_statuses(tree_of(mini), [COMM, SERVER_ARGS], None, read={COMM: b"as read a moment ago"})
+    statuses = state_report.file_statuses(
+        tree_of(mini), [COMM, SERVER_ARGS], None, read={COMM: b"as read a moment ago"}
+    )
     assert [s.sha256 for s in statuses] == [sha(b"as read a moment ago"), sha((mini / SERVER_ARGS).read_bytes())]
     assert statuses[0].pristine is False and statuses[1].pristine is True
 
@@ -110,7 +112,7 @@ def test_file_statuses_say_what_the_saved_state_calls_each_file(mini: Path) -> N
         SERVER_ARGS: FileRecord("b" * 64, disk[SERVER_ARGS], ["server-args-auto-enable"], "x"),  # as apply left it
         FUSION: FileRecord("c" * 64, "d" * 64, ["workspace-preflight"], "y"),  # changed since
     }
-    statuses = saved_state.file_statuses(tree_of(mini), [COMM, SERVER_ARGS, FUSION, "__init__.py"], manifest)
+    statuses = state_report.file_statuses(tree_of(mini), [COMM, SERVER_ARGS, FUSION, "__init__.py"], manifest)
     assert [s.recorded for s in statuses] == [Recorded.ORIGINAL, Recorded.PATCHED, None, None]
 
 
@@ -119,7 +121,7 @@ def test_file_statuses_say_what_the_saved_state_calls_each_file(mini: Path) -> N
 
 def test_state_summary_without_saved_state(mini: Path) -> None:
     state = StateDir(mini)
-    assert saved_state.state_summary(state, None, tree_of(mini)) == StateSummary(
+    assert state_report.state_summary(state, None, tree_of(mini)) == StateSummary(
         dir=str(mini / ".sm120patch"),
         present=False,
         sglang_version=None,
@@ -135,7 +137,7 @@ def test_state_summary_after_apply_and_for_another_release(mini: Path) -> None:
     state = StateDir(mini)
     manifest = state.load()
     assert manifest is not None
-    summary = saved_state.state_summary(state, manifest, tree_of(mini))
+    summary = state_report.state_summary(state, manifest, tree_of(mini))
     assert summary == StateSummary(
         dir=str(mini / ".sm120patch"),
         present=True,
@@ -147,16 +149,16 @@ def test_state_summary_after_apply_and_for_another_release(mini: Path) -> None:
     )
     manifest.sglang_version = "0.5.10"
     state.journal_path.write_text("{}")  # left by an apply that was stopped
-    moved = saved_state.state_summary(state, manifest, tree_of(mini))  # the files are still apply's writing
+    moved = state_report.state_summary(state, manifest, tree_of(mini))  # the files are still apply's writing
     assert (moved.stale, moved.sglang_version, moved.interrupted) == (False, "0.5.10", True)
     write_mini_sglang(mini.parent)  # reinstalled over it: the state is of another release now
-    older = saved_state.state_summary(state, manifest, tree_of(mini))
+    older = state_report.state_summary(state, manifest, tree_of(mini))
     assert (older.stale, older.sglang_version, older.interrupted) == (True, "0.5.10", True)
 
 
 def test_set_aside_moves_the_state_and_names_where(mini: Path) -> None:
     apply_all(mini)
-    aside = saved_state.set_aside(StateDir(mini), "0.5.10")
+    aside = state_report.set_aside(StateDir(mini), "0.5.10")
     assert aside.parent == mini / ".sm120patch" and aside.name.startswith("stale-0.5.10-")
     assert (aside / "manifest.json").is_file() and not (mini / ".sm120patch" / "manifest.json").exists()
 
@@ -172,7 +174,7 @@ def test_a_set_aside_that_fails_is_one_sentence_naming_the_path(
     monkeypatch.setattr(StateDir, "set_aside", read_only_set_aside)
     state = StateDir(mini)
     with pytest.raises(EnvironmentProblem) as raised:
-        saved_state.set_aside(state, "0.5.10")
+        state_report.set_aside(state, "0.5.10")
     assert str(raised.value) == (
         f"cannot set the saved state of sglang 0.5.10 aside in {state.root} "
         f"(Permission denied: {filename or state.root}); no sglang file was changed"
@@ -184,20 +186,20 @@ def test_a_set_aside_that_fails_is_one_sentence_naming_the_path(
 
 def test_no_flashinfer_warns_about_the_one_sglang_pins_and_refuses_nothing(mini: Path) -> None:
     tree = tree_of(mini)
-    assert fused_path.fused_path_warnings(tree) == [
+    assert kernel_blockers.fused_path_warnings(tree) == [
         "FlashInfer is not installed here; sglang 0.5.11 pins 0.6.8.post1, which has no SM12x allreduce kernel "
         f"(the first is 0.6.17, flashinfer#3903). {NO_KERNEL_JIT}"
     ]
-    assert fused_path.missing_kernel_refusal(tree) is None
-    assert fused_path.missing_kernel_effect(tree) is None  # the miniature release creates no workspace
+    assert kernel_blockers.missing_kernel_refusal(tree) is None
+    assert kernel_blockers.missing_kernel_effect(tree) is None  # the miniature release creates no workspace
 
 
 def test_flashinfer_with_the_sm12x_kernel_is_no_warning_and_no_refusal(mini: Path) -> None:
     fake_flashinfer(mini.parent, "0.6.18", [9, 10, 12])
     (mini / FUSION).write_bytes(CRASHING_FUSION)
     tree = tree_of(mini)
-    assert fused_path.fused_path_warnings(tree) == []
-    assert fused_path.missing_kernel_refusal(tree) is None
+    assert kernel_blockers.fused_path_warnings(tree) == []
+    assert kernel_blockers.missing_kernel_refusal(tree) is None
 
 
 def test_flashinfer_that_nothing_can_judge_is_no_warning_and_no_refusal(mini: Path) -> None:
@@ -207,18 +209,18 @@ def test_flashinfer_that_nothing_can_judge_is_no_warning_and_no_refusal(mini: Pa
     (mini.parent / "flashinfer" / "jit" / "comm.py").write_text("def something_else():\n    pass\n")
     tree = tree_of(mini)
     assert tree.flashinfer_facts.found and tree.flashinfer_facts.sm12x_kernel is None
-    assert fused_path.fused_path_warnings(tree) == []
-    assert fused_path.missing_kernel_refusal(tree) is None
+    assert kernel_blockers.fused_path_warnings(tree) == []
+    assert kernel_blockers.missing_kernel_refusal(tree) is None
 
 
 def test_flashinfer_without_the_kernel_on_a_release_of_unknown_effect(mini: Path) -> None:
     source = old_flashinfer(mini)
     tree = tree_of(mini)
-    assert fused_path.fused_path_warnings(tree) == [
+    assert kernel_blockers.fused_path_warnings(tree) == [
         f"FlashInfer 0.6.16 does not build the trtllm allreduce for SM12x ({source}); the first that does is "
         f"0.6.17 (flashinfer#3903). {NO_KERNEL_JIT}"
     ]
-    assert fused_path.missing_kernel_refusal(tree) == (
+    assert kernel_blockers.missing_kernel_refusal(tree) == (
         f"refusing to patch, nothing was written: FlashInfer 0.6.16 has no SM12x allreduce kernel ({source}), and "
         f"fusion cannot run on SM12x with it; {WORKS}"
     )
@@ -228,10 +230,10 @@ def test_flashinfer_without_the_kernel_on_a_release_that_would_not_start(mini: P
     source = old_flashinfer(mini)
     (mini / FUSION).write_bytes(CRASHING_FUSION)
     tree = tree_of(mini)
-    assert fused_path.missing_kernel_effect(tree) == f"sglang 0.5.11 {CRASH}"
-    (warning,) = fused_path.fused_path_warnings(tree)
+    assert kernel_blockers.missing_kernel_effect(tree) == f"sglang 0.5.11 {CRASH}"
+    (warning,) = kernel_blockers.fused_path_warnings(tree)
     assert f"With fusion on, sglang 0.5.11 {CRASH}. Upgrade:" in warning
-    assert fused_path.missing_kernel_refusal(tree) == (
+    assert kernel_blockers.missing_kernel_refusal(tree) == (
         f"refusing to patch, nothing was written: FlashInfer 0.6.16 has no SM12x allreduce kernel ({source}), and "
         f"sglang 0.5.11 {CRASH}; {WORKS}"
     )
@@ -241,8 +243,8 @@ def test_a_release_and_a_flashinfer_of_no_version_are_named_as_such(mini: Path) 
     source = old_flashinfer(mini, with_version=False)
     (mini / FUSION).write_bytes(CRASHING_FUSION)
     tree = tree_of(mini, version=None)
-    assert fused_path.missing_kernel_effect(tree) == f"sglang (unknown version) {CRASH}"
-    assert fused_path.missing_kernel_refusal(tree) == (
+    assert kernel_blockers.missing_kernel_effect(tree) == f"sglang (unknown version) {CRASH}"
+    assert kernel_blockers.missing_kernel_refusal(tree) == (
         f"refusing to patch, nothing was written: the installed FlashInfer has no SM12x allreduce kernel ({source}), "
         f"and sglang (unknown version) {CRASH}; {WORKS}"
     )
@@ -255,8 +257,10 @@ def test_a_fusion_module_that_cannot_be_read_has_no_effect_to_tell(mini: Path, h
     if how == "a folder":
         (mini / FUSION).mkdir()
     tree = tree_of(mini)
-    assert fused_path.missing_kernel_effect(tree) is None
-    assert f"({source}), and fusion cannot run on SM12x with it; " in (fused_path.missing_kernel_refusal(tree) or "")
+    assert kernel_blockers.missing_kernel_effect(tree) is None
+    assert f"({source}), and fusion cannot run on SM12x with it; " in (
+        kernel_blockers.missing_kernel_refusal(tree) or ""
+    )
 
 
 # --- this host's GPUs -----------------------------------------------------------------------------
@@ -273,7 +277,7 @@ def with_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus: list[tuple[
 
 def test_no_nvidia_smi_is_fine_for_an_image_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with_gpus(tmp_path, monkeypatch, None)
-    assert fused_path.gpu_note(5) == (
+    assert kernel_blockers.gpu_note(5) == (
         "no NVIDIA GPU seen (nvidia-smi is not on PATH): fine for an image build; the patches act on SM12x hosts"
     )
 
@@ -293,7 +297,7 @@ def test_gpus_that_are_not_sm12x_are_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus: list[tuple[str, str]], shown: str
 ) -> None:
     with_gpus(tmp_path, monkeypatch, gpus)
-    assert fused_path.gpu_note(5) == (
+    assert kernel_blockers.gpu_note(5) == (
         f"no SM12x GPU seen by nvidia-smi ({shown}): the patches change nothing at run time here"
     )
 
@@ -308,7 +312,7 @@ def test_an_sm12x_gpu_or_one_of_unknown_capability_needs_no_note(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus: list[tuple[str, str]]
 ) -> None:
     with_gpus(tmp_path, monkeypatch, gpus)
-    assert fused_path.gpu_note(5) is None
+    assert kernel_blockers.gpu_note(5) is None
 
 
 # --- planning, drift, Ctrl-C ----------------------------------------------------------------------
@@ -367,14 +371,14 @@ def test_a_refusal_comes_before_drift_and_a_clean_plan_has_no_reason(mini: Path)
 
 def test_what_an_interrupt_left_behind(mini: Path) -> None:
     tree = tree_of(mini)
-    assert saved_state.interrupted_note(None) == "interrupted before sglang was found; nothing was written"
-    assert saved_state.interrupted_note(tree) == (
+    assert state_report.interrupted_note(None) == "interrupted before sglang was found; nothing was written"
+    assert state_report.interrupted_note(tree) == (
         "interrupted; no sglang file was left half-changed (`sm120patch verify` says where the patches stand)"
     )
     journal = StateDir(mini).journal_path
     journal.parent.mkdir()
     journal.write_text("{}")
-    assert saved_state.interrupted_note(tree) == (
+    assert state_report.interrupted_note(tree) == (
         "interrupted while sglang's files were being replaced: each is either as before or fully replaced, "
         f"and the next `sm120patch apply` or `sm120patch revert` finishes what was started ({journal})"
     )

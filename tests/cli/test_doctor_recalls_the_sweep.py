@@ -8,9 +8,9 @@ from typing import NoReturn
 
 import pytest
 
+from sm120patch.patcher.exports import tree_states
 from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.plan import gate_sweep
-from sm120patch.patcher.states import tree_states
 from sm120patch.sglang.tree import from_directory
 from tests.cli.test_unknown_sm_checks import NEW_MODULE, NEW_SOURCE
 from tests.support.cli import jrun
@@ -49,7 +49,7 @@ def test_the_recalled_sweep_is_the_sweep_apply_recorded(mini: Path) -> None:
     directories, files and kept files that tell whether the tree is still as it was swept."""
     from sm120patch.patcher.commands.planning import plan_tree
     from sm120patch.patcher.plan.registry import all_patches
-    from sm120patch.patcher.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state_dir import StateDir
 
     applied_with_a_gate_no_patch_owns(mini)
     tree, state = from_directory(mini), StateDir(mini)

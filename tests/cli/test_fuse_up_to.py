@@ -16,8 +16,8 @@ from sm120patch.bench.fuse_limit import server_limits
 from sm120patch.bench.kernel import saved
 from sm120patch.doctor.token_limit import token_limit as doctor_token_limit
 from sm120patch.errors import EnvironmentProblem
+from sm120patch.patcher.exports import patch_states
 from sm120patch.patcher.plan.token_limit import mismatch
-from sm120patch.patcher.states import patch_states
 from sm120patch.sglang.tree import from_directory
 from tests.support.cli import jrun, run
 from tests.support.mini_sglang import COMM, FILES, write_mini_sglang

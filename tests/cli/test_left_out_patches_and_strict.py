@@ -13,7 +13,7 @@ import pytest
 
 from sm120patch.bench.kernel.command import keep_off
 from sm120patch.bench.kernel.verdict import KEEP_OFF_DEFAULT
-from sm120patch.doctor.launch import escape
+from sm120patch.doctor.launch_advice import escape
 from sm120patch.sglang.options import HATCH
 from tests.support.cli import jrun, run, tree_hashes
 from tests.support.fakes import fake_flashinfer

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.patcher.transaction.state import StateDir
+from sm120patch.patcher.transaction.state_dir import StateDir
 from tests.support.cli import apply_all, revert_tree, verify_tree
 from tests.support.mini_sglang import COMM, FILES, FUSION, SERVER_ARGS
 

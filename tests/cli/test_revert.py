@@ -132,7 +132,7 @@ def test_a_lock_file_made_while_the_state_is_removed_stays_and_the_revert_is_don
     """An apply that waited on the lock makes a new lock file once revert removed the one it
     held: the state folder is then not empty and stays, holding that file only; the revert
     is still done, and the waiting apply goes on in that folder."""
-    from sm120patch.patcher.transaction import state as state_module
+    from sm120patch.patcher.transaction import state_dir as state_module
 
     applied(mini)
     root = mini / ".sm120patch"
@@ -453,7 +453,7 @@ def test_without_a_usable_record_the_unknown_files_say_why(mini: Path) -> None:
 
 
 def test_a_state_of_another_release_that_cannot_be_removed_says_where(mini: Path, monkeypatch) -> None:
-    from sm120patch.patcher.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state_dir import StateDir
 
     applied(mini)
     upgrade(mini, "0.5.12")
@@ -504,7 +504,7 @@ def test_a_state_saved_before_the_version_appeared_is_restored_byte_for_byte(min
 def test_a_kept_aside_state_whose_files_are_in_place_is_restored_and_named(mini: Path) -> None:
     """A state set aside (by an earlier sm120patch that took a version change for an upgrade)
     while the files it wrote stayed in place: revert restores from it and says from where."""
-    from sm120patch.patcher.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state_dir import StateDir
 
     without_install_metadata(mini)
     applied(mini)
@@ -571,7 +571,7 @@ def test_a_kept_aside_state_with_a_file_changed_since_is_refused_then_forced_nam
     """A state set aside while two of its files still hold what apply wrote and one was edited
     since: refused as for the saved state, naming the folder, nothing moved; --force restores
     from it, keeping the edited file aside, and drops it."""
-    from sm120patch.patcher.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state_dir import StateDir
 
     without_install_metadata(mini)
     applied(mini)
@@ -603,7 +603,7 @@ def test_a_kept_aside_state_none_of_whose_files_holds_its_writing_is_named_not_r
     """Every patched file edited since: no file says the kept state is this tree's, so nothing
     is restored from it, and the refusal says where its backups are rather than that none is
     left."""
-    from sm120patch.patcher.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state_dir import StateDir
 
     without_install_metadata(mini)
     applied(mini)
@@ -651,7 +651,7 @@ def test_a_saved_state_of_another_version_over_edited_patched_files_is_refused_a
 def test_only_a_kept_aside_state_in_place_is_restored_the_others_stay_kept(mini: Path) -> None:
     """Two states kept aside, the newer one of files no longer there (its after-hashes match
     nothing): the one whose written files are in place is restored, the other stays kept."""
-    from sm120patch.patcher.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state_dir import StateDir
 
     without_install_metadata(mini)
     applied(mini)
@@ -689,7 +689,7 @@ def test_a_kept_aside_state_of_another_release_whose_backups_record_disowns_is_r
 ) -> None:
     """A state kept aside under 0.5.10 whose files are in place on a 0.5.11 wheel: a backup
     that is not the file RECORD lists is another release's original, so nothing is restored."""
-    from sm120patch.patcher.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state_dir import StateDir
 
     applied(mini)
     aside = StateDir(mini).set_aside("0.5.10")
@@ -707,7 +707,7 @@ def test_a_kept_aside_state_of_another_release_whose_backups_record_disowns_is_r
 
 
 def test_a_kept_aside_state_of_another_release_whose_backups_record_lists_is_restored(mini: Path) -> None:
-    from sm120patch.patcher.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state_dir import StateDir
 
     applied(mini)
     aside = StateDir(mini).set_aside("0.5.10")
@@ -724,7 +724,7 @@ def test_a_kept_aside_state_of_another_release_whose_backups_record_lists_is_res
 def test_without_record_a_kept_aside_state_of_another_known_release_is_refused(mini: Path) -> None:
     """No RECORD to check the backups against: a kept state is taken only where it knew no
     version or the tree's own."""
-    from sm120patch.patcher.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state_dir import StateDir
 
     without_install_metadata(mini)
     applied(mini)
@@ -774,7 +774,7 @@ def test_an_interrupted_restore_from_a_kept_aside_state_is_finished_and_drops_th
     """Killed as it replaces its second file, a restore from ``stale-*/`` leaves a journal that
     names that folder: the next revert finishes the files and removes the folder, as the
     restore would have, and nothing of sm120patch is left."""
-    from sm120patch.patcher.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state_dir import StateDir
 
     without_install_metadata(mini)
     applied(mini)
@@ -804,7 +804,7 @@ def test_a_kept_aside_state_not_named_by_the_interrupted_restore_stays(
     mini: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Only the folder the journal restored from is dropped: another kept state stays."""
-    from sm120patch.patcher.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state_dir import StateDir
 
     without_install_metadata(mini)
     applied(mini)
@@ -904,7 +904,7 @@ def test_a_kept_state_in_place_is_restored_past_the_saved_state_of_another_relea
     """The files hold what the kept state's apply wrote, and the saved state is another
     release's: revert restores from the kept one, setting the other aside on the way (named,
     and what is left of sm120patch); a dry run moves nothing."""
-    from sm120patch.patcher.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state_dir import StateDir
 
     package = checkout(tmp_path)
     applied(package)
@@ -941,7 +941,7 @@ def test_a_kept_state_in_place_is_restored_past_the_saved_state_of_another_relea
 def test_past_another_releases_state_a_kept_state_with_an_edited_file_needs_force(tmp_path: Path) -> None:
     """As for the saved state: refused naming the kept state (the report shows that state),
     nothing moved; --force keeps the edited file aside and restores from the kept state."""
-    from sm120patch.patcher.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state_dir import StateDir
 
     package = checkout(tmp_path)
     applied(package)
@@ -968,7 +968,7 @@ def test_past_another_releases_state_a_kept_state_with_an_edited_file_needs_forc
 def test_patched_files_no_kept_state_backed_up_have_no_backup_left_and_git_puts_them_back(tmp_path: Path) -> None:
     """The kept state holds a backup of another file only (one back to its original): the two
     files still patched have no backup anywhere, and in a git checkout git restores them."""
-    from sm120patch.patcher.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state_dir import StateDir
 
     package = checkout(tmp_path)
     applied(package)
@@ -992,7 +992,7 @@ def test_patched_files_no_kept_state_backed_up_have_no_backup_left_and_git_puts_
 def test_a_kept_state_restored_from_that_cannot_be_removed_says_the_files_are_back_and_what_to_remove(
     mini: Path, monkeypatch: pytest.MonkeyPatch, filename: bool
 ) -> None:
-    from sm120patch.patcher.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state_dir import StateDir
 
     applied(mini)
     aside = StateDir(mini).set_aside("0.5.11")

@@ -14,8 +14,8 @@ import pytest
 
 from sm120patch.doctor import checks
 from sm120patch.doctor.findings import Severity
+from sm120patch.patcher.exports import patch_states
 from sm120patch.patcher.kit.model import State
-from sm120patch.patcher.states import patch_states
 from sm120patch.sglang.tree import from_directory
 from tests.support.cli import jrun, run
 from tests.support.mini_sglang import FILES, SERVER_ARGS

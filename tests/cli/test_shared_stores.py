@@ -18,8 +18,8 @@ from sm120patch.patcher.commands.apply import apply
 from sm120patch.patcher.commands.revert import revert
 from sm120patch.patcher.plan.registry import all_patches
 from sm120patch.patcher.transaction import fsutil, journal, links
-from sm120patch.patcher.transaction import state as state_module
-from sm120patch.patcher.transaction.state import StateDir
+from sm120patch.patcher.transaction import state_dir as state_module
+from sm120patch.patcher.transaction.state_dir import StateDir
 from sm120patch.runner.locate import _from_probe
 from sm120patch.runner.remote import find_sglang
 from sm120patch.sglang.tree import from_directory

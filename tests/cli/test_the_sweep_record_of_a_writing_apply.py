@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from sm120patch.patcher.transaction.state import StateDir
+from sm120patch.patcher.transaction.state_dir import StateDir
 from tests.cli.test_unknown_sm_checks import NEW_MODULE, NEW_SOURCE, NEW_WARNING
 from tests.support import oserrors
 from tests.support.cli import jrun

@@ -14,12 +14,12 @@ import pytest
 
 from sm120patch.doctor.checks import sm_checks
 from sm120patch.doctor.diagnose import diagnose
+from sm120patch.patcher.exports import tree_states
 from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.plan import gate_sweep
-from sm120patch.patcher.plan.current import judge
+from sm120patch.patcher.plan.current import read_state
 from sm120patch.patcher.plan.gate_sweep import sweep_tree
-from sm120patch.patcher.states import tree_states
-from sm120patch.patcher.transaction.state import StateDir
+from sm120patch.patcher.transaction.state_dir import StateDir
 from sm120patch.sglang.fusion_path import KNOWN_GATES, ON_PATH
 from sm120patch.sglang.tree import from_directory
 from tests.doctor.facts import host_with
@@ -129,7 +129,7 @@ def test_patched_mini_release_is_clean_and_its_pending_gates_are_owned(mini: Pat
 def test_the_record_is_used_while_the_tree_holds_and_dropped_when_it_does_not(gated: Path) -> None:
     assert jrun("apply", "--sglang-path", str(gated))[0] == 0
     tree = from_directory(gated)
-    judged = judge(tree)
+    judged = read_state(tree)
     found = sweep_tree(tree, judged.plan, judged.manifest, judged.by_hash)
     assert judged.by_hash and found.recalled and len(found.unknown) == 2
     # A file added beside the others changes its directory: swept again, and reported.
@@ -148,7 +148,7 @@ def test_the_record_is_used_while_the_tree_holds_and_dropped_when_it_does_not(ga
 def test_an_edit_in_place_of_a_kept_file_is_swept_again(gated: Path) -> None:
     assert jrun("apply", "--sglang-path", str(gated))[0] == 0
     tree = from_directory(gated)
-    judged = judge(tree)
+    judged = read_state(tree)
     with open(gated / NEW_MODULE, "r+") as fh:  # in place: the directory's mtime stays
         text = fh.read()
         fh.seek(0)
@@ -164,7 +164,7 @@ def test_an_edit_in_place_that_keeps_the_mtime_of_a_file_with_no_sm_term_is_swep
     plain.write_text("def allreduce_fusion_enabled():\n    return True\n")
     assert jrun("apply", "--sglang-path", str(gated))[0] == 0
     tree = from_directory(gated)
-    judged = judge(tree)
+    judged = read_state(tree)
     assert sweep_tree(tree, judged.plan, judged.manifest, judged.by_hash).recalled
     before = plain.stat()
     with open(plain, "r+") as fh:
@@ -181,7 +181,7 @@ def test_a_copy_that_keeps_mtimes_is_swept_again(gated: Path, tmp_path: Path) ->
     copy = tmp_path / "copy" / "sglang"
     shutil.copytree(gated, copy, copy_function=shutil.copy2, symlinks=True)  # as cp -a
     tree = from_directory(copy)
-    judged = judge(tree)
+    judged = read_state(tree)
     assert not sweep_tree(tree, judged.plan, judged.manifest, True).recalled
 
 
@@ -203,7 +203,7 @@ def test_what_cannot_be_swept_is_a_warning_not_a_silent_pass(
     (gated / "srt/layers/allreduce_denied.py").write_text("x = 1\n")
     monkeypatch.setattr(gate_sweep, "_read", denied)
     tree = from_directory(gated)
-    judged = judge(tree)
+    judged = read_state(tree)
     unread = sweep_tree(tree, judged.plan, judged.manifest, judged.by_hash).unread
     assert sorted(unread) == [
         "sglang/srt/layers/allreduce_denied.py cannot be read (Permission denied): not swept for SM checks",

@@ -232,15 +232,15 @@ def test_verify_shows_the_saved_state_it_judged_by(mini: Path) -> None:
 def test_each_file_is_reported_as_judged_not_as_read_again(mini: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file another tool rewrites just after verify read it: its hash is that of the bytes judged."""
     judged_bytes = (mini / COMM).read_bytes()
-    real_judge = verify_module.judge
+    real_judge = verify_module.read_state
 
     def judge_then_rewrite(tree: object) -> object:
-        """Fake: ``judge``, then another tool writes the gate file."""
+        """Fake: ``read_state``, then another tool writes the gate file."""
         judged = real_judge(tree)
         (mini / COMM).write_text(FILES[COMM] + "# written after verify read it\n")
         return judged
 
-    monkeypatch.setattr(verify_module, "judge", judge_then_rewrite)
+    monkeypatch.setattr(verify_module, "read_state", judge_then_rewrite)
     outcome = verify(from_directory(mini))
     hashes = {f.rel: f.sha256 for f in outcome.files}
     assert hashes[COMM] == sha256(judged_bytes)

@@ -115,7 +115,7 @@ def test_a_state_an_earlier_sm120patch_set_aside_is_restored_from_where_it_was_k
     """Where an earlier sm120patch left a user: the state of "sglang (unknown version)" moved to
     ``stale-unknown-*/`` once the version appeared, the three files still patched.  revert
     restores them from there, byte for byte, and names the folder; nothing of it is left."""
-    from sm120patch.patcher.transaction.state import StateDir
+    from sm120patch.patcher.transaction.state_dir import StateDir
 
     package = checkout(tmp_path / "sglang-src")
     rels = apply_unknown(package)

@@ -18,8 +18,8 @@ from sm120patch.doctor.diagnose import diagnose, refusal
 from sm120patch.doctor.findings import DoctorReport, HostFinding, Severity
 from sm120patch.doctor.host import DriverFacts, Host, parse_host_facts
 from sm120patch.doctor.render import doctor_json
+from sm120patch.patcher.exports import patch_states
 from sm120patch.patcher.kit.model import State
-from sm120patch.patcher.states import patch_states
 from sm120patch.runner.gpus import Gpu, GpuReport
 from sm120patch.sglang.options import PCIE_IPC_MODULE
 from sm120patch.sglang.tree import from_directory

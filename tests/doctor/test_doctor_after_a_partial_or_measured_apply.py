@@ -10,7 +10,7 @@ import pytest
 
 from sm120patch.doctor.diagnose import diagnose
 from sm120patch.doctor.findings import HostFinding, Severity
-from sm120patch.patcher.states import patch_states
+from sm120patch.patcher.exports import patch_states
 from sm120patch.runner.gpus import Gpu
 from sm120patch.sglang.tree import from_directory
 from tests.cli.test_fuse_up_to import LIMITED, save_recorded

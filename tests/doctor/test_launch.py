@@ -1,4 +1,4 @@
-"""``doctor.launch``: the serving interpreter, the release's fusion options, and the
+"""``doctor.launch_advice``: the serving interpreter, the release's fusion options, and the
 launch and TP findings."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.doctor import launch
+from sm120patch.doctor import launch_advice
 from sm120patch.doctor.findings import HostFinding, Severity
 from sm120patch.runner.locate import default_python
 from sm120patch.sglang import options
@@ -54,15 +54,15 @@ def test_release_options_without_argument_code(tmp_path: Path) -> None:
 
 def test_launch_names_the_flag_and_the_hatch(tmp_path: Path) -> None:
     tree = tree_with(tmp_path, "")
-    [new] = launch.launch(tree, BACKEND)
+    [new] = launch_advice.launch(tree, BACKEND)
     assert new.severity is Severity.INFO
     assert new.summary == "turn fusion on with --flashinfer-allreduce-fusion-backend trtllm"
     assert new.detail.startswith("auto resolves to trtllm") and options.HATCH in new.detail
     assert new.source == f"{tree.path('srt/server_args.py')} (and arg_groups/)"
-    [old] = launch.launch(tree, OLD)
+    [old] = launch_advice.launch(tree, OLD)
     assert old.summary == "turn fusion on with --enable-flashinfer-allreduce-fusion"
     assert old.detail.startswith("no option turns off the auto-enable here")
-    [none] = launch.launch(tree, set())
+    [none] = launch_advice.launch(tree, set())
     assert none.severity is Severity.WARNING and none.summary == "no fusion option found in this release's arguments"
 
 
@@ -81,19 +81,19 @@ def test_launch_names_the_flag_and_the_hatch(tmp_path: Path) -> None:
     ],
 )
 def test_tp(size: int, severity: Severity, summary: str) -> None:
-    [finding] = launch.tp(size, BACKEND)
+    [finding] = launch_advice.tp(size, BACKEND)
     assert (finding.severity, finding.summary) == (severity, summary)
     if size > 1:
         assert f"`sm120patch bench kernel --tp {size}`" in finding.detail
 
 
 def test_tp_says_nothing_without_tp_or_a_fusion_option() -> None:
-    assert launch.tp(None, BACKEND) == [] and launch.tp(4, set()) == []
+    assert launch_advice.tp(None, BACKEND) == [] and launch_advice.tp(4, set()) == []
 
 
 def test_tp_above_two_names_the_escape_of_this_release() -> None:
-    assert launch.tp(4, BACKEND)[0].detail.endswith(launch.escape(BACKEND))
-    assert launch.tp(4, OLD)[0].detail.endswith(launch.escape(OLD))
+    assert launch_advice.tp(4, BACKEND)[0].detail.endswith(launch_advice.escape(BACKEND))
+    assert launch_advice.tp(4, OLD)[0].detail.endswith(launch_advice.escape(OLD))
 
 
 def test_default_python(tmp_path: Path) -> None:
@@ -162,18 +162,18 @@ def test_only_an_annotated_field_of_that_name_is_an_option(tmp_path: Path) -> No
     ],
 )
 def test_fusion_flag(options: set[str], flag: tuple[str, str] | None) -> None:
-    assert launch.fusion_flag(options) == flag
+    assert launch_advice.fusion_flag(options) == flag
 
 
 def test_escape() -> None:
-    assert launch.escape({options.HATCH}) == HATCH_NOTE
-    assert launch.escape(OLD) == NO_HATCH
+    assert launch_advice.escape({options.HATCH}) == HATCH_NOTE
+    assert launch_advice.escape(OLD) == NO_HATCH
 
 
 def test_launch_findings_in_full(tmp_path: Path) -> None:
     tree = tree_with(tmp_path, "")
     source = f"{tree.path('srt/server_args.py')} (and arg_groups/)"
-    assert launch.launch(tree, BACKEND) == [
+    assert launch_advice.launch(tree, BACKEND) == [
         HostFinding(
             "launch",
             Severity.INFO,
@@ -182,12 +182,12 @@ def test_launch_findings_in_full(tmp_path: Path) -> None:
             source,
         )
     ]
-    assert launch.launch(tree, {options.ENABLE, options.HATCH}) == [
+    assert launch_advice.launch(tree, {options.ENABLE, options.HATCH}) == [
         HostFinding(
             "launch", Severity.INFO, "turn fusion on with --enable-flashinfer-allreduce-fusion", HATCH_NOTE, source
         )
     ]
-    assert launch.launch(tree, {options.BACKEND}) == [
+    assert launch_advice.launch(tree, {options.BACKEND}) == [
         HostFinding(
             "launch",
             Severity.INFO,
@@ -196,15 +196,15 @@ def test_launch_findings_in_full(tmp_path: Path) -> None:
             source,
         )
     ]
-    assert launch.launch(tree, {options.HATCH}) == [
+    assert launch_advice.launch(tree, {options.HATCH}) == [
         HostFinding("launch", Severity.WARNING, "no fusion option found in this release's arguments", "", source)
     ]
 
 
 def test_tp_findings_in_full() -> None:
     one = HostFinding("tp", Severity.INFO, "TP 1: no allreduce to fuse", "", "--tp")
-    assert launch.tp(1, BACKEND) == [one] and launch.tp(0, OLD) == [one]
-    assert launch.tp(2, OLD) == [
+    assert launch_advice.tp(1, BACKEND) == [one] and launch_advice.tp(0, OLD) == [one]
+    assert launch_advice.tp(2, OLD) == [
         HostFinding(
             "tp",
             Severity.INFO,
@@ -214,7 +214,7 @@ def test_tp_findings_in_full() -> None:
             "sglang#30700 (comment), sglang#32330",
         )
     ]
-    assert launch.tp(3, BACKEND) == [
+    assert launch_advice.tp(3, BACKEND) == [
         HostFinding(
             "tp",
             Severity.WARNING,
@@ -225,7 +225,7 @@ def test_tp_findings_in_full() -> None:
             "sglang#32330 (closing comment)",
         )
     ]
-    assert launch.tp(2, {options.HATCH}) == []  # no flag to turn fusion on: no advice
+    assert launch_advice.tp(2, {options.HATCH}) == []  # no flag to turn fusion on: no advice
 
 
 def test_default_python_takes_an_empty_python_as_none(tmp_path: Path) -> None:

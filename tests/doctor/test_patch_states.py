@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sm120patch.patcher.exports import patch_states
 from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.plan.registry import all_patches
-from sm120patch.patcher.states import patch_states
 from sm120patch.sglang.tree import from_directory
 from tests.support.mini_sglang import FILES, write_mini_sglang
 

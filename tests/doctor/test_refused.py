@@ -13,7 +13,7 @@ import pytest
 from sm120patch.doctor.diagnose import diagnose
 from sm120patch.doctor.findings import Severity
 from sm120patch.doctor.render import doctor_json
-from sm120patch.patcher.states import patch_states
+from sm120patch.patcher.exports import patch_states
 from sm120patch.sglang.tree import from_directory
 from tests.doctor.facts import host_with
 from tests.doctor.hostfakes import fake_nvidia_smi, two_rtx

@@ -17,8 +17,8 @@ from sm120patch.patcher.runtime import (
     TorchImport,
     check,
     dotted,
-    judge,
     parse,
+    runtime_verdict,
     spelling,
 )
 from sm120patch.sglang.tree import from_directory
@@ -97,14 +97,14 @@ def test_an_odd_module_entry_is_a_failed_import(entry: object, module: ModuleImp
 
 
 def test_judge_a_passed_check() -> None:
-    code, line = judge(parse(PASSED, 0), "/env/bin/python")
+    code, line = runtime_verdict(parse(PASSED, 0), "/env/bin/python")
     assert code is ExitCode.OK
     assert line == (
         "runtime: get_platform().is_sm120 = True in /env/bin/python (cc 12.0): this host takes the SM12x "
         "branches; every patched module imports"
     )
     no_gpu = parse({**PASSED, "torch": {"ok": True}, "probe": {"ok": True, "expression": "x", "value": False}}, 0)
-    assert judge(no_gpu, "py")[1] == (
+    assert runtime_verdict(no_gpu, "py")[1] == (
         "runtime: x = False in py (no CUDA GPU visible to torch): this host does not take the SM12x branches; "
         "every patched module imports"
     )
@@ -124,14 +124,14 @@ def test_judge_a_passed_check() -> None:
     ],
 )
 def test_judge_a_failed_check(index: int, code: ExitCode, start: str) -> None:
-    got, headline = judge(parse(ANSWERS[index], 1), "py")
+    got, headline = runtime_verdict(parse(ANSWERS[index], 1), "py")
     assert got is code and headline.startswith(start)
 
 
 def test_judge_steps_not_reached() -> None:
-    assert judge(RuntimeCheck(None, None, None, None, (), 3), "py")[0] is ExitCode.ENVIRONMENT
+    assert runtime_verdict(RuntimeCheck(None, None, None, None, (), 3), "py")[0] is ExitCode.ENVIRONMENT
     torch_only = RuntimeCheck(None, TorchImport(True), None, None, (), 4)
-    assert judge(torch_only, "py") == (
+    assert runtime_verdict(torch_only, "py") == (
         ExitCode.NOT_AS_ASKED,
         "sglang does not import in py: None (is this the interpreter that serves sglang, with its dependencies?)",
     )
@@ -142,23 +142,26 @@ def test_judge_steps_not_reached() -> None:
 
 def test_judge_headlines_in_full() -> None:
     torch_missing = RuntimeCheck(None, None, None, None, (), 3)
-    assert judge(torch_missing, "py") == (
+    assert runtime_verdict(torch_missing, "py") == (
         ExitCode.ENVIRONMENT,
         "torch does not import in py (None): the runtime check needs the interpreter that serves sglang (--python)",
     )
     failed_torch = parse({**PASSED, "torch": {"ok": False, "error": "E"}, "sglang": {"ok": False}}, 3)
-    assert judge(failed_torch, "py") == (
+    assert runtime_verdict(failed_torch, "py") == (
         ExitCode.ENVIRONMENT,
         "torch does not import in py (E): the runtime check needs the interpreter that serves sglang (--python)",
     )
-    assert judge(parse(ANSWERS[3], 4), "py") == (
+    assert runtime_verdict(parse(ANSWERS[3], 4), "py") == (
         ExitCode.NOT_AS_ASKED,
         "sglang does not import in py: ModuleNotFoundError: x (is this the interpreter that serves sglang, with its "
         "dependencies?)",
     )
     no_probe = RuntimeCheck(None, TorchImport(True), SglangImport(True), None, (), 0)
-    assert judge(no_probe, "py") == (ExitCode.NOT_AS_ASKED, "the release's SM120 probe failed in py: None")
-    assert judge(parse(ANSWERS[4], 0), "py") == (ExitCode.NOT_AS_ASKED, "the release's SM120 probe failed in py: E")
+    assert runtime_verdict(no_probe, "py") == (ExitCode.NOT_AS_ASKED, "the release's SM120 probe failed in py: None")
+    assert runtime_verdict(parse(ANSWERS[4], 0), "py") == (
+        ExitCode.NOT_AS_ASKED,
+        "the release's SM120 probe failed in py: E",
+    )
 
 
 def test_judge_names_the_first_module_that_does_not_import() -> None:
@@ -168,12 +171,15 @@ def test_judge_names_the_first_module_that_does_not_import() -> None:
         {"module": "c", "ok": False, "error": "ImportError: c"},
     ]
     result = parse({**PASSED, "modules": modules, "probe": {"ok": False, "error": "E"}}, 0)
-    assert judge(result, "py") == (ExitCode.NOT_AS_ASKED, "the patched tree does not import in py: b: ImportError: b")
+    assert runtime_verdict(result, "py") == (
+        ExitCode.NOT_AS_ASKED,
+        "the patched tree does not import in py: b: ImportError: b",
+    )
 
 
 def test_judge_shows_the_capability_torch_reports() -> None:
     gb10 = parse({**PASSED, "torch": {"ok": True, "capability": [12, 1]}}, 0)
-    assert "in py (cc 12.1): this host takes the SM12x branches" in judge(gb10, "py")[1]
+    assert "in py (cc 12.1): this host takes the SM12x branches" in runtime_verdict(gb10, "py")[1]
 
 
 # --- odd answers --------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ import pytest
 
 from sm120patch.doctor.findings import Severity
 from sm120patch.doctor.token_limit import token_limit
-from sm120patch.patcher.states import patch_states
-from sm120patch.patcher.transaction.state import StateDir
+from sm120patch.patcher.exports import patch_states
+from sm120patch.patcher.transaction.state_dir import StateDir
 from sm120patch.runner.gpus import Gpu
 from sm120patch.sglang.tree import from_directory
 from tests.cli.test_fuse_up_to import LIMITED, save_recorded

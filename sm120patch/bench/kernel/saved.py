@@ -20,7 +20,7 @@ from typing import Any
 from sm120patch.bench.kernel.measure import FUSED, UNFUSED, variants
 from sm120patch.bench.kernel.verdict import NOISE_PCT, Crossover, Point, crossover
 from sm120patch.errors import EnvironmentProblem
-from sm120patch.patcher.states import BENCH_RESULT, StateDir, gate_rel
+from sm120patch.patcher.exports import BENCH_RESULT, StateDir, gate_rel
 from sm120patch.sglang.tree import SglangTree
 
 SGLANGS = "sglang's unfused path"

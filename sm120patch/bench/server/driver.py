@@ -257,7 +257,7 @@ def probe_env(package_dir: Path, first: tuple[Path, ...] = ()) -> dict[str, str]
 
 
 def run_env(hook_dir: Path, count_dir: Path, package_dir: Path, token_limit: int | None = None) -> dict[str, str]:
-    from sm120patch.patcher.states import gate_modules
+    from sm120patch.patcher.exports import gate_modules
 
     env = probe_env(package_dir, (hook_dir,))
     env[server_hook.COUNT_DIR_ENV] = str(count_dir)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from sm120patch.errors import EnvironmentProblem, ExitCode
 from sm120patch.patcher.commands import shared_files
-from sm120patch.patcher.commands.fused_path import (
+from sm120patch.patcher.commands.kernel_blockers import (
     HOST_HINT,
     fused_path_warnings,
     gpu_note,
@@ -19,7 +19,7 @@ from sm120patch.patcher.commands.planning import (
     plan_tree,
     why_not_written,
 )
-from sm120patch.patcher.commands.saved_state import (
+from sm120patch.patcher.commands.state_report import (
     file_statuses,
     set_aside,
     state_summary,
@@ -47,7 +47,7 @@ from sm120patch.patcher.transaction.journal import (
     stage,
     unchanged,
 )
-from sm120patch.patcher.transaction.state import Manifest, StateDir
+from sm120patch.patcher.transaction.state_dir import Manifest, StateDir
 from sm120patch.runner import DEFAULT_TIMEOUT_S
 from sm120patch.sglang.tree import SglangTree
 
@@ -100,14 +100,14 @@ def apply(
     notes_so_far, warnings_so_far = list(outcome.notes), list(outcome.warnings)
     swept: list[Sweep] = []  # the sweep of SM checks of the tree as judged
 
-    def judge() -> Plan | None:
+    def plan_under_lock() -> Plan | None:
         outcome.notes = list(notes_so_far)  # judged again when a writer began meanwhile
         outcome.warnings = list(warnings_so_far)
         explicit = token_limit is not None or auto_enable_tp is not None
         return _judge(outcome, state, patches, selected, dry_run, strict, refusal, swept, read, asks, explicit)
 
     # Judged while no apply or revert is writing (the lock, shared): what it finds is true.
-    plan = state.consistent(judge)
+    plan = state.consistent(plan_under_lock)
     if plan is None:
         if outcome.plan is not None and outcome.exit_code == ExitCode.OK and not dry_run:
             adopted = _refresh_record(

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from sm120patch.errors import EnvironmentProblem, ExitCode, NotAsAsked
 from sm120patch.patcher.commands.planning import plan_tree
-from sm120patch.patcher.commands.saved_state import file_statuses, set_aside, state_summary, version_text
+from sm120patch.patcher.commands.state_report import file_statuses, set_aside, state_summary, version_text
 from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.outcome import Command, Outcome
 from sm120patch.patcher.plan.registry import all_patches
@@ -15,7 +15,7 @@ from sm120patch.patcher.transaction import links
 from sm120patch.patcher.transaction.fsutil import remove_tree, sha256, sha256_file
 from sm120patch.patcher.transaction.identity import holds_its_writing, not_this_release, same_tree
 from sm120patch.patcher.transaction.journal import Entry, Op, check_writable, commit, interrupted, recover, remove_temps
-from sm120patch.patcher.transaction.state import BENCH_RESULT, Manifest, StateDir
+from sm120patch.patcher.transaction.state_dir import BENCH_RESULT, Manifest, StateDir
 from sm120patch.sglang.tree import InstallKind, SglangTree
 
 if TYPE_CHECKING:

@@ -7,24 +7,24 @@ import sys
 
 from sm120patch.errors import ExitCode
 from sm120patch.patcher.commands import shared_files
-from sm120patch.patcher.commands.fused_path import (
+from sm120patch.patcher.commands.kernel_blockers import (
     HOST_HINT,
     fused_path_warnings,
 )
 from sm120patch.patcher.commands.revert import FORCE
-from sm120patch.patcher.commands.saved_state import (
+from sm120patch.patcher.commands.state_report import (
     file_statuses,
     state_summary,
     version_text,
 )
 from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.outcome import Command, FileStatus, Outcome
-from sm120patch.patcher.plan.current import judge
+from sm120patch.patcher.plan.current import read_state
 from sm120patch.patcher.plan.gate_sweep import prefetch, sweep_tree
 from sm120patch.patcher.plan.left_out import left_out, shut_warning
 from sm120patch.patcher.plan.token_limit import limit_note
 from sm120patch.patcher.plan.types import Plan
-from sm120patch.patcher.transaction.state import Manifest, StateDir
+from sm120patch.patcher.transaction.state_dir import Manifest, StateDir
 from sm120patch.sglang.tree import SglangTree
 
 #: Starts the warning that ``revert`` will refuse a file changed since apply: matched by scripts.
@@ -37,7 +37,7 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None, strict: bool 
     SM check no patch owns, FlashInfer without the kernel) is exit 1 too."""
     state = StateDir(tree.package_dir)
     reading = prefetch(tree)  # the sweep's reading, beside the parsing
-    judged = judge(tree)
+    judged = read_state(tree)
     plan, manifest = judged.plan, judged.manifest
     outcome = Outcome(
         Command.VERIFY, tree, ExitCode.OK, "", plan, state=state_summary(state, manifest, tree, judged.own)
@@ -168,7 +168,7 @@ def _runtime(outcome: Outcome, timeout: float) -> None:
     assert plan is not None
     python = tree.python or sys.executable
     outcome.runtime = runtime.check(tree, [f.rel for f in plan.files if f.original is not None], python, timeout)
-    code, line = runtime.judge(outcome.runtime, python)
+    code, line = runtime.runtime_verdict(outcome.runtime, python)
     if code is ExitCode.OK:
         outcome.notes.append(line)
     else:

@@ -8,7 +8,7 @@ from sm120patch.patcher.kit.auto_enable_tp import ANY, AT_ANY, AT_TP2, CHOICES, 
 from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.plan.types import PatchReport
 from sm120patch.patcher.transaction.identity import same_tree
-from sm120patch.patcher.transaction.state import Manifest
+from sm120patch.patcher.transaction.state_dir import Manifest
 from sm120patch.sglang.tree import SglangTree
 
 PATCH_ID = "server-args-auto-enable"

@@ -13,7 +13,7 @@ from sm120patch.patcher.plan.token_limit import recorded
 from sm120patch.patcher.plan.trust import trusted_plan
 from sm120patch.patcher.transaction.identity import same_tree
 from sm120patch.patcher.transaction.journal import interrupted
-from sm120patch.patcher.transaction.state import Manifest, StateDir
+from sm120patch.patcher.transaction.state_dir import Manifest, StateDir
 from sm120patch.sglang.tree import SglangTree
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ class Judged:
     own: bool = False  # ``manifest`` is this tree's saved state (``same_tree``, judged once)
 
 
-def judge(tree: SglangTree) -> Judged:
+def read_state(tree: SglangTree) -> Judged:
     """The tree and its saved state read at one moment no apply or revert is writing (the
     tree's lock, shared); a damaged journal or manifest raises what apply and revert say."""
     state = StateDir(tree.package_dir)
@@ -36,7 +36,7 @@ def judge(tree: SglangTree) -> Judged:
 
 
 def current_plan(tree: SglangTree) -> Plan:
-    return judge(tree).plan
+    return read_state(tree).plan
 
 
 def _judge(tree: SglangTree, state: StateDir) -> Judged:

@@ -47,7 +47,7 @@ from sm120patch.patcher.kit.model import Kind, State
 from sm120patch.patcher.plan.registry import by_id
 from sm120patch.patcher.plan.types import Plan
 from sm120patch.patcher.transaction.fsutil import sha256
-from sm120patch.patcher.transaction.state import DIRNAME, Manifest, StateDir
+from sm120patch.patcher.transaction.state_dir import DIRNAME, Manifest, StateDir
 from sm120patch.sglang.fusion_path import FUSION_BYTES, KNOWN_GATES, ON_PATH, SM_BYTES, KnownGate
 from sm120patch.sglang.sm_names import FLAG_NAME, HELPER_NAME, PLATFORM_ATTR, PLATFORM_CALL, SM12X_ARCHS
 from sm120patch.sglang.tree import SglangTree

@@ -35,7 +35,7 @@ from sm120patch.patcher.kit.cst_helpers import (
     module_assignments,
 )
 from sm120patch.patcher.kit.model import FOUND_BY_ROLE, Anchor, Kind, Patch, Releases, State, known_rows
-from sm120patch.patcher.transaction.state import DIRNAME
+from sm120patch.patcher.transaction.state_dir import DIRNAME
 from sm120patch.sglang.layout import files_keeping
 from sm120patch.sglang.tree import SglangTree
 

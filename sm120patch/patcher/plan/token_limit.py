@@ -13,7 +13,7 @@ from typing import Any
 from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.plan.types import PatchReport
 from sm120patch.patcher.transaction.identity import same_tree
-from sm120patch.patcher.transaction.state import Manifest, StateDir
+from sm120patch.patcher.transaction.state_dir import Manifest, StateDir
 from sm120patch.sglang.layout import GATE, files_keeping
 from sm120patch.sglang.tree import SglangTree
 

@@ -27,7 +27,7 @@ from typing import Any
 from sm120patch.patcher.plan.fingerprint import code_fingerprint
 from sm120patch.patcher.plan.types import FilePlan, PatchReport, Plan
 from sm120patch.patcher.transaction.fsutil import sha256
-from sm120patch.patcher.transaction.state import Manifest, StateDir
+from sm120patch.patcher.transaction.state_dir import Manifest, StateDir
 from sm120patch.sglang.tree import SglangTree
 
 

@@ -15,7 +15,7 @@ carries it along: the recorded ``sglang_location`` is shown, the hashes decide.
 from __future__ import annotations
 
 from sm120patch.patcher.transaction.fsutil import sha256_file
-from sm120patch.patcher.transaction.state import Manifest
+from sm120patch.patcher.transaction.state_dir import Manifest
 from sm120patch.sglang.tree import SglangTree
 
 

@@ -48,7 +48,7 @@ from sm120patch.patcher.transaction.fsutil import (
     unlink,
     write_advice,
 )
-from sm120patch.patcher.transaction.state import FORMAT_WITHOUT_LIMIT, FileRecord, Manifest, StateDir, format_for
+from sm120patch.patcher.transaction.state_dir import FORMAT_WITHOUT_LIMIT, FileRecord, Manifest, StateDir, format_for
 
 JOURNAL_FORMAT = 1
 

@@ -12,7 +12,7 @@ import pytest
 from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.plan.current import mark_skipped
 from sm120patch.patcher.plan.types import FilePlan, PatchReport, Plan
-from sm120patch.patcher.transaction.state import Manifest
+from sm120patch.patcher.transaction.state_dir import Manifest
 from sm120patch.sglang.tree import InstallKind, SglangTree
 
 TREE = SglangTree(Path("/site/sglang"), "0.5.11", InstallKind.WHEEL, None, "a test")

@@ -11,7 +11,7 @@ import pytest
 from packaging.version import Version
 
 from sm120patch.patcher.kit.model import Releases
-from sm120patch.patcher.plan.current import judge
+from sm120patch.patcher.plan.current import read_state
 from sm120patch.patcher.plan.gate_sweep import files_to_judge, sweep_tree, verdicts
 from sm120patch.patcher.plan.registry import by_id
 from sm120patch.sglang.fusion_path import KNOWN_GATES
@@ -29,7 +29,7 @@ SENTENCE = "an SM check this tool does not know"
 def test_every_release_is_clean_before_and_after_apply(release: Callable[..., Path], version: str) -> None:
     package = release(version)
     tree = from_directory(package)
-    judged = judge(tree)
+    judged = read_state(tree)
     if judged.plan.refusal:  # refused as a whole: nothing to sweep for
         assert version not in SUPPORTED
         assert sweep_tree(tree, judged.plan, judged.manifest, judged.by_hash).warnings == []
@@ -43,7 +43,7 @@ def test_every_release_is_clean_before_and_after_apply(release: Callable[..., Pa
     assert applied.exit_code == 0 and not [w for w in applied.warnings if w.startswith(SENTENCE)]
     verified = verify_tree(package)
     assert verified.exit_code == 0 and not [w for w in verified.warnings if w.startswith(SENTENCE)]
-    judged = judge(tree)
+    judged = read_state(tree)
     assert judged.by_hash and sweep_tree(tree, judged.plan, judged.manifest, judged.by_hash).recalled
 
 
@@ -51,7 +51,7 @@ def test_each_known_gate_is_seen_in_the_releases_it_names(release: Callable[...,
     seen: dict[int, list[str]] = {}
     for version in SUPPORTED:
         tree = from_directory(release(version))
-        judged = judge(tree)
+        judged = read_state(tree)
         found, _ = verdicts(files_to_judge(tree, judged.plan)[0], judged.plan)
         for index in {KNOWN_GATES.index(v.known) for v in found if v.known is not None}:
             seen.setdefault(index, []).append(version)

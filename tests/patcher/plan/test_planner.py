@@ -253,7 +253,7 @@ MOVED_GATE = (
 
 def test_a_gate_moved_with_its_flags_and_limit_is_patched_there_and_bench_hooks_that_module(tmp_path: Path) -> None:
     from sm120patch.patcher.commands.apply import apply as apply_tree
-    from sm120patch.patcher.states import gate_modules
+    from sm120patch.patcher.exports import gate_modules
 
     moved = "srt/layers/fusion_gates.py"
     files = {**FILES, COMM: "from sglang.srt.utils import is_cuda\n\n_is_cuda = is_cuda()\n", moved: MOVED_GATE}

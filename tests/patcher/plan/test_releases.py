@@ -114,7 +114,7 @@ def test_the_release_code_is_read_only_for_a_warning(
 ) -> None:
     """verify and apply read the fusion module with ``ast`` (startup_risk) only to say what a
     warning would mean: a FlashInfer with the kernel costs no parse."""
-    from sm120patch.patcher.commands.fused_path import fused_path_warnings
+    from sm120patch.patcher.commands.kernel_blockers import fused_path_warnings
     from sm120patch.sglang import startup_risk
 
     read: list[bytes] = []

@@ -12,7 +12,7 @@ import pytest
 from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.plan import trust
 from sm120patch.patcher.plan.types import Plan
-from sm120patch.patcher.transaction.state import StateDir
+from sm120patch.patcher.transaction.state_dir import StateDir
 from sm120patch.sglang.tree import SglangTree, from_directory
 from tests.support.cli import jrun, modules_loaded_by, run
 from tests.support.mini_sglang import COMM, FILES, FUSION, SERVER_ARGS

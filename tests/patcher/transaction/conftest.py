@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.patcher.transaction.state import StateDir
+from sm120patch.patcher.transaction.state_dir import StateDir
 
 
 @pytest.fixture

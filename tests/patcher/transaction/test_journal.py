@@ -20,7 +20,7 @@ import pytest
 from sm120patch.errors import EnvironmentProblem, NotAsAsked
 from sm120patch.patcher.plan.token_limit import LimitAsk
 from sm120patch.patcher.transaction import fsutil, journal
-from sm120patch.patcher.transaction import state as state_module
+from sm120patch.patcher.transaction import state_dir as state_module
 from sm120patch.patcher.transaction.fsutil import TEMP_SUFFIX, sha256
 from sm120patch.patcher.transaction.journal import (
     Change,
@@ -34,7 +34,7 @@ from sm120patch.patcher.transaction.journal import (
     stage,
     unchanged,
 )
-from sm120patch.patcher.transaction.state import FileRecord, Manifest, StateDir
+from sm120patch.patcher.transaction.state_dir import FileRecord, Manifest, StateDir
 
 A, B = "srt/layers/communicator.py", "srt/server_args.py"
 ORIGINAL = {A: b"communicator = 1\n", B: b"server_args = 1\n"}

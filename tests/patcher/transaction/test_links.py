@@ -13,7 +13,7 @@ from sm120patch.errors import EnvironmentProblem, NotAsAsked
 from sm120patch.patcher.transaction import links
 from sm120patch.patcher.transaction.fsutil import sha256
 from sm120patch.patcher.transaction.journal import Entry, Journal, Op, _finish
-from sm120patch.patcher.transaction.state import StateDir
+from sm120patch.patcher.transaction.state_dir import StateDir
 
 
 @pytest.fixture

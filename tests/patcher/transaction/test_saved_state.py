@@ -15,7 +15,7 @@ from sm120patch.patcher.plan.trust import CheckedFile
 from sm120patch.patcher.plan.types import Evidence, PatchReport
 from sm120patch.patcher.transaction.fsutil import sha256
 from sm120patch.patcher.transaction.journal import Change, Entry, Journal, Op, stage, unchanged
-from sm120patch.patcher.transaction.state import FileRecord, Manifest, StateDir
+from sm120patch.patcher.transaction.state_dir import FileRecord, Manifest, StateDir
 
 COMM = "srt/layers/communicator.py"
 

@@ -1,4 +1,4 @@
-"""The state directory on its own (transaction/state.py): the ``.gitignore`` it gets, the JSON
+"""The state directory on its own (transaction/state_dir.py): the ``.gitignore`` it gets, the JSON
 it writes, what a user reads when the manifest or journal is damaged, and where ``set_aside``,
 ``keep_aside`` and ``clear`` move or remove things, with the directory fsyncs that make it durable."""
 
@@ -18,9 +18,9 @@ import pytest
 from sm120patch import __version__
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.patcher.transaction import fsutil
-from sm120patch.patcher.transaction import state as state_module
+from sm120patch.patcher.transaction import state_dir as state_module
 from sm120patch.patcher.transaction.fsutil import Op
-from sm120patch.patcher.transaction.state import FileRecord, Manifest, StateDir
+from sm120patch.patcher.transaction.state_dir import FileRecord, Manifest, StateDir
 
 NOW = time.gmtime(1793527200)  # 2026-11-01 10:00:00 UTC
 STAMP = "20261101T100000"  # NOW as a stale folder names it

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sm120patch.patcher.transaction.identity import not_this_release
-from sm120patch.patcher.transaction.state import FileRecord, Manifest
+from sm120patch.patcher.transaction.state_dir import FileRecord, Manifest
 from sm120patch.sglang.tree import InstallKind, SglangTree, from_directory
 from tests.support.mini_sglang import COMM, FUSION, write_mini_sglang
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sm120patch.patcher.transaction.state import Manifest, StateDir
+from sm120patch.patcher.transaction.state_dir import Manifest, StateDir
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""A writer that finds the state lock held (transaction/state.py's ``StateDir.lock``): it
+"""A writer that finds the state lock held (transaction/state_dir.py's ``StateDir.lock``): it
 tries again often until its timeout has passed, then names the holder's pid in one sentence,
 whatever the lock file holds."""
 
@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from sm120patch.errors import EnvironmentProblem
-from sm120patch.patcher.transaction import state as state_module
-from sm120patch.patcher.transaction.state import StateDir
+from sm120patch.patcher.transaction import state_dir as state_module
+from sm120patch.patcher.transaction.state_dir import StateDir
 
 
 class FakeClock:

@@ -9,7 +9,7 @@ from sm120patch.errors import EnvironmentProblem
 from sm120patch.patcher.outcome import CheckedBy, FileStatus, Recorded, StateSummary
 from sm120patch.patcher.transaction.fsutil import sha256, sha256_file
 from sm120patch.patcher.transaction.identity import same_tree
-from sm120patch.patcher.transaction.state import Manifest, StateDir
+from sm120patch.patcher.transaction.state_dir import Manifest, StateDir
 from sm120patch.sglang.tree import SglangTree
 
 

@@ -320,13 +320,13 @@ class StateDir:
         finally:
             os.close(fd)  # closing releases the flock
 
-    def consistent(self, judge: Callable[[], T]) -> T:
-        """``judge()`` on a tree no apply or revert is changing: under a shared lock, or, where
+    def consistent(self, read: Callable[[], T]) -> T:
+        """``read()`` on a tree no apply or revert is changing: under a shared lock, or, where
         there is no lock file yet, judged again under the lock if a writer began meanwhile (a
         writer creates the lock file before it changes any file)."""
         while True:
             with self.lock(shared=True) as held:
-                result = judge()
+                result = read()
             if held or not self.lock_path.exists():
                 return result
 

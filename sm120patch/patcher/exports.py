@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.patches.fusion_token_limit import LIMIT_NAME, limit_in_force
-from sm120patch.patcher.plan.current import current_plan, judge
+from sm120patch.patcher.plan.current import current_plan, read_state
 from sm120patch.patcher.plan.gate_sweep import sweep_tree
 from sm120patch.patcher.plan.registry import all_patches, by_id
 from sm120patch.patcher.plan.token_limit import (
@@ -27,7 +27,7 @@ from sm120patch.patcher.plan.token_limit import (
     sglang_sites,
 )
 from sm120patch.patcher.plan.types import Plan
-from sm120patch.patcher.transaction.state import BENCH_RESULT, StateDir
+from sm120patch.patcher.transaction.state_dir import BENCH_RESULT, StateDir
 from sm120patch.sglang.layout import GATE, files_keeping, module_name
 from sm120patch.sglang.tree import SglangTree
 
@@ -81,5 +81,5 @@ def patch_states(tree: SglangTree) -> dict[str, State]:
 def tree_states(tree: SglangTree) -> tuple[dict[str, State], list[str]]:
     """``patch_states``, and the SM checks on the fused path that no patch owns
     (``plan/gate_sweep.py``, as sentences), from one reading of the tree."""
-    judged = judge(tree)
+    judged = read_state(tree)
     return _states(judged.plan), sweep_tree(tree, judged.plan, judged.manifest, judged.by_hash).warnings
