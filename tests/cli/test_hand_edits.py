@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from sm120patch.patcher.kit.model import State
+from sm120patch.patcher.kit.model import ROLE_FINDS, State
 from sm120patch.sglang.layout import COMMUNICATOR as COMM
 from tests.support.cli import apply_all, tree_hashes, verify_tree
 from tests.support.hand_fix import SED_FLAG, SED_IMPORT, SEED_LINES
@@ -47,22 +47,33 @@ def test_sed_run_twice_is_reported_and_not_made_worse(release) -> None:
     assert len(flags_after) == 2
 
 
-def test_renamed_gate_is_drift_and_nothing_is_written(release) -> None:
+def test_renamed_gate_is_found_by_role_or_with_known_layouts_only_drift_and_nothing_is_written(release) -> None:
     package = release("0.5.9", hardlink=False)
     target = package / COMM
     text = target.read_text()
     target.write_text(text.replace("def apply_flashinfer_allreduce_fusion(", "def fusion_allowed("))
     before = tree_hashes(package)
 
-    outcome = apply_all(package)
+    token = ROLE_FINDS.set(False)
+    try:
+        outcome = apply_all(package)
+    finally:
+        ROLE_FINDS.reset(token)
     assert outcome.exit_code == 1
     drift = [r for r in outcome.plan.reports if r.state is State.DRIFT]
     assert [r.id for r in drift] == ["communicator-fusion-gate"]
     assert drift[0].file == COMM
     assert "apply_flashinfer_allreduce_fusion" in drift[0].detail
+    assert f"found by role in {COMM}:fusion_allowed, not a known layout" in drift[0].detail
     assert "nothing was written" in outcome.headline
     assert tree_hashes(package) == before  # server_args.py was patchable, and still untouched
     assert not (package / ".sm120patch").exists()
+
+    found = apply_all(package)  # what a user gets by default: the gate found by what it does
+    assert found.exit_code == 0, found.headline
+    gate = {r.id: r for r in found.plan.reports}["communicator-fusion-gate"]
+    assert (gate.found_by, gate.found_at, gate.state_after) == ("role", f"{COMM}:fusion_allowed", State.APPLIED)
+    assert "def fusion_allowed(" in target.read_text()
 
 
 def test_broken_hand_edit_that_does_not_parse(release) -> None:
