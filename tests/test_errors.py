@@ -35,3 +35,28 @@ def test_a_new_error_must_say_its_exit_code() -> None:
         pass
 
     assert Narrower("x").exit_code is ExitCode.ENVIRONMENT
+
+
+def test_every_stable_code_is_listed_with_its_meaning_in_the_reference() -> None:
+    from pathlib import Path
+
+    from sm120patch.errors import CODES
+
+    reference = (Path(__file__).resolve().parents[1] / "docs" / "reference.md").read_text()
+    assert [code for code in CODES if f"| `{code}` | {CODES[code]} |" not in reference] == []
+
+
+def test_an_error_carries_its_code_and_an_unknown_code_is_refused() -> None:
+    import pytest
+
+    from sm120patch.errors import EnvironmentProblem, InternalError, NotAsAsked, coded
+
+    assert EnvironmentProblem("x").code == "environment"
+    assert NotAsAsked("x").code == "not-as-asked"
+    assert InternalError("x").code == "internal-error"
+    assert EnvironmentProblem("x", code="locked").code == "locked"
+    assert coded("drift", "the gate moved") == "[drift] the gate moved"
+    with pytest.raises(ValueError, match="unknown code 'nope'"):
+        EnvironmentProblem("x", code="nope")
+    with pytest.raises(ValueError, match="unknown code 'nope'"):
+        coded("nope", "x")

@@ -44,10 +44,12 @@ def asked_limit(tree: SglangTree, value: int | str | None, tp: int | None) -> Li
     """What ``apply --fuse-up-to VALUE [--tp TP]`` asks for (None: leave the limit as it is)."""
     if value is None:
         if tp is not None:
-            raise EnvironmentProblem("--tp is for --fuse-up-to measured (the TP the saved bench result must have)")
+            raise EnvironmentProblem(
+                "--tp is for --fuse-up-to measured (the TP the saved bench result must have)", code="usage"
+            )
         return None
     if tp is not None and value != MEASURED:
-        raise EnvironmentProblem(f"--tp is for --fuse-up-to measured, not --fuse-up-to {value}")
+        raise EnvironmentProblem(f"--tp is for --fuse-up-to measured, not --fuse-up-to {value}", code="usage")
     return resolve(tree, value, tp)
 
 
@@ -58,7 +60,9 @@ def resolve(tree: SglangTree, value: int | str, tp: int | None, own: int | None 
     own = sglang_limit(tree) if own is None else own
     if value == SGLANG:
         if own is None:
-            raise EnvironmentProblem(f"--fuse-up-to sglang: sglang {tree.version} has no fusion token limit of its own")
+            raise EnvironmentProblem(
+                f"--fuse-up-to sglang: sglang {tree.version} has no fusion token limit of its own", code="usage"
+            )
         return LimitAsk(own, SGLANG)
     if value == MEASURED:
         ask = _measured(tree, tp, own)
@@ -69,7 +73,8 @@ def resolve(tree: SglangTree, value: int | str, tp: int | None, own: int | None 
         raise EnvironmentProblem(
             f"--fuse-up-to {ask.limit} is above sglang {tree.version}'s own limit of {own} tokens: sglang sizes "
             f"FlashInfer's workspace for {own} tokens (max_token_num), so a larger batch would overrun it or "
-            "stop at sglang's assert; the limit only goes down"
+            "stop at sglang's assert; the limit only goes down",
+            code="usage",
         )
     return ask
 
@@ -79,20 +84,23 @@ def _measured(tree: SglangTree, tp: int | None, own: int | None) -> LimitAsk:
     if data is None:
         raise EnvironmentProblem(
             f"--fuse-up-to measured: no bench result is saved for {tree.package_dir}; "
-            "run `sm120patch bench kernel` first"
+            "run `sm120patch bench kernel` first",
+            code="no-measurement",
         )
     here = _gpus()
     why = mismatch(tree, data["saved"], tp, here)
     if why:
         raise EnvironmentProblem(
-            f"--fuse-up-to measured: the saved bench result {why}; run `sm120patch bench kernel` again"
+            f"--fuse-up-to measured: the saved bench result {why}; run `sm120patch bench kernel` again",
+            code="no-measurement",
         )
     then = data["saved"].get("tp")
     if tp is None and (here is None or then != len(here)):
         shown = "nvidia-smi did not answer" if here is None else f"this host shows {len(here)} GPUs"
         raise EnvironmentProblem(
             f"--fuse-up-to measured: the saved bench result was measured at TP {then} and {shown}, so the TP "
-            f"sglang serves at cannot be told; add --tp with it (--tp {then} if that is it)"
+            f"sglang serves at cannot be told; add --tp with it (--tp {then} if that is it)",
+            code="no-measurement",
         )
     found = saved.crossover_of(data)
     facts = data["saved"]
@@ -100,18 +108,21 @@ def _measured(tree: SglangTree, tp: int | None, own: int | None) -> LimitAsk:
         raise EnvironmentProblem(
             "--fuse-up-to measured: the saved bench result is indicative only, its unfused side ran stand-ins "
             f"({'; '.join(found.indicative)}), so its crossover is not sglang's; run `sm120patch bench kernel` where "
-            "sglang imports (the baseline is then sglang's own code), or give the limit as --fuse-up-to N"
+            "sglang imports (the baseline is then sglang's own code), or give the limit as --fuse-up-to N",
+            code="no-measurement",
         )
     if found.reach is Reach.NEVER:
         raise EnvironmentProblem(
             f"--fuse-up-to measured: fusion did not win at any size in the saved bench result ({found.text}); "
-            "keep fusion off instead"
+            "keep fusion off instead",
+            code="no-measurement",
         )
     limit = found.limit if found.reach is Reach.UP_TO else own
     if limit is None:
         raise EnvironmentProblem(
             f"--fuse-up-to measured: fusion won at every measured size and sglang {tree.version} has no "
-            "limit of its own to keep"
+            "limit of its own to keep",
+            code="no-measurement",
         )
     return LimitAsk(
         limit,
@@ -146,16 +157,21 @@ def server_limits(tree: SglangTree, value: int | str, tp: int | None) -> tuple[i
     the "on" setting runs with).  The hook sets the module constant in sglang's processes, so
     a release whose gate also compares a literal (0.5.4 - 0.5.7) is refused."""
     if value == SGLANG:
-        raise EnvironmentProblem("bench server --fuse-up-to sglang is the fusion-on setting itself: give N or measured")
+        raise EnvironmentProblem(
+            "bench server --fuse-up-to sglang is the fusion-on setting itself: give N or measured", code="usage"
+        )
     sites = sglang_sites(tree)
     if not sites:
-        raise EnvironmentProblem(f"--fuse-up-to: sglang {tree.version} has no fusion token limit to lower")
+        raise EnvironmentProblem(
+            f"--fuse-up-to: sglang {tree.version} has no fusion token limit to lower", code="usage"
+        )
     literals = [site.where for site in sites if site.where != LIMIT_NAME]
     if literals:
         raise EnvironmentProblem(
             f"bench server --fuse-up-to sets {LIMIT_NAME} in sglang's processes, but sglang {tree.version}'s gate "
             f"also compares a number ({literals[0]}): `sm120patch apply --fuse-up-to N` and a plain "
-            "`bench server` compare the limits there"
+            "`bench server` compare the limits there",
+            code="usage",
         )
     own = limit_in_force(sites)
     return resolve(tree, value, tp, own).limit, own

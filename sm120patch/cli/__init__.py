@@ -61,15 +61,15 @@ class _Cli(click.Group):
             if "--json" in argv:
                 from sm120patch.output import console as out
 
-                out.print_json(out.error_json(exc.format_message(), ExitCode.ENVIRONMENT))
+                out.print_json(out.error_json(exc.format_message(), ExitCode.ENVIRONMENT, "usage"))
             _show_usage_error(exc)
             _exit(ExitCode.ENVIRONMENT, own_process, "--json" in argv)
         except click.Abort:  # Ctrl-C outside a command's body (click turns it into Abort)
             if "--json" in argv:
                 from sm120patch.output import console as out
 
-                out.print_json(out.error_json(INTERRUPTED, ExitCode.INTERRUPTED))
-            click.echo(f"error: {INTERRUPTED}", err=True)
+                out.print_json(out.error_json(INTERRUPTED, ExitCode.INTERRUPTED, "interrupted"))
+            click.echo(f"error: [interrupted] {INTERRUPTED}", err=True)
             _exit(ExitCode.INTERRUPTED, own_process, "--json" in argv)
         _exit(code if isinstance(code, int) else 0, own_process, "--json" in argv)
 

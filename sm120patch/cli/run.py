@@ -21,12 +21,12 @@ if TYPE_CHECKING:
     from sm120patch.sglang.tree import SglangTree
 
 
-def _fail(message: str, code: int, as_json: bool) -> None:
+def _fail(message: str, exit_code: int, as_json: bool, code: str) -> None:
     from sm120patch.output import console as out
 
     if as_json:
-        out.print_json(out.error_json(message, code))
-    out.error(message)
+        out.print_json(out.error_json(message, exit_code, code))
+    out.error(message, code)
 
 
 def guarded(as_json: bool, run: Callable[[], int], interrupted: Callable[[], str] | None = None) -> None:
@@ -38,17 +38,17 @@ def guarded(as_json: bool, run: Callable[[], int], interrupted: Callable[[], str
     try:
         code = run()
     except KeyboardInterrupt:
-        _fail(interrupted() if interrupted else INTERRUPTED, ExitCode.INTERRUPTED, as_json)
+        _fail(interrupted() if interrupted else INTERRUPTED, ExitCode.INTERRUPTED, as_json, "interrupted")
         code = ExitCode.INTERRUPTED
     except ToolError as exc:
-        _fail(str(exc), exc.exit_code, as_json)
+        _fail(str(exc), exc.exit_code, as_json, exc.code)
         code = exc.exit_code
     except OSError as exc:  # an unreadable file or directory met while reading
-        _fail(f"{exc.filename or ''}: {exc.strerror or exc}", ExitCode.ENVIRONMENT, as_json)
+        _fail(f"{exc.filename or ''}: {exc.strerror or exc}", ExitCode.ENVIRONMENT, as_json, "unreadable")
         code = ExitCode.ENVIRONMENT
     except Exception as exc:
         if _from_ctrl_c(exc):  # a Ctrl-C that a library wrapped (dataclasses while importing libcst)
-            _fail(interrupted() if interrupted else INTERRUPTED, ExitCode.INTERRUPTED, as_json)
+            _fail(interrupted() if interrupted else INTERRUPTED, ExitCode.INTERRUPTED, as_json, "interrupted")
             ctx.exit(int(ExitCode.INTERRUPTED))
         import traceback
 
@@ -57,6 +57,7 @@ def guarded(as_json: bool, run: Callable[[], int], interrupted: Callable[[], str
             f"internal error ({type(exc).__name__}: {exc}); this is a bug in sm120patch {__version__}",
             ExitCode.INTERNAL,
             as_json,
+            "internal-error",
         )
         code = ExitCode.INTERNAL
     ctx.exit(int(code))

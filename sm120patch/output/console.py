@@ -71,10 +71,14 @@ def console() -> Console:
     return Console(stderr=True, highlight=False)
 
 
-def error(message: str) -> None:
+def error(message: str, code: str | None = None) -> None:
+    """``error: [code] message`` on stderr (the code where the error has one: errors.CODES)."""
     from rich.text import Text
 
-    put(console(), Text(printable(message)), lead=Text("error: ", style="bold red"))
+    lead = Text("error: ", style="bold red")
+    if code:
+        lead.append(f"[{code}] ", style="bold")
+    put(console(), Text(printable(message)), lead=lead)
 
 
 def usage_error(shown: str) -> None:
@@ -93,8 +97,16 @@ def usage_error(shown: str) -> None:
 SCHEMA = "sm120patch/1"
 
 
-def error_json(message: str, exit_code: int) -> dict[str, Any]:
-    return {"schema": SCHEMA, "tool_version": __version__, "ok": False, "exit_code": int(exit_code), "error": message}
+def error_json(message: str, exit_code: int, code: str) -> dict[str, Any]:
+    """The one object an error prints under ``--json``: ``code`` is its stable code (errors.CODES)."""
+    return {
+        "schema": SCHEMA,
+        "tool_version": __version__,
+        "ok": False,
+        "exit_code": int(exit_code),
+        "error": message,
+        "code": code,
+    }
 
 
 def print_json(data: dict[str, Any]) -> None:

@@ -84,6 +84,20 @@ class Outcome:
     files: list[FileStatus] = field(default_factory=list)
     state: StateSummary | None = None
     runtime: RuntimeCheck | None = None  # verify --runtime: what the serving interpreter imported
+    refused_as: str | None = None  # the stable code of a refusal the command set (errors.CODES)
+
+    @property
+    def code(self) -> str | None:
+        """The stable code of an outcome that is not as asked (errors.CODES); None when it is."""
+        if self.exit_code == ExitCode.OK:
+            return None
+        if self.refused_as:
+            return self.refused_as
+        if self.plan is not None and self.plan.refusal:
+            return "release-refused"
+        if self.plan is not None and self.plan.drift:
+            return "drift"
+        return "not-as-asked"
 
     @property
     def diff(self) -> str:

@@ -47,29 +47,34 @@ def run_probe(python: str, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]
     if exe.is_symlink() and not exe.exists():
         raise EnvironmentProblem(
             f"--python {python}: a broken environment: {exe} links to {os.path.realpath(exe)}, which is gone "
-            "(the Python it was made with was upgraded or removed); recreate the environment"
+            "(the Python it was made with was upgraded or removed); recreate the environment",
+            code="bad-python",
         )
     if exe.is_dir():
         raise EnvironmentProblem(
-            f"--python {python}: a folder without bin/python, not an environment root; give its interpreter"
+            f"--python {python}: a folder without bin/python, not an environment root; give its interpreter",
+            code="bad-python",
         )
     if not exe.exists():
-        raise EnvironmentProblem(f"--python {python}: no such interpreter")
+        raise EnvironmentProblem(f"--python {python}: no such interpreter", code="bad-python")
     from sm120patch.runner.remote import find_sglang
 
     try:
         answer = run_script(str(exe), find_sglang.__file__, step="look for sglang", timeout=timeout)
     except ProbeError as exc:
-        raise EnvironmentProblem(f"--python {python}: {exc}") from exc
+        raise EnvironmentProblem(f"--python {python}: {exc}", code="bad-python") from exc
     if answer.returncode != 0:
-        raise EnvironmentProblem(f"--python {python}: {exe} could not look for sglang: {answer.last_line()}")
+        raise EnvironmentProblem(
+            f"--python {python}: {exe} could not look for sglang: {answer.last_line()}", code="bad-python"
+        )
     data = _understood(answer.stdout)
     if data is None:
         lines = [line.strip() for line in answer.stdout.splitlines() if line.strip()]
         first = lines[0][:200] if lines else "(nothing on stdout)"
         raise EnvironmentProblem(
             f"--python {python}: the answer of {exe} was not understood (not find_sglang's JSON); "
-            f"its first line: {first}"
+            f"its first line: {first}",
+            code="bad-python",
         )
     return data
 
@@ -105,7 +110,7 @@ def locate(
     """Find sglang without importing it; EnvironmentProblem (exit 2) says what was searched.
     ``timeout``: how long another interpreter (``python``) may take to answer."""
     if python and sglang_path:
-        raise EnvironmentProblem("give either --python or --sglang-path, not both")
+        raise EnvironmentProblem("give either --python or --sglang-path, not both", code="usage")
     if sglang_path is not None:
         return from_directory(sglang_path)
     if python:
@@ -123,12 +128,13 @@ def locate(
             f"no sglang found in {how}.\nSearched sys.path:\n  {paths}\n"
             "Pass --python /path/to/the/serving/env/bin/python (e.g. when sm120patch runs "
             "from pipx), or --sglang-path DIR (the sglang package directory), or run "
-            "`sm120patch demo` to try it on a downloaded release."
+            "`sm120patch demo` to try it on a downloaded release.",
+            code="no-sglang",
         )
     if not os.access(tree.package_dir, os.R_OK):
-        raise EnvironmentProblem(f"{tree.package_dir}: not readable")
+        raise EnvironmentProblem(f"{tree.package_dir}: not readable", code="unreadable")
     if not (tree.package_dir / "__init__.py").is_file():
-        raise EnvironmentProblem(no_code_found(tree.package_dir, how))
+        raise EnvironmentProblem(no_code_found(tree.package_dir, how), code="no-sglang")
     return tree
 
 

@@ -32,16 +32,17 @@ def _parse(path: Path, mtime_ns: int) -> ast.Module:
     try:
         source = path.read_bytes()
     except OSError as exc:
-        raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror})") from exc
+        raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror})", code="unreadable") from exc
     try:
         return ast.parse(source, str(path))
     except SyntaxError as exc:
         raise NotAsAsked(
             f"{path}:{exc.lineno}: does not parse ({exc.msg}); sglang's own module is damaged "
-            "or was edited by hand, so what it defines cannot be told"
+            "or was edited by hand, so what it defines cannot be told",
+            code="drift",
         ) from exc
     except ValueError as exc:  # null bytes
-        raise NotAsAsked(f"{path}: cannot be read as Python source ({exc})") from exc
+        raise NotAsAsked(f"{path}: cannot be read as Python source ({exc})", code="drift") from exc
 
 
 def _import_time_statements(body: list[ast.stmt]) -> list[ast.stmt]:
@@ -74,7 +75,7 @@ def _text(path: Path, mtime_ns: int) -> str:
     try:
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
-        raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror})") from exc
+        raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror})", code="unreadable") from exc
 
 
 def defines(package_dir: Path, dotted: str, name: str, _seen: frozenset[str] = frozenset()) -> bool:

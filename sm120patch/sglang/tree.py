@@ -194,7 +194,9 @@ def _metadata_field(metadata: Path, name: str) -> str | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
-        raise EnvironmentProblem(f"{metadata}: cannot read the install metadata ({exc.strerror or exc})") from exc
+        raise EnvironmentProblem(
+            f"{metadata}: cannot read the install metadata ({exc.strerror or exc})", code="unreadable"
+        ) from exc
     return None
 
 
@@ -207,7 +209,7 @@ def _listing(site: Path, pattern: str) -> list[Path]:
         return []
     except OSError as exc:
         raise EnvironmentProblem(
-            f"{site}: cannot list the folder sglang is installed in ({exc.strerror or exc})"
+            f"{site}: cannot list the folder sglang is installed in ({exc.strerror or exc})", code="unreadable"
         ) from exc
     return [site / name for name in names if fnmatch.fnmatchcase(name, pattern)]
 
@@ -231,13 +233,15 @@ def _direct_url(dist_info: Path | None) -> object:
     except (FileNotFoundError, NotADirectoryError, ValueError):
         return None
     except OSError as exc:  # there, unreadable: an editable install would be taken for a wheel
-        raise EnvironmentProblem(f"{path}: cannot read the install metadata ({exc.strerror or exc})") from exc
+        raise EnvironmentProblem(
+            f"{path}: cannot read the install metadata ({exc.strerror or exc})", code="unreadable"
+        ) from exc
 
 
 def from_directory(directory: Path) -> SglangTree:
     """``--sglang-path``: the ``sglang`` package dir, or a dir that contains it."""
     if not directory.is_dir():
-        raise EnvironmentProblem(f"--sglang-path {directory}: not a directory")
+        raise EnvironmentProblem(f"--sglang-path {directory}: not a directory", code="no-sglang")
     candidates = [directory, directory / "sglang"]
     package_dir = next(
         (c for c in candidates if c.name == "sglang" and (c / "__init__.py").is_file() and (c / "srt").is_dir()),
@@ -246,13 +250,14 @@ def from_directory(directory: Path) -> SglangTree:
     if package_dir is None:
         emptied = next((c for c in candidates if c.name == "sglang" and (c / DIRNAME).is_dir()), None)
         if emptied is not None and not (emptied / "__init__.py").exists():  # what pip uninstall left
-            raise EnvironmentProblem(no_code_found(emptied, f"--sglang-path {directory}"))
+            raise EnvironmentProblem(no_code_found(emptied, f"--sglang-path {directory}"), code="no-sglang")
         inner = (directory / "__init__.py").is_file()
         raise EnvironmentProblem(
             f"--sglang-path {directory}: not an sglang package"
             + (f" (it is the package '{directory.name}')" if inner else "")
             + "; pass the 'sglang' directory that holds srt/ (site-packages/sglang, "
-            "or a checkout's python/sglang) or the directory above it"
+            "or a checkout's python/sglang) or the directory above it",
+            code="no-sglang",
         )
     linked_from = Path(os.path.abspath(package_dir)) if package_dir.is_symlink() else None
     package_dir = package_dir.resolve()

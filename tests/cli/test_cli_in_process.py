@@ -776,37 +776,45 @@ def raising(exc: BaseException) -> Callable[..., Any]:
 
 
 @pytest.mark.parametrize(
-    ("exc", "code", "said"),
+    ("exc", "code", "stable", "said"),
     [
-        (NotAsAsked("the tree is not as asked"), 1, "the tree is not as asked"),
-        (OSError(13, "Permission denied", "/srv/site/sglang/srt"), 2, "/srv/site/sglang/srt: Permission denied"),
-        (OSError("no details"), 2, ": no details"),
+        (NotAsAsked("the tree is not as asked"), 1, "not-as-asked", "the tree is not as asked"),
+        (
+            OSError(13, "Permission denied", "/srv/site/sglang/srt"),
+            2,
+            "unreadable",
+            "/srv/site/sglang/srt: Permission denied",
+        ),
+        (OSError("no details"), 2, "unreadable", ": no details"),
         (
             RuntimeError("boom"),
             70,
+            "internal-error",
             f"internal error (RuntimeError: boom); this is a bug in sm120patch {__version__}",
         ),
         (
             KeyboardInterrupt(),
             130,
+            "interrupted",
             "interrupted; no sglang file was left half-changed (`sm120patch verify` says where the patches stand)",
         ),
     ],
     ids=["tool-error", "oserror", "bare-oserror", "bug", "ctrl-c"],
 )
 def test_an_error_in_a_command_is_its_exit_code_one_line_and_one_json_object(
-    mini: Path, monkeypatch: pytest.MonkeyPatch, exc: BaseException, code: int, said: str
+    mini: Path, monkeypatch: pytest.MonkeyPatch, exc: BaseException, code: int, stable: str, said: str
 ) -> None:
     from sm120patch.patcher.commands import verify
 
     monkeypatch.setattr(verify, "verify", raising(exc))
     got, out, err = run("verify", "--sglang-path", str(mini), "--json")
     assert got == code
-    assert one_json_object(code, out)["error"] == said
-    assert last_line(err) == f"error: {said}"
+    data = one_json_object(code, out)
+    assert (data["error"], data["code"]) == (said, stable)
+    assert last_line(err) == f"error: [{stable}] {said}"
     assert ("Traceback" in err) == (code == 70)  # a bug shows where it is
     got, out, err = run("verify", "--sglang-path", str(mini))
-    assert (got, out, last_line(err)) == (code, "", f"error: {said}")
+    assert (got, out, last_line(err)) == (code, "", f"error: [{stable}] {said}")
 
 
 def test_ctrl_c_before_sglang_is_found(mini: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -830,9 +838,9 @@ def test_ctrl_c_outside_a_command_body_is_130(mini: Path, monkeypatch: pytest.Mo
     code, out, err = run("verify", "--sglang-path", str(mini), "--json")
     assert code == 130
     assert one_json_object(130, out)["error"] == "interrupted; nothing was written"
-    assert last_line(err) == "error: interrupted; nothing was written" and "Aborted" not in err
+    assert last_line(err) == "error: [interrupted] interrupted; nothing was written" and "Aborted" not in err
     code, out, err = run("verify", "--sglang-path", str(mini))
-    assert (code, out, last_line(err)) == (130, "", "error: interrupted; nothing was written")
+    assert (code, out, last_line(err)) == (130, "", "error: [interrupted] interrupted; nothing was written")
 
 
 def test_a_usage_error_without_json_prints_no_json(tmp_path: Path) -> None:
@@ -860,5 +868,5 @@ def test_a_ctrl_c_a_library_wrapped_is_an_interrupt_not_a_bug(mini: Path, monkey
 
     monkeypatch.setattr(locate, "locate", interrupted_import)
     code, _, err = run("list", "--sglang-path", str(mini))
-    assert (code, err) == (130, "error: interrupted before sglang was found; nothing was written\n")
+    assert (code, err) == (130, "error: [interrupted] interrupted before sglang was found; nothing was written\n")
     assert "internal error" not in err

@@ -187,7 +187,8 @@ def test_a_set_aside_that_fails_is_one_sentence_naming_the_path(
 def test_no_flashinfer_warns_about_the_one_sglang_pins_and_refuses_nothing(mini: Path) -> None:
     tree = tree_of(mini)
     assert kernel_blockers.fused_path_warnings(tree) == [
-        "FlashInfer is not installed here; sglang 0.5.11 pins 0.6.8.post1, which has no SM12x allreduce kernel "
+        "[kernel-missing] FlashInfer is not installed here; sglang 0.5.11 pins 0.6.8.post1, "
+        "which has no SM12x allreduce kernel "
         f"(the first is 0.6.17, flashinfer#3903). {NO_KERNEL_JIT}"
     ]
     assert kernel_blockers.missing_kernel_refusal(tree) is None
@@ -217,6 +218,7 @@ def test_flashinfer_without_the_kernel_on_a_release_of_unknown_effect(mini: Path
     source = old_flashinfer(mini)
     tree = tree_of(mini)
     assert kernel_blockers.fused_path_warnings(tree) == [
+        "[kernel-missing] "
         f"FlashInfer 0.6.16 does not build the trtllm allreduce for SM12x ({source}); the first that does is "
         f"0.6.17 (flashinfer#3903). {NO_KERNEL_JIT}"
     ]

@@ -23,7 +23,7 @@ def test_demo_runs_the_cycle_on_the_pinned_release() -> None:
         assert step in err
     assert "communicator-fusion-gate   pending -> applied" in err
     assert "ok sm120patch apply again (must change nothing): already applied: nothing to change" in err
-    assert err.count("warning: FlashInfer is not installed here") == 1  # each warning once
+    assert err.count("warning: [kernel-missing] FlashInfer is not installed here") == 1  # each warning once
     assert "demo ok" in err
     assert err.strip().splitlines()[-1].endswith("(pipx: add --python /path/to/env/bin/python).")
     assert len(err.splitlines()) <= 40  # about a screen

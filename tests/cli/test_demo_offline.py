@@ -191,7 +191,7 @@ def test_demo_downloads_the_pinned_release_and_runs_the_cycle(
     assert "ok sm120patch verify: all patches applied" in lines
     assert "ok sm120patch apply again (must change nothing): already applied: nothing to change" in lines
     assert "ok sm120patch revert: restored 3 file(s) byte for byte; state removed" in lines
-    assert err.count("warning: FlashInfer is not installed here") == 1  # said once, not once a step
+    assert err.count("warning: [kernel-missing] FlashInfer is not installed here") == 1  # said once, not once a step
     assert err.count("pending -> applied") == 5  # the full report once
     assert "the gates are open" not in err and "no NVIDIA GPU seen" not in err  # notes are not repeated
     assert lines[-2:] == [
@@ -239,7 +239,7 @@ def test_a_refused_release_stops_the_demo_after_the_report_that_says_why(tmp_pat
     code, _, err = run("demo", "--wheel", str(wheel_of(site, tmp_path / "sglang-0.5.11-py3-none-any.whl")))
     assert code == 1, err
     lines = err.splitlines()
-    assert any(line.startswith("sglang 0.5.11 has no SM12x probe") for line in lines)
+    assert any(line.startswith("[release-refused] sglang 0.5.11 has no SM12x probe") for line in lines)
     assert not [line for line in lines if "FAILED" in line or "FlashInfer" in line or "failed: failed" in line]
     assert lines[-1] == (
         "demo stopped: sm120patch refuses sglang 0.5.11 (above), so there is no cycle to show; "
@@ -314,7 +314,7 @@ def test_on_a_colour_terminal_only_the_verdict_words_are_coloured(
     assert "\x1b[" in err  # colour is on
     for plain in (
         "sm120patch revert: restored 3 file(s) byte for byte; state removed",
-        "FlashInfer is not installed here; sglang 0.5.11 pins",
+        "[kernel-missing] FlashInfer is not installed here; sglang 0.5.11 pins",
         ": sglang 0.5.11 patched, verified, re-applied as a no-op and reverted; its 3 files match",
         "(pipx: add --python /path/to/env/bin/python).",
     ):
@@ -330,7 +330,7 @@ def test_on_a_colour_terminal_the_verdict_words_have_their_colours(
     assert code == 0, err
     assert err.startswith("\x1b[1msm120patch demo\x1b[0m: sglang-0.5.11-py3-none-any.whl unpacked into ")
     assert "\n\x1b[32mok\x1b[0m sm120patch verify: all patches applied\n" in err
-    assert "\n\x1b[1;33mwarning: \x1b[0m\x1b[33mFlashInfer is not installed here; " in err
+    assert "\n\x1b[1;33mwarning: \x1b[0m\x1b[33m[kernel-missing] FlashInfer is not installed here; " in err
     assert "\n\x1b[1;32mdemo ok\x1b[0m: sglang 0.5.11 patched, verified, re-applied as a no-op" in err
 
 
@@ -391,7 +391,8 @@ def test_without_pip_the_demo_says_so_and_names_wheel(tmp_path: Path, monkeypatc
     code, _, err = run("demo")
     assert code == 2, err
     assert " ".join(err.split()) == (
-        f"error: could not download sglang==0.5.9: {sys.executable} has no pip (a uv venv has none unless asked); "
+        "error: [download] "
+        f"could not download sglang==0.5.9: {sys.executable} has no pip (a uv venv has none unless asked); "
         "download it where pip works (`pip download --no-deps sglang==0.5.9`) and give it: "
         "`sm120patch demo --wheel FILE`"
     )

@@ -39,7 +39,7 @@ def test_doctor_reports_the_recorded_gates_of_a_trusted_tree_without_sweeping_it
     states, warnings = tree_states(from_directory(mini))
     assert set(states.values()) <= {State.APPLIED, State.NOT_NEEDED}
     assert warnings == [
-        f"an SM check this tool does not know: sglang/{NEW_MODULE}:6 FusedAllReduce.forward: "
+        f"[unknown-sm-check] an SM check this tool does not know: sglang/{NEW_MODULE}:6 FusedAllReduce.forward: "
         "not (is_sm90_supported() or is_sm100_supported())"
     ]
 

@@ -73,7 +73,7 @@ def test_a_result_where_fusion_always_wins_refuses_a_release_without_a_limit(tmp
     code, _, err = measured(unlimited)
     assert code == 2 and hashes(unlimited) == before
     assert said(err).endswith(
-        "error: --fuse-up-to measured: fusion won at every measured size and sglang 0.5.11 has no "
+        "error: [no-measurement] --fuse-up-to measured: fusion won at every measured size and sglang 0.5.11 has no "
         "limit of its own to keep"
     )
 
@@ -84,7 +84,9 @@ def test_a_result_where_fusion_never_wins_says_to_keep_fusion_off(package: Path)
     code, _, err = measured(package)
     assert code == 2 and hashes(package) == before
     text = said(err)
-    assert text.startswith("error: --fuse-up-to measured: fusion did not win at any size in the saved bench result (")
+    assert text.startswith(
+        "error: [no-measurement] --fuse-up-to measured: fusion did not win at any size in the saved bench result ("
+    )
     assert text.endswith("); keep fusion off instead")
 
 
@@ -95,7 +97,8 @@ def test_a_result_against_stand_ins_names_each_reason_and_what_to_do(package: Pa
     code, _, err = measured(package)
     assert code == 2
     assert said(err).endswith(
-        "error: --fuse-up-to measured: the saved bench result is indicative only, its unfused side ran stand-ins "
+        "error: [no-measurement] --fuse-up-to measured: the saved bench result is indicative only, "
+        "its unfused side ran stand-ins "
         "(sglang does not import in /env/bin/python; this FlashInfer has no sglang wrapper), so its crossover is "
         "not sglang's; run `sm120patch bench kernel` where sglang imports (the baseline is then sglang's own code), or "
         "give the limit as --fuse-up-to N"
@@ -151,7 +154,11 @@ def test_a_saved_file_that_is_no_result_says_which_and_to_bench_again(package: P
     code, _, err = measured(package)
     assert code == 2
     text = said(err)
-    assert text.startswith(f"error: {where}") and says in text and text.endswith("run `sm120patch bench kernel` again")
+    assert (
+        text.startswith(f"error: [no-measurement] {where}")
+        and says in text
+        and text.endswith("run `sm120patch bench kernel` again")
+    )
 
 
 def test_one_token_is_the_smallest_limit_and_given_is_its_source(package: Path) -> None:
@@ -165,7 +172,7 @@ def test_a_limit_above_sglangs_says_why_it_only_goes_down(package: Path) -> None
     code, _, err = run("apply", "--sglang-path", str(package), "--fuse-up-to", "2049")
     assert code == 2
     assert said(err).endswith(
-        "error: --fuse-up-to 2049 is above sglang 0.5.11's own limit of 2048 tokens: sglang sizes FlashInfer's "
+        "error: [usage] --fuse-up-to 2049 is above sglang 0.5.11's own limit of 2048 tokens: sglang sizes FlashInfer's "
         "workspace for 2048 tokens (max_token_num), so a larger batch would overrun it or stop at sglang's "
         "assert; the limit only goes down"
     )

@@ -41,10 +41,11 @@ NEW_SOURCE = (
 OUTSIDE_ANCHOR = "\n\ndef allreduce_fusion_workspace_ready(size: int):\n    return _is_sm100_supported and size > 0\n"
 
 NEW_WARNING = (
-    f"an SM check this tool does not know: sglang/{NEW_MODULE}:6 FusedAllReduce.forward: "
+    f"[unknown-sm-check] an SM check this tool does not know: sglang/{NEW_MODULE}:6 FusedAllReduce.forward: "
     "not (is_sm90_supported() or is_sm100_supported())"
 )
 COMM_WARNING = (
+    "[unknown-sm-check] "
     f"an SM check this tool does not know: sglang/{COMM}:20 allreduce_fusion_workspace_ready: _is_sm100_supported"
 )
 
@@ -65,7 +66,10 @@ def test_verify_reports_both_gates_and_strict_refuses(gated: Path) -> None:
     code, data = jrun("verify", "--sglang-path", str(gated))
     assert code == 1 and data["warnings"] == [COMM_WARNING, NEW_WARNING]
     code, _, err = run("verify", "--sglang-path", str(gated))
-    assert "warning: an SM check this tool does not know: sglang/srt/layers/layer_boundary/fusions/" in err
+    assert (
+        "warning: [unknown-sm-check] an SM check this tool does not know: sglang/srt/layers/layer_boundary/fusions/"
+        in err
+    )
 
 
 def test_apply_strict_writes_nothing_and_apply_warns(gated: Path) -> None:

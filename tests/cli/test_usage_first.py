@@ -53,7 +53,7 @@ def test_a_wheel_that_is_not_readable_is_one_sentence(tmp_path: Path, make: Call
     code, _, err = run("demo", "--wheel", str(wheel))
     assert code == 2, err
     assert "Traceback" not in err
-    assert err.strip().startswith(f"error: --wheel {wheel}: not a readable wheel (")
+    assert err.strip().startswith(f"error: [download] --wheel {wheel}: not a readable wheel (")
     assert len(err.strip().splitlines()) == 1
 
 
@@ -62,7 +62,10 @@ def test_a_zip_without_sglang_is_not_an_sglang_wheel(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel, "w") as archive:
         archive.writestr("other/__init__.py", "")
     code, _, err = run("demo", "--wheel", str(wheel))
-    assert (code, err.strip()) == (2, f"error: --wheel {wheel}: not an sglang wheel (it has no sglang/__init__.py)")
+    assert (code, err.strip()) == (
+        2,
+        f"error: [download] --wheel {wheel}: not an sglang wheel (it has no sglang/__init__.py)",
+    )
 
 
 def test_a_corrupt_cached_wheel_is_named_with_the_fix(tmp_path: Path) -> None:

@@ -537,7 +537,7 @@ def test_ctrl_c_while_replacing_files_is_finished_by_the_next_apply(
         "interrupted while sglang's files were being replaced: each is either as before or fully replaced, and the "
         f"next `sm120patch apply` or `sm120patch revert` finishes what was started ({journal})"
     )
-    assert (code, json.loads(out)["error"], err.strip()) == (130, said, f"error: {said}")
+    assert (code, json.loads(out)["error"], err.strip()) == (130, said, f"error: [interrupted] {said}")
     monkeypatch.setattr(fsutil, "STEP_HOOK", None)
 
     code, data = verify_json(mini)

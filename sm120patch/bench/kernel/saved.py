@@ -123,8 +123,11 @@ def load(tree: SglangTree) -> dict[str, Any] | None:
         return None
     except (OSError, ValueError) as exc:
         raise EnvironmentProblem(
-            f"{where}: cannot read the saved bench result ({exc}); run `sm120patch bench kernel` again"
+            f"{where}: cannot read the saved bench result ({exc}); run `sm120patch bench kernel` again",
+            code="no-measurement",
         ) from exc
     if not isinstance(data, dict) or not isinstance(data.get("saved"), dict):
-        raise EnvironmentProblem(f"{where} is not a bench result this tool saved; run `sm120patch bench kernel` again")
+        raise EnvironmentProblem(
+            f"{where} is not a bench result this tool saved; run `sm120patch bench kernel` again", code="no-measurement"
+        )
     return data

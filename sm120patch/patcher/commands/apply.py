@@ -72,10 +72,12 @@ def apply(
     widened auto-enable admits SM12x at (``--auto-enable-tp 2|any``); without it, the one the
     last apply of this release recorded stays, else TP 2."""
     if token_limit is not None and patches is not None and PATCH_ID not in {p.id for p in patches}:
-        raise EnvironmentProblem(f"--fuse-up-to needs the {PATCH_ID} patch, which --only / --skip left out")
+        raise EnvironmentProblem(
+            f"--fuse-up-to needs the {PATCH_ID} patch, which --only / --skip left out", code="usage"
+        )
     if auto_enable_tp is not None and patches is not None and auto_enable.PATCH_ID not in {p.id for p in patches}:
         raise EnvironmentProblem(
-            f"--auto-enable-tp needs the {auto_enable.PATCH_ID} patch, which --only / --skip left out"
+            f"--auto-enable-tp needs the {auto_enable.PATCH_ID} patch, which --only / --skip left out", code="usage"
         )
     state = StateDir(tree.package_dir)
     saved = state.load()
@@ -87,7 +89,7 @@ def apply(
     outcome = Outcome(Command.APPLY, tree, ExitCode.OK, "", notes=list(notes or []))
     in_store = shared_files.store_problem(tree)
     if in_store:  # not even the state folder may be made there; a dry run says so alike
-        raise EnvironmentProblem(in_store)
+        raise EnvironmentProblem(in_store, code="shared-store")
     linked = shared_files.linked_package(tree)
     if linked:
         outcome.notes.append(linked)
@@ -202,6 +204,7 @@ def _judge(
         _report_plan(outcome, plan, state, dry_run)
         return None
     if refusal and plan.changes:
+        outcome.refused_as = "missing-kernel"
         _refuse(outcome, selected, state, refusal, swept, warnings, asks)
         return None
     if strict and outcome.warnings:
@@ -209,6 +212,7 @@ def _judge(
             f"--strict: nothing was written: {len(outcome.warnings)} warning(s) say the fused path "
             "would still not run on SM12x"
         )
+        outcome.refused_as = "strict"
         _refuse(outcome, selected, state, headline, swept, warnings, asks)
         return None
     if not plan.changes and not state.journal_path.exists():
@@ -280,7 +284,8 @@ def _refresh_record(
         except OSError as exc:
             raise EnvironmentProblem(
                 f"the patches are in place, but recording them in {state.manifest_path} failed "
-                f"({exc.strerror}: {exc.filename or state.manifest_path}); no sglang file was changed"
+                f"({exc.strerror}: {exc.filename or state.manifest_path}); no sglang file was changed",
+                code="not-writable",
             ) from exc
     return adopted
 

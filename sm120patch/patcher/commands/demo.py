@@ -62,10 +62,11 @@ def fetch(dist: str, version: str) -> Path:
     if proc.returncode != 0 or not cached:
         if "No module named pip" in proc.stderr:
             raise EnvironmentProblem(
-                f"could not download {dist}=={version}: {sys.executable} has no pip (a uv venv has none unless asked)"
+                f"could not download {dist}=={version}: {sys.executable} has no pip (a uv venv has none unless asked)",
+                code="download",
             )
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise EnvironmentProblem(f"could not download {dist}=={version} with pip: {tail}")
+        raise EnvironmentProblem(f"could not download {dist}=={version} with pip: {tail}", code="download")
     return cached[0]
 
 
@@ -86,11 +87,14 @@ def install_wheel(wheel: Path, site: Path, cached: bool = False) -> Path:
         if cached:
             raise EnvironmentProblem(
                 f"the cached wheel {wheel} is corrupt ({why}); delete it (rm '{wheel}') and run "
-                "`sm120patch demo` again to download it afresh"
+                "`sm120patch demo` again to download it afresh",
+                code="download",
             ) from exc
-        raise EnvironmentProblem(f"--wheel {wheel}: not a readable wheel ({why})") from exc
+        raise EnvironmentProblem(f"--wheel {wheel}: not a readable wheel ({why})", code="download") from exc
     if not (site / "sglang" / "__init__.py").is_file():
-        raise EnvironmentProblem(f"--wheel {wheel}: not an sglang wheel (it has no sglang/__init__.py)")
+        raise EnvironmentProblem(
+            f"--wheel {wheel}: not an sglang wheel (it has no sglang/__init__.py)", code="download"
+        )
     return site / "sglang"
 
 
@@ -119,7 +123,8 @@ def run_demo(version: str | None, wheel: Path | None, keep: bool) -> int:
         except EnvironmentProblem as exc:  # no pip, no network: a wheel fetched elsewhere does it
             raise EnvironmentProblem(
                 f"{exc}; download it where pip works (`pip download --no-deps sglang=={version}`) "
-                "and give it: `sm120patch demo --wheel FILE`"
+                "and give it: `sm120patch demo --wheel FILE`",
+                code=exc.code,
             ) from exc
     scratch = Path(tempfile.mkdtemp(prefix="sm120patch-demo-"))
     try:

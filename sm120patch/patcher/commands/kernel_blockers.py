@@ -3,6 +3,7 @@ without the SM12x kernel (and what the release then does), no SM12x GPU on this 
 
 from __future__ import annotations
 
+from sm120patch.errors import coded
 from sm120patch.sglang import releases, startup_risk
 from sm120patch.sglang.layout import COMM_FUSION
 from sm120patch.sglang.tree import SglangTree
@@ -29,7 +30,7 @@ def fused_path_warnings(tree: SglangTree) -> list[str]:
     if releases.flashinfer_warning(tree.flashinfer_facts, tree.version) is None:
         return []
     warning = releases.flashinfer_warning(tree.flashinfer_facts, tree.version, missing_kernel_effect(tree))
-    return [warning] if warning else []
+    return [coded("kernel-missing", warning)] if warning else []
 
 
 def missing_kernel_refusal(tree: SglangTree) -> str | None:

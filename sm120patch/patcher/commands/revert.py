@@ -123,7 +123,8 @@ def _refused(outcome: Outcome, force: bool, source: str = "") -> bool:
     if deleted:  # --force could not help: the journal replaces files in place
         raise NotAsAsked(
             f"cannot restore {', '.join(deleted)}{source}: deleted since apply, and revert only replaces files "
-            f"in place; nothing was written. Get the originals back with {_reinstall(tree, deleted)}"
+            f"in place; nothing was written. Get the originals back with {_reinstall(tree, deleted)}",
+            code="changed-since-apply",
         )
     changed = [s.rel for s in outcome.files if s.recorded is None]
     if changed and not force:
@@ -152,7 +153,8 @@ def _remove_state(outcome: Outcome, state: StateDir) -> None:
     except OSError as exc:
         raise EnvironmentProblem(
             f"{exc.filename or state.root} could not be removed ({exc.strerror}) once the revert was done "
-            f"({outcome.headline}); remove {state.root} by hand"
+            f"({outcome.headline}); remove {state.root} by hand",
+            code="not-writable",
         ) from exc
     if measured:  # said, even where nothing else was reverted
         outcome.notes.append(
@@ -295,7 +297,8 @@ def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: boo
         if sha256(data) != record.sha256_before and not relink:
             raise EnvironmentProblem(
                 f"backup {backup} is missing or damaged; nothing was written. Restore the originals with "
-                f"{_reinstall(tree, sorted(manifest.files))}"
+                f"{_reinstall(tree, sorted(manifest.files))}",
+                code="state-damaged",
             )
         if record.link is not None and not relink:
             outcome.notes.append(
@@ -346,7 +349,8 @@ def _drop_kept(state: StateDir, folder: str) -> None:
     except OSError as exc:
         raise EnvironmentProblem(
             f"the files are restored, but {exc.filename or state.root / folder} could not be removed "
-            f"({exc.strerror}); remove {state.root / folder} by hand"
+            f"({exc.strerror}); remove {state.root / folder} by hand",
+            code="not-writable",
         ) from exc
 
 
@@ -359,5 +363,7 @@ def _keep_changed(state: StateDir, folder: Path | None, rel: str, data: bytes) -
         aside = folder / rel
         state.put(aside, data)
     except OSError as exc:
-        raise EnvironmentProblem(f"cannot keep the changed {rel} aside ({exc.strerror}); nothing was written") from exc
+        raise EnvironmentProblem(
+            f"cannot keep the changed {rel} aside ({exc.strerror}); nothing was written", code="not-writable"
+        ) from exc
     return folder, aside

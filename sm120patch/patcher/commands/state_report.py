@@ -45,7 +45,8 @@ def set_aside(state: StateDir, release: str) -> Path:
     except OSError as exc:
         raise EnvironmentProblem(
             f"cannot set the saved state of sglang {release} aside in {state.root} "
-            f"({exc.strerror}: {exc.filename or state.root}); no sglang file was changed"
+            f"({exc.strerror}: {exc.filename or state.root}); no sglang file was changed",
+            code="not-writable",
         ) from exc
 
 

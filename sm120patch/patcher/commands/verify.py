@@ -58,6 +58,8 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None, strict: bool 
         )
     refusal = shared_files.write_refusal(tree, list(read))
     outcome.exit_code, outcome.headline = _verdict(plan, outcome.files, tree, manifest, judged.own, refusal)
+    if outcome.exit_code != ExitCode.OK and plan.refusal is None and not plan.drift:
+        outcome.refused_as = "pending"
     in_store = shared_files.patched_store(tree, found, outcome.files)
     if in_store and outcome.exit_code == ExitCode.OK:  # never green on bytes this environment did not write
         outcome.exit_code, outcome.headline = ExitCode.NOT_AS_ASKED, in_store
@@ -83,7 +85,7 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None, strict: bool 
     if limit:
         outcome.notes.append(limit)
     if outcome.exit_code == ExitCode.OK and strict and outcome.warnings:
-        outcome.exit_code = ExitCode.NOT_AS_ASKED
+        outcome.exit_code, outcome.refused_as = ExitCode.NOT_AS_ASKED, "strict"
         outcome.headline = f"--strict: {outcome.headline}, but {len(outcome.warnings)} warning(s) about the fused path"
     if manifest is not None and judged.own:  # after --strict: not about the fused path
         outcome.warnings += _revert_refuses(outcome.files, manifest)

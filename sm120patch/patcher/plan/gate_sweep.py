@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from sm120patch.errors import coded
 from sm120patch.patcher.kit.model import Kind, State
 from sm120patch.patcher.plan.registry import by_id
 from sm120patch.patcher.plan.types import Plan
@@ -68,7 +69,10 @@ class UnknownCheck:
     expression: str  # on one line
 
     def sentence(self) -> str:
-        return f"an SM check this tool does not know: sglang/{self.file}:{self.line} {self.function}: {self.expression}"
+        return coded(
+            "unknown-sm-check",
+            f"an SM check this tool does not know: sglang/{self.file}:{self.line} {self.function}: {self.expression}",
+        )
 
 
 @dataclass(frozen=True)

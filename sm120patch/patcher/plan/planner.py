@@ -98,7 +98,7 @@ def plan_file(
     try:
         original = data if data is not None else path.read_bytes() if path.is_file() else None
     except OSError as exc:
-        raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror})") from exc
+        raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror})", code="unreadable") from exc
     plan = FilePlan(rel, path, original)
     if original is None:
         for patch, ctx in zip(patches, contexts, strict=False):

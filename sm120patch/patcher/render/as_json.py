@@ -76,6 +76,7 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
         "ok": outcome.exit_code == 0,
         "exit_code": int(outcome.exit_code),
         "headline": outcome.headline,
+        "code": outcome.code,  # the stable code of an outcome not as asked (errors.CODES)
         "sglang": tree_json(outcome.tree),
         "refusal": plan.refusal if plan else None,
         "patches": patches,

@@ -121,7 +121,8 @@ def render(outcome: Outcome, show_docs: bool = False, dry_run: bool = False, bri
     for warning in dict.fromkeys(outcome.warnings):
         put(out, Text.assemble(("warning: ", "bold yellow"), (printable(warning), "yellow")))
     style = "bold green" if outcome.exit_code == 0 else "bold red"
-    put(out, Text(printable(outcome.headline), style=style))
+    headline = f"[{outcome.code}] {outcome.headline}" if outcome.code else outcome.headline
+    put(out, Text(printable(headline), style=style))
 
 
 def _render_runtime(out: Console, result: RuntimeCheck) -> None:

@@ -109,7 +109,9 @@ class Journal:
                 Op(data["op"]), entries, data["manifest"], data.get("pid", 0), data.get("started", "?"), data["format"]
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise EnvironmentProblem(f"the journal of an interrupted run is corrupted ({exc})") from exc
+            raise EnvironmentProblem(
+                f"the journal of an interrupted run is corrupted ({exc})", code="state-damaged"
+            ) from exc
 
 
 def check_writable(paths: list[Path]) -> None:
@@ -129,7 +131,8 @@ def check_writable(paths: list[Path]) -> None:
             advice = write_advice(exc)
             raise EnvironmentProblem(
                 f"{path}: cannot be replaced ({exc.strerror}); no sglang file was changed"
-                + (f": {advice}" if advice else "")
+                + (f": {advice}" if advice else ""),
+                code="not-writable",
             ) from exc
 
 
@@ -145,7 +148,8 @@ def remove_temps(state: StateDir, targets: list[Path]) -> None:
     except OSError as exc:
         raise EnvironmentProblem(
             f"cannot remove {exc.filename or 'a temp file'}, left by a run that was killed ({exc.strerror}); "
-            "no sglang file was changed"
+            "no sglang file was changed",
+            code="not-writable",
         ) from exc
 
 
@@ -191,7 +195,8 @@ def stage(state: StateDir, changes: Sequence[Change], manifest: Manifest) -> lis
     except OSError as exc:
         remove_tree(state.root / "staged")
         raise EnvironmentProblem(
-            f"cannot write backups into {state.root}: {writing} ({exc.strerror}); no sglang file was changed"
+            f"cannot write backups into {state.root}: {writing} ({exc.strerror}); no sglang file was changed",
+            code="not-writable",
         ) from exc
     return entries
 
@@ -209,7 +214,8 @@ def commit(state: StateDir, entries: list[Entry], manifest: Manifest | None, op:
     for entry in entries:  # a journal whose "before" is not what is there could never finish
         if links.identity(Path(entry.path)) not in (entry.before, entry.after):
             raise NotAsAsked(
-                f"{op.value}: {entry.rel} changed while sm120patch read it; nothing was written. Run it again"
+                f"{op.value}: {entry.rel} changed while sm120patch read it; nothing was written. Run it again",
+                code="changed-while-read",
             )
     journal = Journal(
         op, entries, manifest.to_json() if manifest is not None else None, format=journal_format(entries, manifest)
@@ -219,7 +225,8 @@ def commit(state: StateDir, entries: list[Entry], manifest: Manifest | None, op:
         state.write_json(state.journal_path, journal.to_json())
     except OSError as exc:
         raise EnvironmentProblem(
-            f"{op.value} stopped before changing any sglang file: cannot write {state.journal_path} ({exc.strerror})"
+            f"{op.value} stopped before changing any sglang file: cannot write {state.journal_path} ({exc.strerror})",
+            code="not-writable",
         ) from exc
     try:
         _finish(state, journal)
@@ -252,7 +259,8 @@ def _finish(state: StateDir, journal: Journal) -> list[str]:
                 f"interrupted {journal.op.value}: {entry.rel} is neither the version before "
                 f"({_short(entry.before)}) nor after ({_short(entry.after)}) the operation; it was "
                 f"changed by something else. Left as is. Compare it with "
-                f"{state.root / entry.source}, then remove {state.journal_path}"
+                f"{state.root / entry.source}, then remove {state.journal_path}",
+                code="changed-since-apply",
             )
         step("replace")
         if entry.link is not None:
@@ -261,7 +269,9 @@ def _finish(state: StateDir, journal: Journal) -> list[str]:
             source = state.root / entry.source
             data = source.read_bytes()
             if sha256(data) != entry.after:
-                raise NotAsAsked(f"interrupted {journal.op.value}: {source} is damaged; {entry.rel} left as is")
+                raise NotAsAsked(
+                    f"interrupted {journal.op.value}: {source} is damaged; {entry.rel} left as is", code="state-damaged"
+                )
             atomic_write(Path(entry.path), data)
         drop_pycache(Path(entry.path))
         done.append(entry.rel)

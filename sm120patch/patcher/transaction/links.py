@@ -57,7 +57,8 @@ def target(package_dir: Path, path: Path) -> Target:
         raise EnvironmentProblem(
             f"{path}: its folder is a link to {folder}, outside the sglang package {package}; sm120patch "
             "writes only this environment's own files, never into a folder it links to. Nothing was "
-            "written. Install sglang with copied files (uv: --link-mode=copy) to patch it"
+            "written. Install sglang with copied files (uv: --link-mode=copy) to patch it",
+            code="shared-store",
         )
     here = Path(folder) / path.name
     if here.is_symlink():

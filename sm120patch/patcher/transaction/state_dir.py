@@ -165,7 +165,8 @@ class StateDir:
             raise EnvironmentProblem(
                 f"{self.manifest_path} is corrupted ({exc}); move {self.root} away and "
                 "reinstall sglang (pip install --force-reinstall --no-deps sglang==<version>) "
-                "to get pristine files"
+                "to get pristine files",
+                code="state-damaged",
             ) from exc
 
     def _read_json(self, path: Path, what: str) -> dict[str, Any] | None:
@@ -174,19 +175,21 @@ class StateDir:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise EnvironmentProblem(f"{path}: cannot read the {what} ({exc.strerror})") from exc
+            raise EnvironmentProblem(f"{path}: cannot read the {what} ({exc.strerror})", code="state-damaged") from exc
         try:
             data = json.loads(raw)  # UTF-8 (or -16, -32); bytes that decode as none raise a ValueError
             fmt = data["format"]
         except (ValueError, KeyError, TypeError) as exc:
             raise EnvironmentProblem(
                 f"{path} is corrupted (not a {what} this tool wrote); move {self.root} away "
-                "and reinstall sglang to get pristine files, or restore it from a backup"
+                "and reinstall sglang to get pristine files, or restore it from a backup",
+                code="state-damaged",
             ) from exc
         if not isinstance(fmt, int) or fmt > FORMAT:
             raise EnvironmentProblem(
                 f"{path} was written by a newer sm120patch (state format {fmt}, this is "
-                f"{__version__} with format {FORMAT}); upgrade sm120patch"
+                f"{__version__} with format {FORMAT}); upgrade sm120patch",
+                code="state-newer",
             )
         return data
 
@@ -315,7 +318,9 @@ class StateDir:
                     os.ftruncate(fd, 0)
                     os.pwrite(fd, str(os.getpid()).encode(), 0)
                 except OSError as exc:
-                    raise EnvironmentProblem(f"cannot write the pid into {self.lock_path} ({exc.strerror})") from exc
+                    raise EnvironmentProblem(
+                        f"cannot write the pid into {self.lock_path} ({exc.strerror})", code="not-writable"
+                    ) from exc
             yield True
         finally:
             os.close(fd)  # closing releases the flock
@@ -338,7 +343,7 @@ class StateDir:
             except FileNotFoundError:
                 return None
             except OSError as exc:
-                raise EnvironmentProblem(f"cannot read {self.lock_path} ({exc.strerror})") from exc
+                raise EnvironmentProblem(f"cannot read {self.lock_path} ({exc.strerror})", code="unreadable") from exc
         try:
             for _ in range(LOCK_OPEN_TRIES - 1):
                 with contextlib.suppress(FileNotFoundError):  # a revert removed the directory meanwhile
@@ -348,7 +353,8 @@ class StateDir:
             advice = write_advice(exc)
             raise EnvironmentProblem(
                 f"cannot create the state directory {self.root} ({exc.strerror}: {exc.filename or self.lock_path})"
-                + (f"; {advice}" if advice else "")
+                + (f"; {advice}" if advice else ""),
+                code="not-writable",
             ) from exc
 
     def _make_and_open(self) -> int:
@@ -363,11 +369,14 @@ class StateDir:
                 return
             except OSError as exc:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):  # ENOLCK: a filesystem without locks
-                    raise EnvironmentProblem(f"cannot lock {self.lock_path} ({exc.strerror})") from exc
+                    raise EnvironmentProblem(
+                        f"cannot lock {self.lock_path} ({exc.strerror})", code="not-writable"
+                    ) from exc
                 if time.monotonic() > deadline:
                     holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
                     raise EnvironmentProblem(
-                        f"another sm120patch (pid {holder or '?'}) has held {self.lock_path} for over {timeout:.0f}s"
+                        f"another sm120patch (pid {holder or '?'}) has held {self.lock_path} for over {timeout:.0f}s",
+                        code="locked",
                     ) from exc
                 time.sleep(0.05)
 

@@ -134,6 +134,7 @@ def test_an_outcome_key_by_key() -> None:
         "ok": True,
         "exit_code": 0,
         "headline": "patched",
+        "code": None,
         "sglang": tree_json(tree),
         "refusal": None,
         "patches": [
@@ -252,13 +253,14 @@ def test_a_refused_release_lists_every_patch_as_refused_for_that_reason() -> Non
 
 
 def test_an_error() -> None:
-    data = error_json("no such interpreter", ExitCode.ENVIRONMENT)
+    data = error_json("no such interpreter", ExitCode.ENVIRONMENT, "bad-python")
     assert data == {
         "schema": "sm120patch/1",
         "tool_version": __version__,
         "ok": False,
         "exit_code": 2,
         "error": "no such interpreter",
+        "code": "bad-python",
     }
     assert type(data["exit_code"]) is int
 

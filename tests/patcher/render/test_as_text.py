@@ -459,7 +459,7 @@ def test_notes_then_warnings_each_once_then_the_headline(capsys: pytest.CaptureF
         "second \\x1b",
         "warning: w1",
         "warning: w2 \\x07",
-        "head \\x1b[0m",
+        "[not-as-asked] head \\x1b[0m",  # the stable code of an outcome not as asked first
     ]
 
 
@@ -588,7 +588,7 @@ def test_the_rest_of_the_report_in_colour(capsys: pytest.CaptureFixture[str], co
         "\x1b[1;32mdone\x1b[0m",
     ):
         assert painted in err
-    assert "\x1b[1;31mfailed\x1b[0m" in "".join(
+    assert "\x1b[1;31m[not-as-asked] failed\x1b[0m" in "".join(
         shown(capsys, an_outcome(code=ExitCode.NOT_AS_ASKED, headline="failed"))
     )
 
