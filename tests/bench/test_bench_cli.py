@@ -129,7 +129,7 @@ def test_a_refusal_without_json_is_one_line_on_stderr(tmp_path: Path) -> None:
     code, _, err = bench("--tp", "2", site=fake_serving_site(tmp_path, []), json_out=False, process=True)
     assert code == 2
     assert err.strip().splitlines() == [
-        f"error: torch 2.11.0+fake in {sys.executable} sees no CUDA GPU: nothing to measure"
+        f"error: [bench-host] torch 2.11.0+fake in {sys.executable} sees no CUDA GPU: nothing to measure"
     ]
 
 

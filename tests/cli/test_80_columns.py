@@ -103,9 +103,11 @@ def test_each_error_fits_and_names_its_path_whole(tmp_path: Path) -> None:
     not_sglang = tmp_path / DEEP / "not-sglang"
     not_sglang.mkdir()
     text, _ = shown(["verify", "--sglang-path", str(not_sglang)], env)
-    assert_whole(text, f"error: --sglang-path {not_sglang}: not an sglang package; pass the 'sglang' directory")
+    assert_whole(
+        text, f"error: [no-sglang] --sglang-path {not_sglang}: not an sglang package; pass the 'sglang' directory"
+    )
     text, _ = shown(["list", "--python", sys.executable], {**env, "PYTHONPATH": ""})
-    assert "error: no sglang found in --python" in words(text) and "Searched sys.path:" in text
+    assert "error: [no-sglang] no sglang found in --python" in words(text) and "Searched sys.path:" in text
     text, _ = shown(["apply", "--sglang-path", str(package), "--python", sys.executable], env)
     assert_whole(text, "Error: give either --python or --sglang-path, not both")
     assert jrun("apply", "--sglang-path", str(package))[0] == 0

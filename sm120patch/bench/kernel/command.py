@@ -37,7 +37,9 @@ def model_for(config: Path | None, layers: int | None, hidden: int | None) -> Mo
     if config is not None:
         model = read_config(config)
         if hidden is not None and hidden != model.hidden:
-            raise EnvironmentProblem(f"--hidden {hidden} contradicts --model-config (hidden size {model.hidden})")
+            raise EnvironmentProblem(
+                f"--hidden {hidden} contradicts --model-config (hidden size {model.hidden})", code="usage"
+            )
         return replace(model, layers=layers) if layers else model
     if layers is not None:
         return Model(layers, hidden or DEFAULT_HIDDEN, None, "--layers/--hidden")
@@ -99,8 +101,8 @@ def bench(
             result = run(settings, call, hatch, on_event, tree.version if tree else None, model)
     except ranks.RankFailure as exc:
         if exc.kind is ranks.FailureKind.TIMEOUT:
-            raise EnvironmentProblem(f"bench stopped: {exc}") from exc
-        raise NotAsAsked(f"bench failed: {exc}") from exc
+            raise EnvironmentProblem(f"bench stopped: {exc}", code="usage") from exc
+        raise NotAsAsked(f"bench failed: {exc}", code="usage") from exc
     # The plot first: a --plot that cannot be written is said in the one JSON object, beside
     # the measurements, and is exit 2.
     problem = draw_plot(render.plot, result, plot) if plot is not None else None

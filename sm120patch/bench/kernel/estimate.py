@@ -73,11 +73,11 @@ def read_config(path: Path) -> Model:
     try:
         config = json.loads(file.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise EnvironmentProblem(f"--model-config {file}: {exc.strerror or exc}") from None
+        raise EnvironmentProblem(f"--model-config {file}: {exc.strerror or exc}", code="usage") from None
     except ValueError as exc:
-        raise EnvironmentProblem(f"--model-config {file} is not JSON: {exc}") from None
+        raise EnvironmentProblem(f"--model-config {file} is not JSON: {exc}", code="usage") from None
     if not isinstance(config, dict):
-        raise EnvironmentProblem(f"--model-config {file} holds no JSON object")
+        raise EnvironmentProblem(f"--model-config {file} holds no JSON object", code="usage")
     text = config.get("text_config")
     if isinstance(text, dict) and _first(config, LAYER_KEYS) is None:
         config = {**config, **text}
@@ -85,7 +85,8 @@ def read_config(path: Path) -> Model:
     if not layers or not hidden or layers < 1 or hidden < 1:
         raise EnvironmentProblem(
             f"--model-config {file} names no layer count ({'/'.join(LAYER_KEYS)}) and hidden size "
-            f"({'/'.join(HIDDEN_KEYS)}): give --layers and --hidden instead"
+            f"({'/'.join(HIDDEN_KEYS)}): give --layers and --hidden instead",
+            code="usage",
         )
     experts = _first(config, EXPERT_KEYS)
     architectures = config.get("architectures") or []

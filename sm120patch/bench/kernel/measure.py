@@ -285,7 +285,7 @@ def run_probe(python: str, world: int, timeout: float) -> dict[str, Any]:
         )
         return answer.json_object(python, step)
     except ProbeError as exc:
-        raise EnvironmentProblem(str(exc)) from exc
+        raise EnvironmentProblem(str(exc), code="bench-host") from exc
 
 
 def rank_env() -> dict[str, str]:
@@ -417,7 +417,7 @@ def run(
     if settings.device == "cuda":
         problem = refusal(probe, settings.tp, settings.python)
         if problem:
-            raise EnvironmentProblem(problem)
+            raise EnvironmentProblem(problem, code="bench-host")
         world = settings.tp or len(probe["gpus"])
     else:
         world = settings.tp or 2
@@ -444,12 +444,15 @@ def run(
         )
     except ranks.RankFailure as exc:
         if exc.kind is ranks.FailureKind.NO_KERNEL:
-            raise EnvironmentProblem(f"FlashInfer has no trtllm allreduce kernel for these GPUs ({exc})") from exc
+            raise EnvironmentProblem(
+                f"FlashInfer has no trtllm allreduce kernel for these GPUs ({exc})", code="bench-host"
+            ) from exc
         if exc.kind is ranks.FailureKind.ENVIRONMENT:
-            raise EnvironmentProblem(str(exc)) from exc
+            raise EnvironmentProblem(str(exc), code="bench-host") from exc
         if exc.kind is ranks.FailureKind.DECLINED:
             raise NotAsAsked(
-                f"{exc.message}: a server with fusion on would run unfused on these GPUs (rank {exc.rank})"
+                f"{exc.message}: a server with fusion on would run unfused on these GPUs (rank {exc.rank})",
+                code="bench-host",
             ) from exc
         raise
     done = next(e for e in logs[0].events if e["event"] == "done")

@@ -22,9 +22,11 @@ def parse_sizes(value: str) -> tuple[int, ...]:
     try:
         sizes = tuple(sorted({int(v) for v in value.split(",") if v.strip()}))
     except ValueError:
-        raise EnvironmentProblem(f"--batch-sizes {value!r} is not a comma-separated list of batch sizes") from None
+        raise EnvironmentProblem(
+            f"--batch-sizes {value!r} is not a comma-separated list of batch sizes", code="usage"
+        ) from None
     if not sizes or sizes[0] < 1:
-        raise EnvironmentProblem(f"--batch-sizes {value!r}: batch sizes are whole numbers from 1")
+        raise EnvironmentProblem(f"--batch-sizes {value!r}: batch sizes are whole numbers from 1", code="usage")
     return sizes
 
 
@@ -55,7 +57,9 @@ def bench_server(
     from sm120patch.sglang.options import release_options
 
     if any(word in arg for arg in server_args for word in FUSION_WORDS):
-        raise EnvironmentProblem("--server-arg must not set fusion: bench server runs it off and on itself")
+        raise EnvironmentProblem(
+            "--server-arg must not set fusion: bench server runs it off and on itself", code="usage"
+        )
     sizes = parse_sizes(batch_sizes)
     tree = locate(python=python, sglang_path=sglang_path)
     limits: tuple[int | None, int | None] = (None, None)
@@ -88,7 +92,9 @@ def bench_server(
         from sm120patch.bench.server import plan
 
         if tp is None:
-            raise EnvironmentProblem("--plan needs --tp: without a GPU there is no count of them to default to")
+            raise EnvironmentProblem(
+                "--plan needs --tp: without a GPU there is no count of them to default to", code="usage"
+            )
         data = plan.plan(settings)
         return ShownBench(data, lambda out: plan.render(data, out), 0)
     status = StatusLine(not as_json and sys.stderr.isatty(), "asking the serving interpreter for its GPUs")

@@ -62,23 +62,25 @@ def read_user(path: Path, tp: int, scratch_tokenizer: Path) -> Model:
     if not path.is_dir():
         raise EnvironmentProblem(
             f"--model-path {path} is not a local directory: bench server reads only the config.json "
-            "of a local model directory and downloads nothing"
+            "of a local model directory and downloads nothing",
+            code="usage",
         )
     try:
         config = json.loads(config_path.read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise EnvironmentProblem(f"the model config {config_path} cannot be read: {why}") from None
+        raise EnvironmentProblem(f"the model config {config_path} cannot be read: {why}", code="usage") from None
     if not isinstance(config, dict):
-        raise EnvironmentProblem(f"the model config {config_path} is not a JSON object")
+        raise EnvironmentProblem(f"the model config {config_path} is not a JSON object", code="usage")
     text = _text_config(config)
     hidden, layers = text.get("hidden_size"), text.get("num_hidden_layers")
     if not isinstance(hidden, int) or not isinstance(layers, int) or hidden <= 0 or layers <= 0:
-        raise EnvironmentProblem(f"the model config {config_path} has no hidden_size / num_hidden_layers")
+        raise EnvironmentProblem(f"the model config {config_path} has no hidden_size / num_hidden_layers", code="usage")
     heads = text.get("num_attention_heads")
     if isinstance(heads, int) and heads % tp:
         raise EnvironmentProblem(
-            f"the model in {path} has {heads} attention heads, which --tp {tp} does not divide: sglang cannot shard it"
+            f"the model in {path} has {heads} attention heads, which --tp {tp} does not divide: sglang cannot shard it",
+            code="usage",
         )
     architectures = config.get("architectures") or [config.get("model_type") or "unknown"]
     tokenizer = None if has_tokenizer(path) else write_tokenizer(scratch_tokenizer)
@@ -114,12 +116,15 @@ def bundled_config(hidden: int, layers: int, dtype: str, max_len: int) -> dict[s
 def write_bundled(directory: Path, hidden: int, layers: int, dtype: str, tp: int, max_len: int) -> Model:
     """The bundled model in ``directory`` (config.json and a tiny tokenizer)."""
     if hidden % HEAD_DIM:
-        raise EnvironmentProblem(f"--hidden {hidden}: the bundled model needs a multiple of {HEAD_DIM} (head size)")
+        raise EnvironmentProblem(
+            f"--hidden {hidden}: the bundled model needs a multiple of {HEAD_DIM} (head size)", code="usage"
+        )
     heads = hidden // HEAD_DIM
     if heads % tp:
         raise EnvironmentProblem(
             f"--hidden {hidden} gives {heads} attention heads, which --tp {tp} does not divide: pick a hidden size "
-            f"that is a multiple of {HEAD_DIM * tp}"
+            f"that is a multiple of {HEAD_DIM * tp}",
+            code="usage",
         )
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.json").write_text(json.dumps(bundled_config(hidden, layers, dtype, max_len), indent=1))

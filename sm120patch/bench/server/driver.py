@@ -173,13 +173,15 @@ def refuse_release(settings: Settings) -> tuple[str, Flags]:
     if module is None:
         raise EnvironmentProblem(
             f"sglang {version} in {settings.package_dir} has no bench_one_batch (sglang/bench_one_batch.py or "
-            "sglang/benchmark/one_batch.py): there is no offline benchmark to run"
+            "sglang/benchmark/one_batch.py): there is no offline benchmark to run",
+            code="bench-host",
         )
     flags = choose(set(settings.options))
     if flags is None:
         raise EnvironmentProblem(
             f"sglang {version} has no FlashInfer allreduce fusion option in its server arguments: the release is "
-            "older than the fusion (0.4.9), so there is nothing to compare"
+            "older than the fusion (0.4.9), so there is nothing to compare",
+            code="bench-host",
         )
     return module, flags
 
@@ -242,7 +244,7 @@ def run_probe(settings: Settings) -> dict[str, Any]:
         )
         return answer.json_object(settings.python, step)
     except ProbeError as exc:
-        raise EnvironmentProblem(str(exc)) from exc
+        raise EnvironmentProblem(str(exc), code="bench-host") from exc
 
 
 def probe_env(package_dir: Path, first: tuple[Path, ...] = ()) -> dict[str, str]:
@@ -319,7 +321,7 @@ def choose_configs(settings: Settings, flags: Flags) -> tuple[tuple[Config, ...]
     try:
         return configs.select(settings.config_names, settings.release(flags))
     except ValueError as exc:
-        raise EnvironmentProblem(str(exc)) from None
+        raise EnvironmentProblem(str(exc), code="bench-host") from None
 
 
 def _model(settings: Settings, scratch: Path) -> config.Model:
@@ -408,7 +410,7 @@ def run(
     probe = run_probe(settings)
     problem = refusal(probe, settings)
     if problem:
-        raise EnvironmentProblem(problem)
+        raise EnvironmentProblem(problem, code="bench-host")
     settings = dataclasses.replace(settings, tp=settings.tp or len(probe["gpus"]))
     chosen, chosen_notes = choose_configs(settings, flags)
     scratch = Path(tempfile.mkdtemp(prefix="sm120patch-bench-server-"))
