@@ -47,6 +47,9 @@ def test_list_docs_prints_each_patchs_description_on_stdout(mini: Path) -> None:
         assert f"\n{patch.id}: {patch.summary}\n" in out
         assert f"  {patch.id}" in err and patch.summary in err  # the summary, not the detail, in the table
     assert out.count("  where it looks:\n") == len(patches)
+    roles = [p for p in patches if p.role is not None]
+    assert roles and out.count("  where no row matches, by role: ") == len(roles)
+    assert all(" ".join(p.role.what.split()) in " ".join(out.split()) for p in roles if p.role)
     assert "will widen" not in err
 
 
