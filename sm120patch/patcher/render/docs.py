@@ -57,10 +57,10 @@ def render_docs(out: Console) -> None:
             out.print(
                 Padding(Text(f"sglang/{anchor.file}: {anchor.describe()}, {anchor.seen}{expect}{note}"), (0, 0, 0, 4))
             )
-        if patch.role is not None:
-            # Where no row matches (a release that moved it), the target is found by what it does.
-            follows = f", followed from {patch.role.follows}'s target" if patch.role.follows else ""
-            out.print(Text(f"  where no row matches, by role: {patch.role.what}{follows}", style="bold"))
+        role = getattr(patch, "role", None)  # where no row matches (a release that moved it)
+        if role is not None:
+            follows = f", followed from {role.follows}'s target" if role.follows else ""
+            out.print(Text(f"  where no row matches, by role: {role.what}{follows}", style="bold"))
 
 
 def render_known_gates(out: Console) -> None:
