@@ -77,7 +77,7 @@ def is_gate(function: cst.FunctionDef) -> bool:
     """The runtime gate: a truth test holds the fusion's SM clause and one of its switches,
     and the function neither raises (a resolver refuses; a gate only answers) nor turns the
     fusion on (the auto-enable also tests the backend option beside its SM clause)."""
-    return any(True for _ in gate_tests(function)) and not _raises(function) and not _turns_on(function)
+    return any(True for _ in gate_tests(function)) and not raises(function) and not _turns_on(function)
 
 
 def sm_flag_read(function: cst.FunctionDef) -> str | None:
@@ -98,7 +98,8 @@ def limit_read(function: cst.FunctionDef) -> str | None:
     return None
 
 
-def _raises(node: cst.CSTNode) -> bool:
+def raises(node: cst.CSTNode) -> bool:
+    """Whether a ``raise`` stands anywhere under ``node``."""
     return any(isinstance(child, cst.Raise) for child in walk(node))
 
 
@@ -110,7 +111,7 @@ def is_resolver(function: cst.FunctionDef) -> bool:
         node
         for node in walk(function)
         if isinstance(node, cst.If)
-        and _raises(node.body)
+        and raises(node.body)
         and "allreduce" in code(node.body).lower().replace("_", "").replace("-", "").replace(" ", "")
         and _fusion_clauses(node.test, negated=True)
     ]

@@ -8,16 +8,12 @@ from packaging.version import Version
 from sm120patch.patcher.kit.cst_helpers import walk
 from sm120patch.patcher.kit.decide import decide, find_anchored, label, sought
 from sm120patch.patcher.kit.model import Anchor, Edit, Example, Finding, Patch, PatchContext, Releases, Role, State
-from sm120patch.patcher.kit.role_shapes import is_resolver
+from sm120patch.patcher.kit.role_shapes import is_resolver, raises
 from sm120patch.patcher.kit.sm_terms import clauses_in_test, sm_terms_in
 from sm120patch.sglang.layout import COMM_FUSION, RESOLVER
 
 FUNCTION = "_resolve_backend"  # the anchor rows' name: check() reads the rows
 SINCE = "0.5.14"
-
-
-def _raises(block: cst.BaseSuite) -> bool:
-    return any(isinstance(node, cst.Raise) for node in walk(block))
 
 
 class FusionBackendResolver(Patch):
@@ -176,7 +172,7 @@ class FusionBackendResolver(Patch):
         guards = [
             clause
             for node in walk(function.body)
-            if isinstance(node, cst.If) and _raises(node.body)
+            if isinstance(node, cst.If) and raises(node.body)
             for clause in clauses_in_test(node.test)
             if clause.negated and len(clause.terms) > 1
         ]
