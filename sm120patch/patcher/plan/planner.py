@@ -26,7 +26,7 @@ from sm120patch.patcher.kit.model import (
 )
 from sm120patch.patcher.plan.evidence import emit
 from sm120patch.patcher.plan.registry import by_id, provided_for
-from sm120patch.patcher.plan.role_find import Located, calls_for_role, locate
+from sm120patch.patcher.plan.role_find import Located, Package, calls_for_role, locate
 from sm120patch.patcher.plan.types import Evidence, FilePlan, PatchReport, Plan
 from sm120patch.sglang import releases, static_names
 from sm120patch.sglang.layout import module_name
@@ -79,6 +79,7 @@ def plan_file(
     files: Mapping[str, str] | None = None,
     data: bytes | None = None,
     any_tp: bool | None = None,
+    package: Package | None = None,
 ) -> FilePlan:
     """``data``: the bytes to check instead of the file's (the file as another plan leaves it)."""
     path = tree.path(rel)
@@ -105,7 +106,7 @@ def plan_file(
             f = patch.absent(ctx, rel)
             plan.reports.append(_report(patch, rel, f.state, f.detail, f.where, state_after=f.state))
         return plan
-    parsed = _parse(rel, original)
+    parsed = (package.parsed(rel, original) if package else None) or _parse(rel, original)
     if isinstance(parsed, str):
         for patch in patches:
             plan.reports.append(_report(patch, rel, State.DRIFT, parsed, state_after=State.DRIFT))
@@ -147,6 +148,7 @@ def _plan_files(
     token_limit: int | None,
     found: Mapping[str, Located],
     any_tp: bool | None,
+    package: Package | None = None,
 ) -> Plan:
     by_file: dict[str, list[Patch]] = {}
     files: dict[str, str] = {}
@@ -158,7 +160,7 @@ def _plan_files(
     return Plan(
         tree,
         [
-            plan_file(tree, rel, group, change, token_limit, rows, files, any_tp=any_tp)
+            plan_file(tree, rel, group, change, token_limit, rows, files, any_tp=any_tp, package=package)
             for rel, group in by_file.items()
         ],
     )
@@ -213,11 +215,12 @@ def make_plan(
     asks = {r.id: r.state for r in plan.reports}
     if any(calls_for_role(p, asks[p.id], tree.parsed_version) for p in patches):
         # Only where a known layout did not match: every other plan reads no more files.
-        found, why = locate(tree, by_id().values(), asks, _leaders(plan), tree.parsed_version)
+        package = Package(tree)
+        found, why = locate(package, by_id().values(), asks, _leaders(plan), tree.parsed_version)
         found = {pid: located for pid, located in found.items() if pid in asks}
         usable = {pid: located for pid, located in found.items() if roles or located.known}
         if usable:
-            plan = _plan_files(tree, patches, change, token_limit, usable, any_tp)
+            plan = _plan_files(tree, patches, change, token_limit, usable, any_tp, package)
         _say_roles(plan, found, why, roles)
     _unfounded(plan)
     if change and plan.drift:

@@ -84,6 +84,11 @@ class Package:
                 self._text[rel] = None
         return self._text[rel]
 
+    def parsed(self, rel: str, data: bytes) -> cst.Module | None:
+        """The module this package already parsed from exactly ``data``, else None: the plan
+        that follows a role find reads its file once, not twice."""
+        return self._parsed.get(rel) if self._text.get(rel) == data else None
+
     def parse(self, rel: str) -> cst.Module | None:
         if rel not in self._parsed:
             data = self.text(rel)
@@ -218,7 +223,7 @@ def calls_for_role(patch: Patch, state: State, version: object) -> bool:
 
 
 def locate(
-    tree: SglangTree,
+    package: Package,
     patches: Iterable[Patch],
     asks: Mapping[str, State],
     leaders: Mapping[str, Anchor],
@@ -227,7 +232,6 @@ def locate(
     """Role finds for ``patches``: ``asks`` holds each patch's state by its rows,
     ``leaders`` the row each patch's target was found through (for the roles that follow
     it).  Returns the patches found by role, and why others could not be (a sentence)."""
-    package = Package(tree)
     found: dict[str, Located] = {}
     why: dict[str, str] = {}
     for patch in _leaders_first(patches):
