@@ -7,6 +7,8 @@
     python3 scripts/mutation_report.py --open                 # only what is not killed yet
     python3 scripts/mutation_report.py --together --children 16  # one mutmut run over every module
     python3 scripts/mutation_report.py --together --open      # after it: what is still not answered
+    python3 scripts/mutation_report.py --together --since REV # no mutants/ here: keep REV's statuses
+                                                              # of the functions unchanged since REV
     python3 scripts/mutation_report.py --render               # only rewrite the report
 
 mutmut (configured in pyproject.toml, ``[tool.mutmut]``) copies the tree into ``mutants/``,
@@ -150,6 +152,71 @@ def open_targets() -> dict[str, str]:
         for name, status in statuses.items()
         if status != "killed" and not (status == "survived" and triage_key(name, lines[name]) in equivalent)
     }
+
+
+#: A status as mutmut records it: the exit code it reads back as that status.
+EXIT_CODE_OF = {"killed": 1, "survived": 0, "no tests": 33, "skipped": 34, "suspicious": 35, "timeout": 36}
+
+
+def metas(top: Path) -> dict[str, dict]:
+    """Each mutated file under ``top/mutants`` (its path in the package) -> mutmut's record of it."""
+    return {
+        str(meta.relative_to(top / "mutants"))[: -len(".meta")]: json.loads(meta.read_text())
+        for meta in (top / "mutants").rglob("*.py.meta")
+    }
+
+
+def module_of(path: str) -> str:
+    rel = Path(path).with_suffix("")
+    return ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+
+
+def seed_since(rev: str) -> int:
+    """Start a fresh ``mutants/`` from the statuses recorded at ``rev``, as mutmut itself keeps
+    them between runs: a mutant of a function whose code is the same as at ``rev`` (mutmut's
+    own hash of it; a file renamed since counts as the same file) keeps its status, the
+    mutants of every other function are left for the run.  For a machine without the
+    ``mutants/`` of the run that ``rev`` recorded: how many statuses were kept."""
+    generate()
+    recorded = json.loads(
+        subprocess.run(
+            ["git", "show", f"{rev}:docs/mutation/results.json"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout
+    )
+    status_at = {name: status for entry in recorded.values() for name, status in entry["statuses"].items()}
+    moved = subprocess.run(
+        ["git", "diff", "--name-status", "-M", rev, "HEAD", "--", "sm120patch"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    renamed = {new: old for kind, old, new in (line.split("\t") for line in moved.splitlines() if line.startswith("R"))}
+    with tempfile.TemporaryDirectory(prefix="sm120patch-mutmut-since-") as scratch:
+        old_tree = Path(scratch) / "tree"
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(old_tree), rev], cwd=REPO, check=True, capture_output=True
+        )
+        try:
+            made = subprocess.run([sys.executable, "-c", GENERATE], cwd=old_tree, capture_output=True, text=True)
+            if made.returncode != 0:
+                sys.exit(f"mutmut could not make the mutants of {rev}:\n" + made.stderr[-2000:])
+            old_metas = metas(old_tree)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(old_tree)], cwd=REPO, capture_output=True)
+    kept = 0
+    for path, meta in metas(REPO).items():
+        old_path = renamed.get(path, path)
+        old_hashes = old_metas.get(old_path, {}).get("hash_by_function_name", {})
+        module, old_module = module_of(path), module_of(old_path)
+        for name in meta["exit_code_by_key"]:
+            function = name[len(module) + 1 :].rsplit("__mutmut_", 1)[0]
+            status = status_at.get(old_module + name[len(module) :])
+            if status in EXIT_CODE_OF and old_hashes.get(function) == meta["hash_by_function_name"].get(function):
+                meta["exit_code_by_key"][name] = EXIT_CODE_OF[status]
+                kept += 1
+        (REPO / "mutants" / f"{path}.meta").write_text(json.dumps(meta, indent=4))
+    return kept
 
 
 def run_mutmut(targets: list[str], budget_s: float, children: int, what: str) -> None:
@@ -453,12 +520,24 @@ def main() -> int:
     parser.add_argument(
         "--together", action="store_true", help="one mutmut run over every module (--budget: its seconds in all)"
     )
+    parser.add_argument(
+        "--since",
+        metavar="REV",
+        help="with --together and no mutants/ yet: keep the statuses REV recorded for the functions unchanged since",
+    )
     parser.add_argument("--no-render", action="store_true", help="keep the results, write no report")
     parser.add_argument("--output", type=Path, default=REPO / "docs" / "mutation.md")
     args = parser.parse_args()
     results: dict[str, dict] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    if args.since and not args.together:
+        parser.error("--since goes with --together")
     if args.together:
         fresh = not any((REPO / "mutants").rglob("*.meta"))
+        if args.since:
+            if not fresh:
+                parser.error("--since starts a fresh mutants/: remove the one here first")
+            print(f"kept {seed_since(args.since)} statuses from {args.since}", file=sys.stderr, flush=True)
+            fresh = False
         seconds = run_together(args.budget, args.children, args.open)
         results = record_together(results, seconds, args.children, fresh)
         RESULTS.parent.mkdir(parents=True, exist_ok=True)

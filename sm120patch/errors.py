@@ -41,6 +41,9 @@ CODES: dict[str, str] = {
     "changed-since-apply": "a patched file changed after apply wrote it (a hand edit, another tool)",
     "changed-while-read": "a file changed while sm120patch read it; nothing was written",
     "pending": "verify: a patch is not applied",
+    "not-as-released": "revert: a file differs from the release's RECORD and sm120patch did not write it",
+    "no-backup": "revert: a file holds sm120patch's patches, and no backup its apply wrote can restore it",
+    "foreign-state": "revert: the state kept aside backs up another release than the one installed",
     "strict": "--strict: a warning about the fused path refused the command",
     # warnings
     "unknown-sm-check": "an SM check on the fused path that no patch owns and the known list does not name",

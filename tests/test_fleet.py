@@ -210,7 +210,7 @@ def test_image_build_fails_when_the_fused_path_could_not_run(podman: containers.
         *build_command("--build-arg", f"SGLANG_TAG={tag}", "-t", "sglang-sm120-refused"), cwd=REPO, check=False
     )
     assert build.returncode != 0
-    assert "--strict: nothing was written" in build.stdout + build.stderr
+    assert "[strict] nothing was written: --strict refuses" in build.stdout + build.stderr
     assert "FlashInfer is not installed here; sglang 0.5.9 pins 0.6.3" in build.stdout + build.stderr
     assert podman("image", "exists", "sglang-sm120-refused", check=False).returncode == 1
 
@@ -396,7 +396,7 @@ def test_playbook_shows_which_hosts_cannot_run_the_fused_path_and_strict_fails_t
     strict = play(sm120patch_strict=True)
     counts = recap(strict.stdout)
     assert (counts["ready"]["failed"], counts["ready"]["changed"], counts["ready"]["ignored"]) == (0, 0, 0)
-    assert counts["nofi"]["failed"] == 1 and "--strict: nothing was written" in strict.stdout
+    assert counts["nofi"]["failed"] == 1 and "[strict]: nothing was written: --strict refuses" in strict.stdout
     assert counts["oldfi"]["failed"] == 1
 
 

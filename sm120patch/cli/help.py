@@ -5,7 +5,7 @@ or a backticked command stays whole, on a line of its own where it is wider than
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 import click
 from click.formatting import iter_rows, measure_table, term_len
@@ -44,7 +44,7 @@ class HelpFormatter(click.HelpFormatter):
         for line in fill(text, self.width - self.current_indent):
             self.write(f"{indent}{line}\n" if line else "\n")
 
-    def write_dl(self, rows: Sequence[tuple[str, str]], col_max: int = 30, col_spacing: int = 2) -> None:
+    def write_dl(self, rows: Iterable[tuple[str, str]], col_max: int = 30, col_spacing: int = 2) -> None:
         rows = list(rows)
         widths = measure_table(rows)
         if len(widths) != 2:

@@ -115,7 +115,7 @@ def test_only_leaves_the_resolver_and_preflight_out_and_strict_says_so(mini_0_5_
     only = ("apply", "--only", "communicator-fusion-gate", "--sglang-path", str(mini_0_5_15))
     code, data = jrun(*only, "--strict")
     assert code == 1 and data["written"] == [] and tree_hashes(mini_0_5_15) == before
-    assert data["headline"].startswith("--strict: nothing was written: 1 warning(s)")
+    assert (data["code"], data["written"], len(data["warnings"])) == ("strict", [], 1)
     # The resolver's clause is its patch's, not unknown; the auto-enable's never refuses.
     assert data["warnings"] == [SHUT_WARNING] and data["sm_checks"] == []
     assert [(g["patch"], g["keeps_fused_path_shut"]) for g in data["left_out"]] == [
@@ -128,7 +128,9 @@ def test_only_leaves_the_resolver_and_preflight_out_and_strict_says_so(mini_0_5_
     code, data = jrun("verify", "--strict", "--sglang-path", str(mini_0_5_15))
     assert code == 1 and data["warnings"] == [SHUT_WARNING] and data["sm_checks"] == []
     assert data["left_out"][:2] == [RESOLVER, PREFLIGHT]
-    assert data["headline"].startswith("--strict: all patches applied, except fusion-backend-resolver")
+    assert data["code"] == "strict" and data["headline"].startswith(
+        "all patches applied, except fusion-backend-resolver"
+    )
     # The way forward the warning prints, followed, passes --strict.
     (forward,) = printed_applies(SHUT_WARNING)
     assert jrun(*forward.split(), "--sglang-path", str(mini_0_5_15))[0] == 0

@@ -14,7 +14,7 @@ import pytest
 from sm120patch import __version__
 from sm120patch.errors import EnvironmentProblem, ExitCode, NotAsAsked
 from sm120patch.patcher.commands.revert import revert
-from sm120patch.patcher.outcome import Command, FileStatus, Recorded, StateSummary
+from sm120patch.patcher.outcome import Command, FileStatus, Outcome, Recorded, StateSummary
 from sm120patch.patcher.plan.registry import all_patches
 from sm120patch.patcher.transaction import fsutil
 from sm120patch.patcher.transaction.fsutil import sha256
@@ -36,6 +36,15 @@ def applied(package: Path) -> dict[str, bytes]:
     outcome = apply_all(package)
     assert outcome.exit_code == ExitCode.OK, outcome.headline
     return {rel: (package / rel).read_bytes() for rel in TARGETS}
+
+
+def assert_restored(outcome: Outcome, count: int, aside: Path | None = None) -> None:
+    """What "restored N file(s) byte for byte; state removed" says, as facts: done, no code, ``count``
+    files written back; one restored from a state kept aside names that folder.  The sentence
+    itself is asserted once, in test_as_text's golden outputs."""
+    assert (outcome.exit_code, outcome.code, len(outcome.written)) == (ExitCode.OK, None, count), outcome.headline
+    if aside is not None:
+        assert f"kept aside in {aside};" in outcome.headline
 
 
 def contents(package: Path) -> dict[str, bytes]:
@@ -81,7 +90,7 @@ def test_without_state_on_a_pristine_tree_there_is_nothing_to_revert_and_nothing
     before = tree_hashes(mini.parent)
     outcome = revert(from_directory(mini))
     assert (outcome.command, outcome.exit_code) == (Command.REVERT, ExitCode.OK)
-    assert outcome.headline == "nothing to revert: no saved state, files as released"
+    assert (outcome.code, outcome.headline.startswith("nothing to revert")) == (None, True)
     assert (outcome.notes, outcome.written, outcome.changes) == ([], [], [])
     assert outcome.files == [FileStatus(rel, sha256(ORIGINAL[rel]), sha256(ORIGINAL[rel]), None) for rel in TARGETS]
     assert outcome.state == no_state(mini)
@@ -99,10 +108,11 @@ def test_without_state_on_hand_edited_files_names_them_and_the_pip_command(mini:
     before = tree_hashes(mini.parent)
     outcome = revert(from_directory(mini), force=True)
     assert outcome.exit_code == ExitCode.NOT_AS_ASKED
-    assert outcome.headline == (
-        f"no saved state in {mini / '.sm120patch'}, but {COMM}, {SERVER_ARGS} differ from the release (RECORD); "
+    assert outcome.code == "not-as-released"
+    assert outcome.headline.endswith(
+        f"{COMM}, {SERVER_ARGS} differ from the release (RECORD); "
         f"sm120patch did not write them. Restore with `{PIP}0.5.11`"
-    )
+    )  # the files, and a command that copies whole
     assert (outcome.notes, outcome.written) == ([], [])
     assert [(f.rel, f.pristine) for f in outcome.files] == [(COMM, False), (FUSION, True), (SERVER_ARGS, False)]
     assert outcome.state == no_state(mini)
@@ -117,7 +127,7 @@ def test_revert_restores_every_patched_file_byte_for_byte_and_removes_the_state(
     patched = applied(mini)
     outcome = revert(from_directory(mini))
     assert outcome.exit_code == ExitCode.OK
-    assert outcome.headline == "restored 3 file(s) byte for byte; state removed"
+    assert_restored(outcome, 3)
     assert (outcome.notes, outcome.written) == ([], TARGETS)
     assert outcome.changes == [(rel, patched[rel], ORIGINAL[rel]) for rel in TARGETS]
     assert contents(mini) == ORIGINAL
@@ -146,7 +156,7 @@ def test_a_lock_file_made_while_the_state_is_removed_stays_and_the_revert_is_don
 
     monkeypatch.setattr(state_module, "unlink", an_apply_waiting_on_the_lock)
     outcome = revert(from_directory(mini))
-    assert (outcome.exit_code, outcome.headline) == (ExitCode.OK, "restored 3 file(s) byte for byte; state removed")
+    assert_restored(outcome, 3)
     assert outcome.notes == []
     assert contents(mini) == ORIGINAL
     assert [p.name for p in root.iterdir()] == ["lock"]
@@ -160,10 +170,8 @@ def test_a_file_changed_since_apply_is_refused_by_default_naming_every_changed_f
     state_before = state_files(mini)
     outcome = revert(from_directory(mini))  # no --force: the default refuses
     assert outcome.exit_code == ExitCode.NOT_AS_ASKED
-    assert outcome.headline == (
-        f"refusing to revert: changed since apply (hash differs from the patched one): {COMM}, {SERVER_ARGS}. "
-        "Nothing was written. --force restores the originals anyway (the changed files are kept aside)."
-    )
+    assert outcome.code == "changed-since-apply"
+    assert f": {COMM}, {SERVER_ARGS}. Nothing was written. --force restores" in outcome.headline
     assert (outcome.notes, outcome.written, outcome.changes) == ([], [], [])
     recorded = [(f.rel, f.recorded) for f in outcome.files]
     assert recorded == [(COMM, None), (FUSION, Recorded.PATCHED), (SERVER_ARGS, None)]
@@ -178,7 +186,7 @@ def test_force_keeps_the_changed_file_aside_names_where_and_restores_every_origi
     outcome = revert(from_directory(mini), force=True)
     kept = mini / ".sm120patch" / "stale-overwritten" / COMM
     assert outcome.exit_code == ExitCode.OK
-    assert outcome.headline == "restored 3 file(s) byte for byte; state removed"
+    assert_restored(outcome, 3)
     assert outcome.notes == [
         f"kept the changed {COMM} as {kept}",
         f"kept {mini / '.sm120patch'}: it holds stale-overwritten; nothing else of sm120patch is left",
@@ -275,7 +283,7 @@ def test_dry_run_says_how_many_files_it_would_restore_and_writes_nothing(mini: P
     before = tree_hashes(mini.parent)
     outcome = revert(from_directory(mini), force=True, dry_run=True)
     assert outcome.exit_code == ExitCode.OK
-    assert outcome.headline == "dry run: would restore 3 file(s); nothing written"
+    assert (outcome.code, outcome.headline.startswith("dry run: would restore 3 file(s)")) == (None, True)
     assert (outcome.notes, outcome.written) == ([], [])  # the changed file is not kept aside either
     assert outcome.changes == [(COMM, edited, ORIGINAL[COMM])] + [
         (rel, patched[rel], ORIGINAL[rel]) for rel in (FUSION, SERVER_ARGS)
@@ -291,7 +299,7 @@ def test_a_file_already_back_to_its_original_is_skipped_and_not_counted(mini: Pa
     (mini / COMM).write_bytes(ORIGINAL[COMM])  # the first file in order, so the rest must still be reached
     outcome = revert(from_directory(mini))
     assert outcome.exit_code == ExitCode.OK
-    assert outcome.headline == "restored 2 file(s) byte for byte; state removed"
+    assert_restored(outcome, 2)
     assert (outcome.notes, outcome.written) == ([], [FUSION, SERVER_ARGS])
     assert outcome.changes == [(rel, patched[rel], ORIGINAL[rel]) for rel in (FUSION, SERVER_ARGS)]
     assert contents(mini) == ORIGINAL
@@ -320,7 +328,7 @@ def test_a_journal_left_by_an_interrupted_apply_is_finished_first_and_its_note_c
         f"recovered an interrupted apply (pid {journal['pid']}, started {journal['started']}): "
         f"finished it ({', '.join(finished)})"
     ]
-    assert outcome.headline == "restored 3 file(s) byte for byte; state removed"
+    assert_restored(outcome, 3)
     assert contents(mini) == ORIGINAL
     assert not (mini / ".sm120patch" / "journal.json").exists()
 
@@ -341,9 +349,9 @@ def test_state_from_an_older_release_over_pristine_files_is_set_aside_whole(mini
     [kept] = [d for d in root.iterdir() if d.is_dir()]
     assert kept.name.startswith(f"stale-{version or 'unknown'}-")
     assert outcome.exit_code == ExitCode.OK
-    assert outcome.headline == (
+    assert (outcome.code, outcome.written) == (None, [])
+    assert outcome.headline.startswith(
         f"nothing of sglang 0.5.12 to revert: the saved state is from sglang {version or '(unknown version)'}, "
-        "and no file it names differs from 0.5.12's RECORD"
     )
     assert outcome.notes == [
         f"the state of sglang {version or '(unknown version)'} is kept in {kept}",
@@ -381,11 +389,8 @@ def test_dry_run_leaves_the_state_of_an_older_release_in_place(mini: Path) -> No
     upgrade(mini, "0.5.12")
     outcome = revert(from_directory(mini), dry_run=True)
     assert outcome.exit_code == ExitCode.OK
-    assert outcome.headline == (
-        "nothing of sglang 0.5.12 to revert: the saved state is from sglang 0.5.11, and no file it names "
-        "differs from 0.5.12's RECORD"
-    )
-    assert (outcome.notes, outcome.written) == ([], [])
+    assert (outcome.code, outcome.notes, outcome.written) == (None, [], [])
+    assert outcome.headline.startswith("nothing of sglang 0.5.12 to revert: the saved state is from sglang 0.5.11")
     assert state_files(mini) == old_state
 
 
@@ -396,10 +401,8 @@ def test_state_from_an_older_release_over_changed_files_is_refused_naming_both_r
     edited = edit(mini, SERVER_ARGS, "# edited after the upgrade\n")
     outcome = revert(from_directory(mini), force=True)
     assert outcome.exit_code == ExitCode.NOT_AS_ASKED
-    assert outcome.headline == (
-        f"the saved state is from sglang 0.5.11 but 0.5.12 is installed, and its {SERVER_ARGS} differ from its "
-        f"RECORD; restore them with `{PIP}0.5.12`"
-    )
+    assert outcome.code == "not-as-released"
+    assert outcome.headline.endswith(f"its {SERVER_ARGS} differ from its RECORD; restore them with `{PIP}0.5.12`")
     assert (outcome.notes, outcome.written) == ([], [])
     assert outcome.state == saved_state(mini, stale=True)
     assert contents(mini) == {**ORIGINAL, SERVER_ARGS: edited}
@@ -433,10 +436,8 @@ def test_files_the_new_record_does_not_list_are_named_as_unknown(mini: Path) -> 
         f"cannot tell whether {COMM}, {SERVER_ARGS} are as released (not in sglang 0.5.12's RECORD)"
     )
     assert outcome.notes[1].startswith("the state of sglang 0.5.11 is kept in ")
-    assert outcome.headline == (
-        "nothing of sglang 0.5.12 to revert: the saved state is from sglang 0.5.11, and no sm120patch patch is in "
-        "the files it names"
-    )
+    assert (outcome.code, outcome.written) == (None, [])
+    assert outcome.headline.endswith("and no sm120patch patch is in the files it names")
 
 
 def test_without_a_usable_record_the_unknown_files_say_why(mini: Path) -> None:
@@ -494,7 +495,7 @@ def test_a_state_saved_before_the_version_appeared_is_restored_byte_for_byte(min
     tree = from_directory(mini)
     assert tree.version == "0.5.11"
     outcome = revert(tree)
-    assert (outcome.exit_code, outcome.headline) == (ExitCode.OK, "restored 3 file(s) byte for byte; state removed")
+    assert_restored(outcome, 3)
     assert outcome.notes == []
     assert contents(mini) == ORIGINAL
     assert not (mini / ".sm120patch").exists()
@@ -517,19 +518,14 @@ def test_a_kept_aside_state_whose_files_are_in_place_is_restored_and_named(mini:
         )
     outcome = revert(from_directory(mini), force=True)
     assert outcome.exit_code == ExitCode.OK
-    assert outcome.headline == (
-        f"restored 3 file(s) byte for byte from the state of sglang (unknown version) kept aside in {aside}; "
-        "state removed"
-    )
+    assert_restored(outcome, 3, aside=aside)
     assert contents(mini) == ORIGINAL
     assert not (mini / ".sm120patch").exists()
     # Nothing left to restore: the files are the originals again, and said so only as far as known.
     again = revert(from_directory(mini), force=True)
     assert again.exit_code == ExitCode.OK
-    assert again.headline == (
-        "nothing to revert: no saved state, and no sm120patch patch is in the files; whether they are as "
-        "released cannot be told (no install metadata (not installed from a wheel))"
-    )
+    assert (again.code, again.written) == (None, [])
+    assert again.headline.endswith("cannot be told (no install metadata (not installed from a wheel))")  # and why
 
 
 @pytest.mark.offline
@@ -546,17 +542,14 @@ def test_a_version_that_appeared_beside_a_hand_edited_file_is_refused_then_force
     before = contents(mini), state_files(mini)
     for dry_run in (True, False):
         outcome = revert(from_directory(mini), dry_run=dry_run)
-        assert (outcome.exit_code, outcome.headline) == (
-            ExitCode.NOT_AS_ASKED,
-            f"refusing to revert: changed since apply (hash differs from the patched one): {COMM}. Nothing was "
-            "written. --force restores the originals anyway (the changed files are kept aside).",
-        )
+        assert (outcome.exit_code, outcome.code) == (ExitCode.NOT_AS_ASKED, "changed-since-apply")
+        assert f"(hash differs from the patched one): {COMM}. Nothing was written." in outcome.headline
         assert outcome.notes == []
         assert (contents(mini), state_files(mini)) == before  # the state is where it was: nothing moved
     dry = revert(from_directory(mini), force=True, dry_run=True)
-    assert dry.headline == "dry run: would restore 3 file(s); nothing written"
+    assert (dry.code, dry.written, dry.headline.startswith("dry run: would restore 3 file(s)")) == (None, [], True)
     outcome = revert(from_directory(mini), force=True)
-    assert (outcome.exit_code, outcome.headline) == (ExitCode.OK, "restored 3 file(s) byte for byte; state removed")
+    assert_restored(outcome, 3)
     [overwritten] = (mini / ".sm120patch").glob("stale-overwritten*")
     assert outcome.notes[0] == f"kept the changed {COMM} as {overwritten / COMM}"
     assert (overwritten / COMM).read_bytes() == edited
@@ -579,19 +572,11 @@ def test_a_kept_aside_state_with_a_file_changed_since_is_refused_then_forced_nam
     edited = edit(mini, COMM, "# edited by hand\n")
     before = contents(mini), state_files(mini)
     outcome = revert(from_directory(mini))
-    assert (outcome.exit_code, outcome.headline) == (
-        ExitCode.NOT_AS_ASKED,
-        f"refusing to revert (the state kept aside in {aside}): changed since apply (hash differs from the "
-        f"patched one): {COMM}. Nothing was written. --force restores the originals anyway (the changed files "
-        "are kept aside).",
-    )
+    assert (outcome.exit_code, outcome.code) == (ExitCode.NOT_AS_ASKED, "changed-since-apply")
+    assert f"(the state kept aside in {aside}): changed since apply (hash differs from the " in outcome.headline
     assert (contents(mini), state_files(mini)) == before
     outcome = revert(from_directory(mini), force=True)
-    assert (outcome.exit_code, outcome.headline) == (
-        ExitCode.OK,
-        f"restored 3 file(s) byte for byte from the state of sglang (unknown version) kept aside in {aside}; "
-        "state removed",
-    )
+    assert_restored(outcome, 3, aside=aside)
     [overwritten] = (mini / ".sm120patch").glob("stale-overwritten*")
     assert (overwritten / COMM).read_bytes() == edited
     assert contents(mini) == ORIGINAL
@@ -613,11 +598,12 @@ def test_a_kept_aside_state_none_of_whose_files_holds_its_writing_is_named_not_r
     before = contents(mini), state_files(mini)
     outcome = revert(from_directory(mini), force=True)
     assert outcome.exit_code == ExitCode.NOT_AS_ASKED
-    assert outcome.headline == (
-        f"no saved state in {mini / '.sm120patch'}, but {', '.join(TARGETS)} hold sm120patch's patches and their "
-        f"backups in {aside} are not restored from, as none of the files holds what that apply wrote; no sglang "
-        f"file was changed. Restore them with {', '.join(TARGETS)} extracted again from the sglang source archive it "
-        f"came from into {mini}"
+    assert outcome.code == "no-backup"
+    assert f"{', '.join(TARGETS)} hold sm120patch's patches and their backups in {aside} are not restored" in (
+        outcome.headline
+    )
+    assert outcome.headline.endswith(
+        f"{', '.join(TARGETS)} extracted again from the sglang source archive it came from into {mini}"
     )
     assert (contents(mini), state_files(mini)) == before
 
@@ -638,12 +624,9 @@ def test_a_saved_state_of_another_version_over_edited_patched_files_is_refused_a
     for dry_run in (True, False):
         outcome = revert(from_directory(mini), force=True, dry_run=dry_run)
         assert outcome.exit_code == ExitCode.NOT_AS_ASKED
-        assert outcome.headline == (
-            f"the saved state is from sglang (unknown version), not 0.5.11, but {', '.join(TARGETS)} hold "
-            f"sm120patch's patches and their backups in {mini / '.sm120patch'} are not restored from, as none of "
-            f"the files holds what that apply wrote; no sglang file was changed. Restore them with "
-            f"{', '.join(TARGETS)} extracted again from sglang 0.5.11's source archive into {mini}"
-        )
+        assert outcome.code == "no-backup"
+        assert f"their backups in {mini / '.sm120patch'} are not restored from" in outcome.headline
+        assert outcome.headline.endswith(f"extracted again from sglang 0.5.11's source archive into {mini}")
         assert (contents(mini), state_files(mini)) == before
 
 
@@ -663,9 +646,7 @@ def test_only_a_kept_aside_state_in_place_is_restored_the_others_stay_kept(mini:
         record["sha256_after"] = "0" * 64
     (other / "manifest.json").write_text(json.dumps(manifest))
     outcome = revert(from_directory(mini))
-    assert outcome.headline.startswith(
-        f"restored 3 file(s) byte for byte from the state of sglang (unknown version) kept aside in {in_place};"
-    )
+    assert_restored(outcome, 3, aside=in_place)
     assert contents(mini) == ORIGINAL
     assert other.is_dir() and not in_place.exists()
     assert outcome.notes == [f"kept {mini / '.sm120patch'}: it holds {other.name}; nothing else of sm120patch is left"]
@@ -697,12 +678,9 @@ def test_a_kept_aside_state_of_another_release_whose_backups_record_disowns_is_r
     before = contents(mini), state_files(mini)
     for force in (False, True):
         outcome = revert(from_directory(mini), force=force)
-        assert (outcome.exit_code, outcome.headline) == (
-            ExitCode.NOT_AS_ASKED,
-            f"refusing to restore from the state kept aside in {aside}: it is the state of sglang 0.5.10, and its "
-            f"backups of {COMM} are not sglang 0.5.11's files (RECORD). No sglang file was changed; restore them "
-            f"with `{PIP}0.5.11`",
-        )
+        assert (outcome.exit_code, outcome.code) == (ExitCode.NOT_AS_ASKED, "foreign-state")
+        assert f"in {aside}: it is the state of sglang 0.5.10, and its backups of {COMM} are not" in outcome.headline
+        assert outcome.headline.endswith(f"restore them with `{PIP}0.5.11`")
         assert (contents(mini), state_files(mini)) == before
 
 
@@ -713,10 +691,7 @@ def test_a_kept_aside_state_of_another_release_whose_backups_record_lists_is_res
     aside = StateDir(mini).set_aside("0.5.10")
     relabel(aside / "manifest.json", "0.5.10")
     outcome = revert(from_directory(mini))
-    assert (outcome.exit_code, outcome.headline) == (
-        ExitCode.OK,
-        f"restored 3 file(s) byte for byte from the state of sglang 0.5.10 kept aside in {aside}; state removed",
-    )
+    assert_restored(outcome, 3, aside=aside)
     assert contents(mini) == ORIGINAL
 
 
@@ -733,12 +708,9 @@ def test_without_record_a_kept_aside_state_of_another_known_release_is_refused(m
     (mini / "_version.py").write_text("__version__ = version = '0.5.11'\n")
     before = contents(mini), state_files(mini)
     outcome = revert(from_directory(mini), force=True)
-    assert (outcome.exit_code, outcome.headline) == (
-        ExitCode.NOT_AS_ASKED,
-        f"refusing to restore from the state kept aside in {aside}: it is the state of sglang 0.5.10, not 0.5.11, "
-        f"and there is no RECORD to check its backups against. No sglang file was changed; restore them with "
-        f"{', '.join(TARGETS)} extracted again from sglang 0.5.11's source archive into {mini}",
-    )
+    assert (outcome.exit_code, outcome.code) == (ExitCode.NOT_AS_ASKED, "foreign-state")
+    assert "not 0.5.11, and there is no RECORD to check its backups against" in outcome.headline
+    assert outcome.headline.endswith(f"extracted again from sglang 0.5.11's source archive into {mini}")
     assert (contents(mini), state_files(mini)) == before
     relabel(aside / "manifest.json", "0.5.11")
     assert revert(from_directory(mini)).exit_code == ExitCode.OK
@@ -763,7 +735,7 @@ def test_a_saved_state_of_another_release_in_place_is_restored_only_if_record_li
     manifest_path.write_text(json.dumps(manifest))
     (mini / ".sm120patch" / manifest["files"][COMM]["backup"]).write_bytes(ORIGINAL[COMM])
     outcome = revert(from_directory(mini))
-    assert (outcome.exit_code, outcome.headline) == (ExitCode.OK, "restored 3 file(s) byte for byte; state removed")
+    assert_restored(outcome, 3)
     assert contents(mini) == ORIGINAL
 
 
@@ -923,10 +895,7 @@ def test_a_kept_state_in_place_is_restored_past_the_saved_state_of_another_relea
     assert dry.notes == [unknown]
     assert (contents(package), state_files(package)) == before
     outcome = revert(from_directory(package))
-    assert (outcome.exit_code, outcome.headline) == (
-        ExitCode.OK,
-        f"restored 3 file(s) byte for byte from the state of sglang 0.5.11 kept aside in {aside}; state removed",
-    )
+    assert_restored(outcome, 3, aside=aside)
     [moved] = (d for d in root.iterdir() if d.is_dir())
     assert moved.name.startswith(f"stale-{version or 'unknown'}-")
     assert outcome.notes == [
@@ -950,16 +919,12 @@ def test_past_another_releases_state_a_kept_state_with_an_edited_file_needs_forc
     edited = edit(package, COMM, "# hand edit\n")
     before = contents(package), state_files(package)
     outcome = revert(from_directory(package))
-    assert (outcome.exit_code, outcome.headline) == (
-        ExitCode.NOT_AS_ASKED,
-        f"refusing to revert (the state kept aside in {aside}): changed since apply (hash differs from the patched "
-        f"one): {COMM}. Nothing was written. --force restores the originals anyway (the changed files are kept "
-        "aside).",
-    )
+    assert (outcome.exit_code, outcome.code) == (ExitCode.NOT_AS_ASKED, "changed-since-apply")
+    assert f"refusing to revert (the state kept aside in {aside}): changed since apply" in outcome.headline
     assert outcome.state == saved_state(package)
     assert (contents(package), state_files(package)) == before
     forced = revert(from_directory(package), force=True)
-    assert forced.headline.startswith("restored 3 file(s) byte for byte from the state of sglang 0.5.11 kept aside")
+    assert_restored(forced, 3, aside=aside)
     [overwritten] = (package / ".sm120patch").glob("stale-overwritten*")
     assert (overwritten / COMM).read_bytes() == edited
     assert contents(package) == ORIGINAL
@@ -979,12 +944,9 @@ def test_patched_files_no_kept_state_backed_up_have_no_backup_left_and_git_puts_
     (package / FUSION).write_bytes(ORIGINAL[FUSION])
     before = contents(package)
     outcome = revert(from_directory(package), force=True)
-    assert (outcome.exit_code, outcome.headline) == (
-        ExitCode.NOT_AS_ASKED,
-        f"no saved state in {package / '.sm120patch'}, but {COMM}, {SERVER_ARGS} hold sm120patch's patches and no "
-        f"backup of them is left; no sglang file was changed. Restore them with `git -C {package} checkout -- "
-        f"{COMM} {SERVER_ARGS}`",
-    )
+    assert (outcome.exit_code, outcome.code) == (ExitCode.NOT_AS_ASKED, "no-backup")
+    assert f"{COMM}, {SERVER_ARGS} hold sm120patch's patches and no backup of them is left" in outcome.headline
+    assert outcome.headline.endswith(f"Restore them with `git -C {package} checkout -- {COMM} {SERVER_ARGS}`")
     assert contents(package) == before
 
 

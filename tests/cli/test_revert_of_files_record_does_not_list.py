@@ -19,9 +19,6 @@ def test_without_state_files_record_does_not_list_cannot_be_told_as_released(min
         + "\n"
     )
     outcome = revert(from_directory(mini))
-    assert outcome.exit_code == ExitCode.OK
-    assert outcome.headline == (
-        "nothing to revert: no saved state, and no sm120patch patch is in the files; whether they are as "
-        "released cannot be told (no RECORD entry)"
-    )
+    assert (outcome.exit_code, outcome.code, outcome.written) == (ExitCode.OK, None, [])
+    assert outcome.headline.endswith("whether they are as released cannot be told (no RECORD entry)")
     assert not (mini / ".sm120patch").exists()

@@ -209,8 +209,8 @@ def _judge(
         return None
     if strict and outcome.warnings:
         headline = (
-            f"--strict: nothing was written: {len(outcome.warnings)} warning(s) say the fused path "
-            "would still not run on SM12x"
+            f"nothing was written: --strict refuses the {len(outcome.warnings)} warning(s) that say the fused "
+            "path would still not run on SM12x"
         )
         outcome.refused_as = "strict"
         _refuse(outcome, selected, state, headline, swept, warnings, asks)

@@ -101,7 +101,7 @@ def _revert_kept(
     outcome.files = file_statuses(tree, sorted(aside.files), aside)
     foreign = not_this_release(tree, aside, kept=True)
     if foreign:
-        outcome.exit_code = ExitCode.NOT_AS_ASKED
+        outcome.exit_code, outcome.refused_as = ExitCode.NOT_AS_ASKED, "foreign-state"
         outcome.headline = (
             f"refusing to restore from the state kept aside in {folder}: {foreign}. No sglang file was changed; "
             f"restore them with {_reinstall(tree, sorted(aside.files))}"
@@ -128,7 +128,7 @@ def _refused(outcome: Outcome, force: bool, source: str = "") -> bool:
         )
     changed = [s.rel for s in outcome.files if s.recorded is None]
     if changed and not force:
-        outcome.exit_code = ExitCode.NOT_AS_ASKED
+        outcome.exit_code, outcome.refused_as = ExitCode.NOT_AS_ASKED, "changed-since-apply"
         outcome.headline = (
             f"refusing to revert{source}: changed since apply (hash differs from the patched one): "
             f"{', '.join(changed)}. Nothing was written. --force {FORCE}."
@@ -176,13 +176,13 @@ def _revert_without_state(outcome: Outcome, state: StateDir) -> None:
     unknown = [f.rel for f in outcome.files if f.pristine is None]
     patched = _patched(plan, unknown)
     if modified:
-        outcome.exit_code = ExitCode.NOT_AS_ASKED
+        outcome.exit_code, outcome.refused_as = ExitCode.NOT_AS_ASKED, "not-as-released"
         outcome.headline = (
             f"no saved state in {state.root}, but {', '.join(modified)} differ from the release (RECORD); "
             f"sm120patch did not write them. Restore with {_reinstall(tree, modified)}"
         )
     elif patched:
-        outcome.exit_code = ExitCode.NOT_AS_ASKED
+        outcome.exit_code, outcome.refused_as = ExitCode.NOT_AS_ASKED, "no-backup"
         outcome.headline = _no_backup(f"no saved state in {state.root}", patched, tree, state)
     elif unknown:
         outcome.headline = (
@@ -237,7 +237,7 @@ def _revert_other_release(outcome: Outcome, state: StateDir, manifest: Manifest,
     tree, old, new = outcome.tree, version_text(manifest.sglang_version), version_text(outcome.tree.version)
     differ = [s.rel for s in outcome.files if s.pristine is False]
     if differ:
-        outcome.exit_code = ExitCode.NOT_AS_ASKED
+        outcome.exit_code, outcome.refused_as = ExitCode.NOT_AS_ASKED, "not-as-released"
         outcome.headline = (
             f"the saved state is from sglang {old} but {new} is installed, and its "
             f"{', '.join(differ)} differ from its RECORD; restore them with {_reinstall(tree, differ)}"
@@ -252,7 +252,7 @@ def _revert_other_release(outcome: Outcome, state: StateDir, manifest: Manifest,
         return _revert_kept(outcome, state, kept, force, dry_run, other=manifest)
     patched = _patched(plan_tree(tree, list(all_patches()), change=False), unknown) if unknown else []
     if patched:
-        outcome.exit_code = ExitCode.NOT_AS_ASKED
+        outcome.exit_code, outcome.refused_as = ExitCode.NOT_AS_ASKED, "no-backup"
         outcome.headline = _no_backup(
             f"the saved state is from sglang {old}, not {new}", patched, tree, state, manifest
         )

@@ -86,7 +86,9 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None, strict: bool 
         outcome.notes.append(limit)
     if outcome.exit_code == ExitCode.OK and strict and outcome.warnings:
         outcome.exit_code, outcome.refused_as = ExitCode.NOT_AS_ASKED, "strict"
-        outcome.headline = f"--strict: {outcome.headline}, but {len(outcome.warnings)} warning(s) about the fused path"
+        outcome.headline = (
+            f"{outcome.headline}, but --strict refuses the {len(outcome.warnings)} warning(s) about the fused path"
+        )
     if manifest is not None and judged.own:  # after --strict: not about the fused path
         outcome.warnings += _revert_refuses(outcome.files, manifest)
     if outcome.exit_code == ExitCode.OK and not shut_warning(outcome.left_out):  # a gate left shut: not "open"

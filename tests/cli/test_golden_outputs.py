@@ -1,0 +1,62 @@
+"""The few whole outputs kept word for word (tests/golden/): what a user reads from apply,
+verify and revert on the miniature release, piped (one sentence per line), with a FlashInfer
+that has the SM12x kernel, on a host without nvidia-smi (an image build).  Every other test
+asserts codes and facts, so a rewording is one golden file to read again, not dozens of asserts:
+``SM120PATCH_UPDATE_GOLDEN=1 pytest tests/cli/test_golden_outputs.py`` rewrites them, and the
+diff is the review.
+
+Fakes: FakeFlashInfer 0.7.4 built for SM 9, 10 and 12 beside sglang (``fake_flashinfer``); PATH
+is an empty folder, so no ``nvidia-smi`` of the machine running the tests is seen.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import run
+from tests.support.fakes import fake_flashinfer
+from tests.support.mini_sglang import COMM, write_mini_sglang
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+
+
+def _host(tmp_path: Path) -> tuple[Path, dict[str, str | None]]:
+    package = write_mini_sglang(tmp_path / "site")
+    fake_flashinfer(package.parent, "0.7.4", [9, 10, 12])
+    (tmp_path / "bin").mkdir()
+    return package, {"PATH": str(tmp_path / "bin"), "COLUMNS": "80"}
+
+
+def _matches(name: str, text: str, site: Path) -> None:
+    shown = text.replace(str(site), "<site>")
+    golden = GOLDEN / f"{name}.txt"
+    if os.environ.get("SM120PATCH_UPDATE_GOLDEN") == "1":
+        golden.write_text(shown)
+    assert shown == golden.read_text(), f"{name}: reworded? SM120PATCH_UPDATE_GOLDEN=1 rewrites tests/golden/"
+
+
+@pytest.mark.parametrize("name", ["verify-pending", "apply", "verify-applied", "revert", "revert-refused"])
+def test_each_golden_output_is_what_the_command_prints(tmp_path: Path, name: str) -> None:
+    package, env = _host(tmp_path)
+    where = ("--sglang-path", str(package))
+    if name == "verify-pending":
+        code, _, err = run("verify", *where, env=env)
+        assert code == 1
+    else:
+        code, _, err = run("apply", *where, env=env)
+        assert code == 0, err
+    if name == "verify-applied":
+        code, _, err = run("verify", *where, env=env)
+        assert code == 0, err
+    elif name == "revert":
+        code, _, err = run("revert", *where, env=env)
+        assert code == 0, err
+    elif name == "revert-refused":
+        with (package / COMM).open("a") as edited:
+            edited.write("# edited by hand\n")
+        code, _, err = run("revert", *where, env=env)
+        assert code == 1
+    _matches(name, err, package.parent)
