@@ -169,8 +169,8 @@ def server_limits(tree: SglangTree, value: int | str, tp: int | None) -> tuple[i
     if literals:
         raise EnvironmentProblem(
             f"bench server --fuse-up-to sets {LIMIT_NAME} in sglang's processes, but sglang {tree.version}'s gate "
-            f"also compares a number ({literals[0]}): `sm120patch apply --fuse-up-to N` and a plain "
-            "`bench server` compare the limits there",
+            f"also compares a number ({literals[0]}): `sm120patch apply --fuse-up-to measured`, then a plain "
+            "`sm120patch bench server`, compare the limits there",
             code="usage",
         )
     own = limit_in_force(sites)

@@ -4,6 +4,7 @@ size (the options themselves and which a release accepts: ``sglang/options.py``)
 from __future__ import annotations
 
 from sm120patch.doctor.findings import HostFinding, Severity
+from sm120patch.patcher.exports import AUTO_ENABLE_OFF
 from sm120patch.sglang.options import BACKEND, ENABLE, HATCH
 from sm120patch.sglang.tree import SglangTree
 
@@ -24,10 +25,7 @@ def escape(options: set[str]) -> str:
     """How to turn fusion off again in this release."""
     if HATCH in options:
         return f"{HATCH} turns it off again, also for the models sglang auto-enables"
-    return (
-        "no option turns off the auto-enable here; "
-        "`sm120patch apply --skip server-args-auto-enable` keeps fusion opt-in"
-    )
+    return f"no option turns off the auto-enable here; {AUTO_ENABLE_OFF} keeps fusion opt-in"
 
 
 def launch(tree: SglangTree, options: set[str]) -> list[HostFinding]:

@@ -32,6 +32,7 @@ from sm120patch.sglang.layout import GATE, files_keeping, module_name
 from sm120patch.sglang.tree import SglangTree
 
 __all__ = [
+    "AUTO_ENABLE_OFF",
     "BENCH_RESULT",
     "GIVEN",
     "LIMIT_NAME",
@@ -52,6 +53,12 @@ __all__ = [
     "sglang_sites",
     "tree_states",
 ]
+
+
+#: The commands that make fusion opt-in again, patched or not: ``--skip`` leaves a patch that is
+#: already applied as it is, so the auto-enable goes with a revert first (one that finds
+#: nothing to revert exits 0).
+AUTO_ENABLE_OFF = "`sm120patch revert`, then `sm120patch apply --skip server-args-auto-enable`"
 
 
 def gate_modules(package_dir: Path) -> tuple[str, ...]:

@@ -412,7 +412,7 @@ def test_a_plain_apply_after_a_reinstall_says_it_writes_the_recorded_limit_again
     assert code == 0 and limit_line(package) == "FUSE_ALLREDUCE_MAX_BATCH_SIZE = 512"
     again = (
         "fusion token limit written again as the last apply was asked (limit 512, given as --fuse-up-to 512); "
-        "`sm120patch apply --fuse-up-to N` sets another"
+        "`sm120patch apply --fuse-up-to sglang` puts sglang's own back"
     )
     assert again in out["messages"]
     # added to the others (the GPU's), not in place of them

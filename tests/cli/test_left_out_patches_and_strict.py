@@ -13,8 +13,9 @@ import pytest
 
 from sm120patch.bench.kernel.command import keep_off
 from sm120patch.bench.kernel.verdict import KEEP_OFF_DEFAULT
+from sm120patch.bench.server.flags import choose
 from sm120patch.doctor.launch_advice import escape
-from sm120patch.sglang.options import HATCH
+from sm120patch.sglang.options import ENABLE, HATCH
 from tests.support.cli import jrun, run, tree_hashes
 from tests.support.fakes import fake_flashinfer
 from tests.support.mini_sglang import FILES, FILES_0_5_15, FUSION, OVERRIDES, SERVER_ARGS, write_mini_sglang
@@ -22,17 +23,20 @@ from tests.support.mini_sglang import FILES, FILES_0_5_15, FUSION, OVERRIDES, SE
 SHUT = "[left-out-shuts-fusion]"
 
 
-def printed_applies(*advice: str) -> set[str]:
-    """The ``sm120patch apply ...`` commands quoted in ``advice``, as arguments."""
-    return {found for text in advice for found in re.findall(r"`sm120patch (apply [^`]*)`", text)}
+def printed_commands(advice: str) -> tuple[str, ...]:
+    """The ``sm120patch ...`` commands quoted in ``advice``, in order, as arguments."""
+    return tuple(re.findall(r"`sm120patch ([^`]*)`", advice))
 
 
-#: Every apply the bench verdict and doctor advise to keep fusion opt-in.
-ADVICE = printed_applies(KEEP_OFF_DEFAULT, keep_off({HATCH}), keep_off(set()), escape(set()))
+#: Every sequence of commands the bench verdicts and doctor advise to keep fusion opt-in.
+ADVICE = {
+    printed_commands(text)
+    for text in (KEEP_OFF_DEFAULT, keep_off({HATCH}), keep_off(set()), escape(set()), choose({ENABLE}).keep_off)
+}
 
 
-def test_the_advice_is_one_apply() -> None:
-    assert sorted(ADVICE) == ["apply --skip server-args-auto-enable"]
+def test_the_advice_is_one_revert_then_one_apply() -> None:
+    assert sorted(ADVICE) == [("revert", "apply --skip server-args-auto-enable")]
 
 
 @pytest.fixture(params=["0.5.11", "0.5.15"])
@@ -52,16 +56,24 @@ def auto_enable(release: Path) -> dict:
 
 
 @pytest.mark.parametrize("advice", sorted(ADVICE))
-def test_the_printed_advice_then_verify_strict_passes(release: Path, advice: str) -> None:
-    code, data = jrun(*advice.split(), "--sglang-path", str(release))
-    assert code == 0 and data["warnings"] == [] and data["sm_checks"] == []
+@pytest.mark.parametrize("patched", [False, True], ids=["as-released", "patched"])
+def test_the_printed_advice_then_verify_strict_passes(release: Path, advice: tuple[str, ...], patched: bool) -> None:
+    """Followed as printed, on a tree as released or one apply patched (where the auto-enable
+    is applied, and ``--skip`` alone would leave it so), the advice leaves the auto-enable out."""
+    if patched:
+        code, data = jrun("apply", "--sglang-path", str(release))
+        assert code == 0 and data["left_out"] == []
+    for command in advice:
+        code, data = jrun(*command.split(), "--sglang-path", str(release))
+        assert code == 0, data["headline"]
+    assert data["warnings"] == [] and data["sm_checks"] == []
     left = {"patch": "server-args-auto-enable", **auto_enable(release), "keeps_fused_path_shut": False}
     assert data["left_out"] == [left]
     code, data = jrun("verify", "--strict", "--sglang-path", str(release))
     assert code == 0, data["headline"]
     assert data["warnings"] == [] and data["sm_checks"] == [] and data["left_out"] == [left]
     # The image build's own line: apply --strict with the advice, on the tree it left.
-    assert jrun(*advice.split(), "--strict", "--sglang-path", str(release))[0] == 0
+    assert jrun(*advice[-1].split(), "--strict", "--sglang-path", str(release))[0] == 0
 
 
 def test_apply_strict_with_the_advice_on_a_fresh_tree_writes(release: Path) -> None:
@@ -132,7 +144,7 @@ def test_only_leaves_the_resolver_and_preflight_out_and_strict_says_so(mini_0_5_
         "all patches applied, except fusion-backend-resolver"
     )
     # The way forward the warning prints, followed, passes --strict.
-    (forward,) = printed_applies(SHUT_WARNING)
+    (forward,) = printed_commands(SHUT_WARNING)
     assert jrun(*forward.split(), "--sglang-path", str(mini_0_5_15))[0] == 0
     code, data = jrun("verify", "--strict", "--sglang-path", str(mini_0_5_15))
     assert (
@@ -151,3 +163,22 @@ def test_a_gate_left_out_keeps_the_path_shut_where_the_sweep_sees_no_check(tmp_p
         "_flashinfer_trtllm_workspace_allocation_sizes) keeps the fused path shut on SM12x: "
         "`sm120patch apply --only workspace-preflight` adds it"
     ]
+
+
+def test_skip_on_a_patched_tree_says_the_patch_stays_and_how_to_take_it_out(release: Path) -> None:
+    """``--skip`` leaves a patch an earlier apply applied as it is: not a silent no-op, the note
+    names it, and its commands, followed as printed, take it out."""
+    assert jrun("apply", "--sglang-path", str(release))[0] == 0
+    code, data = jrun("apply", "--skip", "server-args-auto-enable", "--sglang-path", str(release))
+    assert (code, data["written"], data["left_out"]) == (0, [], [])  # still applied: not left out
+    [note] = [m for m in data["messages"] if "stays applied" in m]
+    assert note.startswith("server-args-auto-enable stays applied: ")
+    for command in printed_commands(note):
+        assert jrun(*command.split(), "--sglang-path", str(release))[0] == 0
+    code, data = jrun("verify", "--strict", "--sglang-path", str(release))
+    assert code == 0 and [g["patch"] for g in data["left_out"]] == ["server-args-auto-enable"]
+
+
+def test_a_patch_left_out_and_never_applied_gets_no_such_note(release: Path) -> None:
+    code, data = jrun("apply", "--skip", "server-args-auto-enable", "--sglang-path", str(release))
+    assert code == 0 and not [m for m in data["messages"] if "stays applied" in m]

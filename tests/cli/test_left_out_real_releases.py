@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_left_out_patches_and_strict import ADVICE, SHUT, printed_applies
+from tests.cli.test_left_out_patches_and_strict import ADVICE, SHUT, printed_commands
 from tests.support.cli import jrun
 from tests.support.fakes import fake_flashinfer
 
@@ -33,8 +33,11 @@ def with_kernel(release: Callable[[str], Path], version: str) -> Path:
 def test_the_printed_advice_then_verify_strict_passes(release: Callable[[str], Path], version: str) -> None:
     package = with_kernel(release, version)
     (advice,) = ADVICE
-    code, data = jrun(*advice.split(), "--sglang-path", str(package))
-    assert code == 0 and data["warnings"] == [] and data["sm_checks"] == []
+    assert jrun("apply", "--sglang-path", str(package))[0] == 0  # the advice is for a patched tree too
+    for command in advice:
+        code, data = jrun(*command.split(), "--sglang-path", str(package))
+        assert code == 0, data["headline"]
+    assert data["warnings"] == [] and data["sm_checks"] == []
     code, data = jrun("verify", "--strict", "--sglang-path", str(package))
     assert code == 0, data["headline"]
     assert data["warnings"] == [] and data["sm_checks"] == []
@@ -44,7 +47,7 @@ def test_the_printed_advice_then_verify_strict_passes(release: Callable[[str], P
         *AUTO_ENABLE[version],
         False,
     )
-    assert jrun(*advice.split(), "--strict", "--sglang-path", str(package))[0] == 0
+    assert jrun(*advice[-1].split(), "--strict", "--sglang-path", str(package))[0] == 0
 
 
 def test_only_on_0_5_14_refuses_strict_for_the_resolver_and_preflight(release: Callable[[str], Path]) -> None:
@@ -62,7 +65,7 @@ def test_only_on_0_5_14_refuses_strict_for_the_resolver_and_preflight(release: C
     assert jrun(*only)[0] == 0
     code, data = jrun("verify", "--strict", "--sglang-path", str(package))
     assert code == 1 and data["warnings"] == [warning] and data["sm_checks"] == []
-    (forward,) = printed_applies(warning)
+    (forward,) = printed_commands(warning)
     assert forward == "apply --only fusion-backend-resolver,workspace-preflight"
     assert jrun(*forward.split(), "--sglang-path", str(package))[0] == 0
     code, data = jrun("verify", "--strict", "--sglang-path", str(package))

@@ -114,7 +114,8 @@ def test_default_python(tmp_path: Path) -> None:
 ON_NOTE = "auto resolves to trtllm on one node once fusion-backend-resolver is applied"
 HATCH_NOTE = "--enforce-disable-flashinfer-allreduce-fusion turns it off again, also for the models sglang auto-enables"
 NO_HATCH = (
-    "no option turns off the auto-enable here; `sm120patch apply --skip server-args-auto-enable` keeps fusion opt-in"
+    "no option turns off the auto-enable here; `sm120patch revert`, then "
+    "`sm120patch apply --skip server-args-auto-enable` keeps fusion opt-in"
 )
 
 

@@ -13,6 +13,7 @@ from sm120patch.bench.kernel.verdict import KEEP_OFF_DEFAULT
 from sm120patch.bench.shown import ShownBench, draw_plot
 from sm120patch.errors import EnvironmentProblem, NotAsAsked, ToolError
 from sm120patch.output.console import StatusLine
+from sm120patch.patcher.exports import AUTO_ENABLE_OFF
 from sm120patch.runner import ranks
 from sm120patch.sglang.fusion_call import read_call
 from sm120patch.sglang.options import HATCH, pcie_ipc_option
@@ -28,8 +29,8 @@ def keep_off(options: set[str] | None) -> str:
     if options is None:
         return KEEP_OFF_DEFAULT
     if HATCH in options:
-        return f"`{HATCH}` / `sm120patch apply --skip server-args-auto-enable`"
-    return "launch without `--enable-flashinfer-allreduce-fusion` / `sm120patch apply --skip server-args-auto-enable`"
+        return f"`{HATCH}` / {AUTO_ENABLE_OFF}"
+    return f"launch without `--enable-flashinfer-allreduce-fusion` / {AUTO_ENABLE_OFF}"
 
 
 def model_for(config: Path | None, layers: int | None, hidden: int | None) -> Model | None:

@@ -11,11 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from sm120patch.patcher.exports import AUTO_ENABLE_OFF
+
 NOISE_PCT = 3.0
 #: The one TP at which the patched auto-enable turns fusion on by itself on SM12x unless
 #: ``apply --auto-enable-tp any`` was asked (server-args-auto-enable).
 AUTO_ENABLE_TP = 2
-KEEP_OFF_DEFAULT = "`--enforce-disable-flashinfer-allreduce-fusion` / `sm120patch apply --skip server-args-auto-enable`"
+KEEP_OFF_DEFAULT = f"`--enforce-disable-flashinfer-allreduce-fusion` / {AUTO_ENABLE_OFF}"
 
 
 class Kind(str, Enum):

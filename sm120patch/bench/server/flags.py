@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sm120patch.patcher.exports import AUTO_ENABLE_OFF
 from sm120patch.sglang.options import BACKEND, BACKEND_VALUE, ENABLE, HATCH
 
 
@@ -42,7 +43,7 @@ class Flags:
     def keep_off(self) -> str:
         if self.off:
             return f"launch with `{self.off_text}`"
-        return f"launch without `{ENABLE}` (and `sm120patch apply --skip server-args-auto-enable`)"
+        return f"launch without `{ENABLE}` (and {AUTO_ENABLE_OFF})"
 
 
 def choose(options: set[str]) -> Flags | None:

@@ -29,7 +29,7 @@ from sm120patch.patcher.kit.model import Patch
 from sm120patch.patcher.outcome import Command, Outcome
 from sm120patch.patcher.plan import auto_enable
 from sm120patch.patcher.plan.gate_sweep import Prefetch, Sweep, prefetch, remember, sweep_tree
-from sm120patch.patcher.plan.left_out import left_out, shut_warning
+from sm120patch.patcher.plan.left_out import left_out, shut_warning, still_applied
 from sm120patch.patcher.plan.registry import all_patches
 from sm120patch.patcher.plan.token_limit import PATCH_ID, LimitAsk, recorded, rewritten
 from sm120patch.patcher.plan.trust import record, trusted_plan
@@ -232,6 +232,7 @@ def _sweep(
     outcome.left_out = left_out(plan)
     outcome.warnings = warnings + swept[0].warnings + shut_warning(outcome.left_out)
     outcome.sm_checks = swept[0].as_json()
+    outcome.notes[:0] = still_applied(plan)
 
 
 def _remember_sweep(state: StateDir, tree: SglangTree, swept: list[Sweep]) -> None:

@@ -27,7 +27,11 @@ from sm120patch.sglang.layout import ADD_NORM, COMMUNICATOR, GATE
 #: The module constant sglang compares the batch with (every release 0.5.4 - 0.5.23: 2048); the
 #: anchor rows' name, which the patch's lookup reads from the rows.
 LIMIT_NAME = "FUSE_ALLREDUCE_MAX_BATCH_SIZE"
-OPT_IN = "opt-in: `sm120patch apply --fuse-up-to N` lowers it"
+#: Commands, not a placeholder: each runs as printed (``measured`` says to bench first where
+#: no bench result is saved).
+OPT_IN = (
+    "opt-in: `sm120patch bench kernel`, then `sm120patch apply --fuse-up-to measured`, lowers it to where fusion wins"
+)
 #: The gates that compare the batch with a literal of their own: the method gate of 0.5.4 - 0.5.7
 #: (``hidden_states.shape[0] <= 4096``).  From 0.5.8 the constant is the only site: other
 #: ``<= <integer>`` conjuncts there are not the limit (0.5.10's ``attn_cp_size <= 1``).

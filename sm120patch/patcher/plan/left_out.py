@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from sm120patch.patcher.kit.model import State
 from sm120patch.patcher.plan.registry import by_id
 from sm120patch.patcher.plan.types import Plan
 
@@ -56,6 +57,21 @@ def left_out(plan: Plan) -> list[LeftOut]:
             registry[r.id].optional,
         )
         for r in plan.skipped
+    ]
+
+
+def still_applied(plan: Plan) -> list[str]:
+    """One sentence naming the patches left out as asked that an earlier apply applied: ``--only``
+    / ``--skip`` leave a patch as they find it, so they stay in, and the commands that take them
+    out are said (else asking to leave one out would silently change nothing)."""
+    kept = [r.id for r in plan.left_out if r.state is State.APPLIED]
+    if not kept:
+        return []
+    it, stays = ("it", "stays") if len(kept) == 1 else ("them", "stay")
+    out = ",".join(r.id for r in plan.left_out)
+    return [
+        f"{', '.join(kept)} {stays} applied: --only / --skip leave a patch an earlier apply applied as it is; "
+        f"`sm120patch revert`, then `sm120patch apply --skip {out}` takes {it} out"
     ]
 
 

@@ -274,5 +274,5 @@ def rewritten(reports: list[PatchReport], asked: LimitAsk) -> list[str]:
         return []
     return [
         f"fusion token limit written again as the last apply was asked ({asked.describe()}); "
-        "`sm120patch apply --fuse-up-to N` sets another"
+        "`sm120patch apply --fuse-up-to sglang` puts sglang's own back"
     ]

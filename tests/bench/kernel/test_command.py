@@ -33,9 +33,12 @@ HATCH = "--enforce-disable-flashinfer-allreduce-fusion"
 
 def test_how_fusion_is_kept_off_in_each_release() -> None:
     assert command.keep_off(None) == KEEP_OFF_DEFAULT
-    assert command.keep_off({HATCH, "--tp-size"}) == (f"`{HATCH}` / `sm120patch apply --skip server-args-auto-enable`")
+    assert command.keep_off({HATCH, "--tp-size"}) == (
+        f"`{HATCH}` / `sm120patch revert`, then `sm120patch apply --skip server-args-auto-enable`"
+    )
     assert command.keep_off({"--enable-flashinfer-allreduce-fusion"}) == (
-        "launch without `--enable-flashinfer-allreduce-fusion` / `sm120patch apply --skip server-args-auto-enable`"
+        "launch without `--enable-flashinfer-allreduce-fusion` / `sm120patch revert`, then "
+        "`sm120patch apply --skip server-args-auto-enable`"
     )
     assert command.keep_off(set()) == command.keep_off({"--enable-flashinfer-allreduce-fusion"})
 
@@ -183,8 +186,8 @@ def test_the_settings_handed_to_the_measurement(measured: dict[str, Any]) -> Non
     assert call == read_call(measured["package"], "0.5.11")
     assert version == "0.5.11"
     assert (
-        hatch
-        == "launch without `--enable-flashinfer-allreduce-fusion` / `sm120patch apply --skip server-args-auto-enable`"
+        hatch == "launch without `--enable-flashinfer-allreduce-fusion` / `sm120patch revert`, then "
+        "`sm120patch apply --skip server-args-auto-enable`"
     )
     assert model == Model(30, 4096, None, "--layers/--hidden")
     assert json.loads(stdout)["estimate"] is not None

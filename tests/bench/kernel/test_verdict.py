@@ -83,7 +83,7 @@ def test_order_of_the_rows_does_not_matter() -> None:
 
 
 def test_every_advice_is_one_whole_sentence_with_how_to_keep_fusion_off() -> None:
-    off = "`sm120patch apply --skip server-args-auto-enable`"
+    off = "`sm120patch revert`, then `sm120patch apply --skip server-args-auto-enable`"
     assert judge(rows((1, 50.0), (128, 130.0)), tp=8, keep_off=off).advice == (
         "fusion is faster below 128 tokens and slower from 128 tokens at TP 8: it pays for decode-sized batches; "
         f"keep it off ({off}) where batches of 128+ tokens dominate"
@@ -101,7 +101,8 @@ def test_every_advice_is_one_whole_sentence_with_how_to_keep_fusion_off() -> Non
     )
     assert judge([Point(16, 10.0, 100.0, False)], tp=2).advice == (
         "the fused kernel gave wrong results at 16 tokens on these GPUs: keep fusion off "
-        "(`--enforce-disable-flashinfer-allreduce-fusion` / `sm120patch apply --skip server-args-auto-enable`) "
+        "(`--enforce-disable-flashinfer-allreduce-fusion` / `sm120patch revert`, then "
+        "`sm120patch apply --skip server-args-auto-enable`) "
         "and upgrade FlashInfer"
     )
 

@@ -301,7 +301,7 @@ def test_the_kernel_bench_beside_measures_the_decode_sizes(tmp_path: Path, monke
     )
     assert settings.pcie_ipc is pcie_ipc_option(tree)
     assert kwargs == {"sglang_version": "0.5.14"}
-    assert hatch == f"`{HATCH}` / `sm120patch apply --skip server-args-auto-enable`"
+    assert hatch == f"`{HATCH}` / `sm120patch revert`, then `sm120patch apply --skip server-args-auto-enable`"
     assert call == read_call(tree.package_dir, "0.5.14")
 
 

@@ -31,7 +31,8 @@ def test_a_release_without_the_hatch_keeps_fusion_off_by_leaving_the_flag_out() 
     assert flags.off_text == ("no fusion option (this release has no --enforce-disable-flashinfer-allreduce-fusion)")
     assert flags.keep_on == "launch with `--enable-flashinfer-allreduce-fusion`"
     assert flags.keep_off == (
-        "launch without `--enable-flashinfer-allreduce-fusion` (and `sm120patch apply --skip server-args-auto-enable`)"
+        "launch without `--enable-flashinfer-allreduce-fusion` (and `sm120patch revert`, then "
+        "`sm120patch apply --skip server-args-auto-enable`)"
     )
 
 

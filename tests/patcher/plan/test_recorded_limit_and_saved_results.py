@@ -95,7 +95,7 @@ def test_the_recorded_limit_is_said_written_again_only_when_the_limit_patch_is_p
     ask = LimitAsk(512)
     assert rewritten([report("communicator-fusion-gate", State.APPLIED), report(PATCH_ID, State.PENDING)], ask) == [
         "fusion token limit written again as the last apply was asked (limit 512, given as --fuse-up-to 512); "
-        "`sm120patch apply --fuse-up-to N` sets another"
+        "`sm120patch apply --fuse-up-to sglang` puts sglang's own back"
     ]
     # Another patch pending (a reinstall undid it) says nothing about the limit, still in place.
     assert rewritten([report("communicator-fusion-gate", State.PENDING), report(PATCH_ID, State.APPLIED)], ask) == []
