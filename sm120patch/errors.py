@@ -45,6 +45,7 @@ CODES: dict[str, str] = {
     "no-backup": "revert: a file holds sm120patch's patches, and no backup its apply wrote can restore it",
     "foreign-state": "revert: the state kept aside backs up another release than the one installed",
     "strict": "--strict: a warning about the fused path refused the command",
+    "runtime-check": "verify --runtime: the serving interpreter lacks torch, cannot import the tree or run its probe",
     # warnings
     "unknown-sm-check": "an SM check on the fused path that no patch owns and the known list does not name",
     "left-out-shuts-fusion": "a patch left out by --only / --skip keeps the fused path shut on SM12x",

@@ -355,7 +355,7 @@ def test_a_cache_patched_through_its_links_by_an_older_sm120patch_is_named_and_v
         (store / "sglang" / rel).write_bytes((patched / rel).read_bytes())
     other = linked_site(store, tmp_path / "y")
     seen = verify_tree(other)
-    assert seen.exit_code == ExitCode.NOT_AS_ASKED
+    assert (seen.exit_code, seen.code) == (ExitCode.NOT_AS_ASKED, "shared-store")
     assert seen.headline.startswith(f"{', '.join('sglang/' + r for r in TARGETS)} are links into {store / 'sglang'}")
     assert "written by an earlier sm120patch" in seen.headline and "`uv cache clean sglang`" in seen.headline
     assert verify_tree(patched).exit_code == ExitCode.OK  # files of its own, patched by apply: green

@@ -46,7 +46,7 @@ def test_runtime_reports_the_probe_and_the_flags(mini: Path, tmp_path: Path, cap
 @pytest.mark.offline
 def test_runtime_without_torch_is_an_environment_error(mini: Path) -> None:
     code, data = cli("verify", "--runtime", "--sglang-path", str(mini))
-    assert code == 2 and data["exit_code"] == 2
+    assert (code, data["exit_code"], data["code"]) == (2, 2, "runtime-check")
     assert "torch does not import" in data["headline"] and "No module named 'torch'" in data["headline"]
 
 
@@ -57,7 +57,7 @@ def test_runtime_reports_a_module_that_no_longer_imports(mini: Path, tmp_path: P
     gate = mini / "srt/layers/communicator.py"
     gate.write_text(gate.read_text() + "\nraise ImportError('a broken hand edit')\n")
     code, data = cli("verify", "--runtime", "--sglang-path", str(mini), pythonpath=torch)
-    assert code == 1
+    assert (code, data["code"]) == (1, "runtime-check")
     assert data["headline"] == (
         f"the patched tree does not import in {sys.executable}: "
         "sglang.srt.layers.communicator: ImportError: a broken hand edit"

@@ -62,7 +62,7 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None, strict: bool 
         outcome.refused_as = "pending"
     in_store = shared_files.patched_store(tree, found, outcome.files)
     if in_store and outcome.exit_code == ExitCode.OK:  # never green on bytes this environment did not write
-        outcome.exit_code, outcome.headline = ExitCode.NOT_AS_ASKED, in_store
+        outcome.exit_code, outcome.headline, outcome.refused_as = ExitCode.NOT_AS_ASKED, in_store, "shared-store"
     elif in_store:
         outcome.notes.append(in_store)
     if manifest is not None and not judged.own:
@@ -176,4 +176,4 @@ def _runtime(outcome: Outcome, timeout: float) -> None:
     if code is ExitCode.OK:
         outcome.notes.append(line)
     else:
-        outcome.exit_code, outcome.headline = code, line
+        outcome.exit_code, outcome.headline, outcome.refused_as = code, line, "runtime-check"
