@@ -1,6 +1,7 @@
 """The few whole outputs kept word for word (tests/golden/): what a user reads from apply,
 verify and revert on the miniature release, piped (one sentence per line), with a FlashInfer
-that has the SM12x kernel, on a host without nvidia-smi (an image build).  Every other test
+that has the SM12x kernel, on a host without nvidia-smi (an image build); and apply's and
+doctor's ``--help`` at 80 and 52 columns, as help.py lays them out.  Every other test
 asserts codes and facts, so a rewording is one golden file to read again, not dozens of asserts:
 ``SM120PATCH_UPDATE_GOLDEN=1 pytest tests/cli/test_golden_outputs.py`` rewrites them, and the
 diff is the review.
@@ -60,3 +61,11 @@ def test_each_golden_output_is_what_the_command_prints(tmp_path: Path, name: str
         code, _, err = run("revert", *where, env=env)
         assert code == 1
     _matches(name, err, package.parent)
+
+
+@pytest.mark.parametrize("columns", [80, 52])
+@pytest.mark.parametrize("command", ["apply", "doctor"])
+def test_the_help_is_laid_out_as_its_golden_output(command: str, columns: int) -> None:
+    code, out, _ = run(command, "--help", env={"COLUMNS": str(columns)})
+    assert code == 0
+    _matches(f"{command}-help-{columns}", out, GOLDEN)

@@ -11,7 +11,7 @@ import pytest
 from sm120patch.output.console import usage_error
 from tests.support.cli import run
 
-USAGE = "Usage: main apply [OPTIONS]\nTry 'main apply --help' for help.\n\n"
+USAGE = "Usage: sm120patch apply [OPTIONS]\nTry 'sm120patch apply --help' for help.\n\n"
 
 
 def test_in_a_log_the_error_sentence_is_one_line_and_clicks_lines_are_not_folded(

@@ -34,7 +34,7 @@ from tests.support.realtrees import sha256
 def run(*args: str, env: Mapping[str, str | None] | None = None) -> tuple[int, str, str]:
     """``sm120patch ARGS`` in this process: (exit code, stdout, stderr).  ``env``: variables
     set (None: unset) while it runs, and seen by the processes it starts."""
-    result = CliRunner().invoke(main, list(args), env=env)
+    result = CliRunner().invoke(main, list(args), env=env, prog_name="sm120patch")
     return result.exit_code, result.stdout, result.stderr
 
 

@@ -3,6 +3,7 @@ configurations, their environment and command lines, and the refusals of ``--con
 
 from __future__ import annotations
 
+import io
 import json
 import shlex
 from pathlib import Path
@@ -70,3 +71,37 @@ def test_a_release_without_pcie_ipc_plans_without_it(tmp_path: Path) -> None:
     code, _, err = run("bench", "server", "--plan", "--tp", "2", "--sglang-path", str(package), "--configs", "pcie-ipc")
     assert code == 2
     assert "--configs pcie-ipc does not apply: sglang 0.5.19 has no PCIe-IPC allreduce" in err
+
+
+def test_the_text_says_what_is_not_run_the_notes_and_the_harness_dimmed(
+    package: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fake: the console, a recording terminal with colour (dim is how a skipped line reads)."""
+    from rich.console import Console
+
+    from sm120patch.bench.server import plan as plan_module
+    from sm120patch.output import console as console_module
+
+    shown = Console(record=True, force_terminal=True, color_system="standard", width=200, file=io.StringIO())
+    monkeypatch.setattr(console_module, "console", lambda: shown)
+    where = ["--sglang-path", str(package)]
+    data = json.loads(run("bench", "server", "--plan", "--tp", "3", "--configs", "fusion", "--json", *where)[1])
+    assert data["sglang"] == {"version": "0.5.23", "location": str(package), "benchmark": data["sglang"]["benchmark"]}
+    assert data["sglang"]["benchmark"].startswith("sglang.")
+    plan_module.render(data, shown)
+    text = shown.export_text(styles=True, clear=False)
+    lines = shown.export_text().splitlines()
+    assert lines[0] == "sglang 0.5.23, TP 3: 2 configurations"
+    assert lines[-6:] == [
+        "not run: fusion-limit: it needs a token limit: --fuse-up-to N|measured",
+        "not run: pcie-ipc: PCIe-IPC runs at TP 2, 4, 8 only, not TP 3",
+        "not run: pcie-ipc+fusion: PCIe-IPC runs at TP 2, 4, 8 only, not TP 3",
+        "not run: pcie-ipc+fusion-limit: PCIe-IPC runs at TP 2, 4, 8 only, not TP 3",
+        "sglang's default runs too: every configuration's answers are checked against it",
+        "every run also has the hook (sitecustomize) first on PYTHONPATH and "
+        + ", ".join(f"{k}={v}" for k, v in data["harness_env"].items()),
+    ]
+    assert text.count("\x1b[2mnot run: ") == 4 and "\x1b[2msglang's default runs too" in text
+    assert "\x1b[2mevery run also has the hook" in text
+    default = data["configs"][0]
+    assert not default["env"] and lines[2] == "  " + shlex.join(default["args"])  # no environment: no leading blank
