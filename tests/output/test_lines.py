@@ -16,10 +16,11 @@ from tests.support.properties import fast_and_slow
 PATH = "/opt/conda/envs/serve/lib/python3.11/site-packages/sglang/srt/layers/communicator.py"
 
 
-def printed(width: int, *args: object, terminal: bool = True, **kwargs: object) -> list[str]:
+def printed(width: int, *args: object, terminal: bool = True, room: int | None = None, **kwargs: object) -> list[str]:
+    """What ``put`` prints on a console ``width`` wide (``room``: put's own ``width``)."""
     out = io.StringIO()
     console = Console(file=out, width=width, force_terminal=terminal, color_system=None)
-    put(console, *args, **kwargs)  # type: ignore[arg-type]
+    put(console, *args, width=room, **kwargs)  # type: ignore[arg-type]
     return out.getvalue().splitlines()
 
 
@@ -149,3 +150,14 @@ def test_characters_that_take_no_cells_count_as_none(text: str, expected: list[s
 )
 def test_the_narrowest_column_a_text_fits_whole_is_its_widest_word(text: str, width: int) -> None:
     assert longest_word(Text(text)) == width
+
+
+def test_a_width_narrower_than_the_terminal_wraps_there_and_piped_output_stays_whole() -> None:
+    sentence = "fusion pays in sglang's own decode at TP 2: launch with `--flashinfer-allreduce-fusion-backend trtllm`"
+    assert printed(200, sentence, room=80) == [
+        "fusion pays in sglang's own decode at TP 2: launch with",
+        "`--flashinfer-allreduce-fusion-backend trtllm`",
+    ]
+    assert printed(50, sentence, room=80)[0] == "fusion pays in sglang's own decode at TP 2: launch"  # the narrower
+    assert printed(200, sentence) == [sentence]
+    assert printed(40, sentence, room=20, terminal=False) == [sentence]  # a log: whole, whatever the width

@@ -113,8 +113,10 @@ def bench(
     def text(out: Console) -> None:
         from rich.text import Text
 
+        from sm120patch.output.lines import put
+
         render.render(result, out)
-        out.print(Text(kept, style="dim"))
+        put(out, Text(kept, style="dim"))
 
     return ShownBench(data, text, result.exit_code, problem)
 

@@ -9,6 +9,7 @@ from sm120patch import __version__
 from sm120patch.bench.kernel import estimate, saved
 from sm120patch.bench.kernel.measure import BenchResult, Row, Timing, Variant, variants
 from sm120patch.bench.kernel.verdict import Compare, Crossover, Kind
+from sm120patch.output.lines import put
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -245,11 +246,11 @@ def render(result: BenchResult, out: Console) -> None:
     if any(v.name in row.timings for row in result.rows for v in _optional_launchable()):
         facts.append(fastest_line(result.rows))
     for fact in facts:
-        out.print(Text(fact, style="dim"))
+        put(out, Text(fact, style="dim"))
     if result.model is not None:
         _render_estimate(result, out)
-    out.print(Text(crossover(result).text))
-    out.print(Text(result.verdict.text, style=_KIND_STYLE[result.verdict.kind]))
+    put(out, Text(crossover(result).text))
+    put(out, Text(result.verdict.text, style=_KIND_STYLE[result.verdict.kind]))
 
 
 def _columns(rows: list[Row]) -> list[Variant]:
@@ -285,7 +286,7 @@ def _render_estimate(result: BenchResult, out: Console) -> None:
             Text(f"{step.saved_pct:+.0f} %", style=style),
         )
     out.print(table)
-    out.print(Text(estimate.summary(result.model, found), style="dim"))
+    put(out, Text(estimate.summary(result.model, found), style="dim"))
 
 
 def plot(result: BenchResult, path: Path) -> None:

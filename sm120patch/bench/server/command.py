@@ -159,13 +159,13 @@ def _render_kernel(beside: Any, out: Any) -> None:
 
     from sm120patch.bench.kernel import render as kernel_render
     from sm120patch.bench.server.render import WIDTH
+    from sm120patch.output.lines import put
 
     if beside is None:
         return
-    width = min(WIDTH, out.width)
     heading = "kernel level, same TP, hidden size and dtype (sm120patch bench kernel):"
-    out.print(Text(heading, style="bold"), width=width)
+    put(out, Text(heading, style="bold"), width=WIDTH)
     if isinstance(beside, str):
-        out.print(Text(beside, style="dim"), width=width)
+        put(out, Text(beside, style="dim"), width=WIDTH)
     else:
         kernel_render.render(beside, out)

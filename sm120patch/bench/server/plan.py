@@ -45,17 +45,20 @@ def plan(settings: driver.Settings) -> dict[str, Any]:
 
 def render(data: dict[str, Any], out: Console) -> None:
     from rich.markup import escape
+    from rich.text import Text
+
+    from sm120patch.output.lines import put
 
     sglang = data["sglang"]
     title = f"sglang {sglang['version']}, TP {data['tp']}: {len(data['configs'])} configurations"
     out.print(f"[bold]{escape(title)}[/]")
     for one in data["configs"]:
-        out.print(f"[bold]{escape(one['name'])}[/]: {escape(one['sentence'])}")
+        put(out, Text.assemble((one["name"], "bold"), f": {one['sentence']}"))
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in one["env"].items())
         out.print(escape(f"  {env + ' ' if env else ''}{shlex.join(one['args'])}"), soft_wrap=True)
     for one in data["skipped"]:
-        out.print(escape(f"not run: {one['name']}: {one['why']}"), style="dim")
+        put(out, Text(f"not run: {one['name']}: {one['why']}", style="dim"))
     for note in data["notes"]:
-        out.print(escape(note), style="dim")
+        put(out, Text(note, style="dim"))
     harness = ", ".join(f"{k}={v}" for k, v in data["harness_env"].items())
-    out.print(escape(f"every run also has the hook (sitecustomize) first on PYTHONPATH and {harness}"), style="dim")
+    put(out, Text(f"every run also has the hook (sitecustomize) first on PYTHONPATH and {harness}", style="dim"))

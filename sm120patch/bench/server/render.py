@@ -11,6 +11,7 @@ from sm120patch.bench.server.answers import SELF_MARGIN
 from sm120patch.bench.server.configs import Config, fusion_args
 from sm120patch.bench.server.driver import TABLE, Run, ServerResult
 from sm120patch.bench.server.verdict import Compare, Kind
+from sm120patch.output.lines import put
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -271,10 +272,10 @@ def render(result: ServerResult, out: Console) -> None:
         facts += [f"{run.mode} run {run.repeat}, sglang said: {line}" for line, _ in run.fallbacks + run.fatals]
     facts += result.notes
     for fact in facts:
-        out.print(Text(fact, style="dim"), width=min(WIDTH, out.width))
+        put(out, Text(fact, style="dim"), width=WIDTH)
     if result.kept:  # one line the terminal wraps, so the path is copied whole
-        out.print(Text(f"logs kept in {result.kept}", style="dim"), soft_wrap=True)
-    out.print(Text(result.verdict.advice, style=_KIND_STYLE[result.verdict.kind]), width=min(WIDTH, out.width))
+        put(out, Text(f"logs kept in {result.kept}", style="dim"))
+    put(out, Text(result.verdict.advice, style=_KIND_STYLE[result.verdict.kind]), width=WIDTH)
     _render_configs(result, out)
 
 
@@ -316,9 +317,9 @@ def _render_configs(result: ServerResult, out: Console) -> None:
         *(f"{name}: {result.checks[name].why}" for name in result.answer.wrong),
     ]
     for line in lines:
-        out.print(Text(line, style="dim"), width=min(WIDTH, out.width))
+        put(out, Text(line, style="dim"), width=WIDTH)
     style = "bold red" if result.answer.wrong else "bold"
-    out.print(Text(f"answer: {result.answer.sentence}", style=style), width=min(WIDTH, out.width))
+    put(out, Text(f"answer: {result.answer.sentence}", style=style), width=WIDTH)
 
 
 def _render_three(result: ServerResult, out: Console) -> None:

@@ -84,7 +84,7 @@ def test_json_and_text_say_which_path_is_fastest_per_size() -> None:
     )
     assert (second["pcie_ipc"], second["pcie_ipc_allreduce"], second["fastest"]) == (None, None, "fused")
     buffer = io.StringIO()
-    render.render(shown, Console(file=buffer, width=80, no_color=True))
+    render.render(shown, Console(file=buffer, width=80, color_system=None, force_terminal=True))
     text = " ".join(buffer.getvalue().split())
     assert all(len(line.rstrip()) <= 80 for line in buffer.getvalue().splitlines())
     assert (

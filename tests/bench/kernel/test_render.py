@@ -161,7 +161,7 @@ def test_a_wrong_row_makes_exit_1_and_the_verdict_wrong() -> None:
 
 def test_the_table_fits_80_columns() -> None:
     buffer = io.StringIO()
-    render.render(result(), Console(file=buffer, width=80, no_color=True))
+    render.render(result(), Console(file=buffer, width=80, color_system=None, force_terminal=True))
     lines = buffer.getvalue().splitlines()
     assert all(len(line.rstrip()) <= 80 for line in lines)
     table = [line for line in lines if line.startswith("│")]
@@ -182,7 +182,9 @@ def test_the_table_fits_80_columns() -> None:
 def test_the_estimate_table_fits_80_columns_and_says_the_sites() -> None:
     buffer = io.StringIO()
     model = Model(78, 7168, True, "config.json")
-    render.render(result(baseline=SGLANG, model=model), Console(file=buffer, width=80, no_color=True))
+    render.render(
+        result(baseline=SGLANG, model=model), Console(file=buffer, width=80, color_system=None, force_terminal=True)
+    )
     text = buffer.getvalue()
     assert all(len(line.rstrip()) <= 80 for line in text.splitlines())
     assert "per step, 156 sites" in text
@@ -437,8 +439,8 @@ def test_the_whole_text_of_a_result() -> None:
         "│   4096 │  800 │  800 │  +0 µs │  +0 % │",
         "└────────┴──────┴──────┴────────┴───────┘",
         "2 layers (a model, hidden 64): 4 allreduce + add + RMSNorm sites a step; fusion on runs them as 4 fused "
-        "kernels instead of 4 allreduces and 4 norm kernels, up to 2048 tokens a batch (unfused above);",
-        "saves up to 40 µs a step (67 %, 1 token)",
+        "kernels instead of 4 allreduces and 4 norm kernels, up to 2048 tokens a batch (unfused above); "
+        "saves up to 40 µs a step (67 %, 1 token)",  # piped: one line, however long
         "indicative only (no sglang): crossover: none: a fused result was wrong, so fusion wins nowhere; keep "
         "fusion off",
         "indicative only (why): advice",
@@ -477,7 +479,7 @@ def test_the_colours_say_faster_slower_wrong_and_the_verdict() -> None:
         "│   4096 │  800 │  800 │ \x1b[2m +0 µs\x1b[0m │ \x1b[2m +0 %\x1b[0m │",
         "└────────┴──────┴──────┴────────┴───────┘",
         f"{dim}2 layers (a model, hidden 64): 4 allreduce + add + RMSNorm sites a step; fusion on runs them as 4 "
-        "fused kernels instead of 4 allreduces and 4 norm kernels, up to 2048 tokens a batch (unfused above); "
+        "fused kernels instead of 4 allreduces and 4 norm kernels, up to 2048 tokens a batch (unfused above);"
         f"{end}",
         f"{dim}saves up to 40 µs a step (67 %, 1 token){end}",
         "indicative only (no sglang): crossover: none: a fused result was wrong, so fusion wins nowhere; keep "
@@ -641,7 +643,9 @@ def test_the_facts_name_each_gpu_kind_each_version_and_a_fused_call_left_unnamed
 
 def test_on_a_narrow_terminal_each_row_stays_one_line() -> None:
     buffer = io.StringIO()
-    render.render(result(model=Model(78, 7168, True, "c")), Console(file=buffer, width=44, no_color=True))
+    render.render(
+        result(model=Model(78, 7168, True, "c")), Console(file=buffer, width=44, color_system=None, force_terminal=True)
+    )
     lines = buffer.getvalue().splitlines()
     tables = [i for i, line in enumerate(lines) if line.startswith("┡")]
     bottoms = [i for i, line in enumerate(lines) if line.startswith("└")]

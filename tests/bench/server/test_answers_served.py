@@ -112,3 +112,26 @@ def test_a_fused_configuration_with_wrong_answers_is_never_the_answer(tmp_path: 
     assert data["answer"]["wrong"] == ["fusion"]
     assert data["answer"]["parts"][0]["config"] == "default"  # fusion was 10 % faster, and wrong
     assert data["agreement"]["default_vs_default"] is None  # --repeat 1
+
+
+@pytest.mark.offline
+def test_the_text_shows_each_configuration_and_its_answers_in_80_columns(tmp_path: Path) -> None:
+    package = fake_server_site(tmp_path, version="0.5.23", pcie_ipc=True)
+    code, _, err = run(
+        "bench", "server", "--sglang-path", str(package), "--tp", "2", *FAST, env={"COLUMNS": "200"}
+    )  # fmt: skip
+    assert code == 0, err
+    lines = err.splitlines()
+    title = "configurations: decode ms/tok by batch size (median), answers against sglang's default"
+    at = next(i for i, line in enumerate(lines) if line.startswith("configurations: decode"))
+    table = lines[at : at + 10]  # the title (two lines), the table
+    assert " ".join(" ".join(table[:2]).split()).startswith(title)  # the title, left, wrapped in 80 columns
+    assert max(len(line) for line in table) <= 80  # the table keeps to 80 columns; piped, sentences are whole
+    rows = {line.split()[1]: line for line in table if line.startswith("│ ") and line.split()[1] != "configuration"}
+    assert set(rows) >= {"default", "fusion", "pcie-ipc", "pcie-ipc+fusion"}
+    assert "reference" in rows["default"] and "agrees 1.0000" in rows["fusion"]
+    assert any(line.startswith("answers agree at cosine >= ") and "default vs default 1.0000" in line for line in lines)
+    assert any(
+        line.startswith("answer: ") and line.endswith("`--enforce-disable-flashinfer-allreduce-fusion`)")
+        for line in lines
+    )

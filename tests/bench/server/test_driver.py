@@ -195,14 +195,22 @@ def test_options_of_the_other_bench_are_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.offline
-def test_text_output_fits_80_columns_at_the_tp_of_every_visible_gpu(tmp_path: Path) -> None:
+def test_text_output_piped_has_80_column_tables_and_whole_sentences_at_the_tp_of_every_visible_gpu(
+    tmp_path: Path,
+) -> None:
     """Without ``--tp`` the benchmark runs on every GPU it sees (two here)."""
     package = fake_server_site(tmp_path, gpus=2)
-    code, _, err = run("bench", "--server", "--sglang-path", str(package), "--repeat", "1", *FAST)
+    code, _, err = run(
+        "bench", "--server", "--sglang-path", str(package), "--repeat", "1", *FAST, env={"COLUMNS": "60"}
+    )  # fmt: skip
     assert code == 0, err
     lines = err.splitlines()
-    assert max(len(line) for line in lines) <= 80, [line for line in lines if len(line) > 80]
-    assert any("on vs off" in line for line in lines)
+    table = [line for line in lines if line[:1] in "┏┃┡│└"]
+    assert table and max(len(line) for line in table) <= 80
+    assert any(
+        line.startswith("fusion pays in sglang's own decode at TP 2") and "launch with" in line for line in lines
+    ), err
+    assert any("on vs" in line for line in table)  # the table, at the width COLUMNS gives
     assert "nothing downloaded" in err
     assert "fusion pays in sglang's own decode at TP 2" in " ".join(lines)
 

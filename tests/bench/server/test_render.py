@@ -22,7 +22,7 @@ from tests.bench.server.hand import FLAGS, PYTHON, fused, result, run
 
 def text(done: object, width: int = 200, **console: object) -> str:
     buffer = io.StringIO()
-    options = {"no_color": True, **console}
+    options = {"color_system": None, "force_terminal": True, **console}  # a terminal unless asked
     render.render(done, Console(file=buffer, width=width, **options))  # type: ignore[arg-type]
     return buffer.getvalue()
 
@@ -210,16 +210,16 @@ GOLDEN = (
     "└────────┴─────────────┴────────────┴───────────┴──────────┴───────────┴───────┘\n"
     "model: LlamaForCausalLM, hidden 1024, 4 layers (bundled config; random weights);\n"
     "nothing downloaded\n"
-    "fusion on: --flashinfer-allreduce-fusion-backend trtllm; off: \n"
+    "fusion on: --flashinfer-allreduce-fusion-backend trtllm; off:\n"
     "--enforce-disable-flashinfer-allreduce-fusion\n"
     "4 runs of sglang.benchmark.one_batch in /opt/venv/bin/python\n"
     "fusion off: the fused kernel was never called (each of 2 runs)\n"
     "fusion on: fused kernel called 18x in 2 processes (2 eager, 16 in graph capture)\n"
     "(each of 2 runs)\n"
-    "decode steps replayed from CUDA graphs run no Python: counts are eager calls + \n"
+    "decode steps replayed from CUDA graphs run no Python: counts are eager calls +\n"
     "graph captures\n"
     "a note\n"
-    "fusion pays in sglang's own decode at TP 2: 8.3 % to 9.9 % faster per token at \n"
+    "fusion pays in sglang's own decode at TP 2: 8.3 % to 9.9 % faster per token at\n"
     "batch 1, 8: launch with `--flashinfer-allreduce-fusion-backend trtllm`\n"
 )
 
@@ -239,7 +239,7 @@ def test_the_text_on_a_narrow_terminal_is_its_width() -> None:
         "│   1 │    10.10 │   9.10 │      99 │   110 │  -9.9 % │ ±… │",
         "│   8 │    12.10 │  11.10 │     661 │   721 │  -8.3 % │ ±… │",
     ]
-    assert "fusion on: fused kernel called 18x in 2 processes (2 eager, " in lines
+    assert "fusion on: fused kernel called 18x in 2 processes (2 eager," in lines
 
 
 def unfused_runs(describe_second: Counts) -> list:
@@ -294,7 +294,7 @@ def test_a_stopped_bench_says_what_ran_what_sglang_said_and_where_the_logs_are(t
     assert "fusion off: the fused kernel was never called" in lines
     # the flags are said; no on run was made, so there are no counts of one
     assert [line for line in lines if line.startswith("fusion on")] == [
-        "fusion on: --flashinfer-allreduce-fusion-backend trtllm; off: "
+        "fusion on: --flashinfer-allreduce-fusion-backend trtllm; off:"
     ]
     assert "off run 1, sglang said: W a fallback line" in lines
     assert "off run 1, sglang said: E a fatal line" in lines
@@ -383,8 +383,11 @@ def test_the_plot_draws_off_and_on_with_the_runs_range(tmp_path: Path, monkeypat
 
 
 def test_a_kept_log_path_longer_than_the_terminal_is_printed_whole() -> None:
-    """Folded at 80 columns, the path would copy with a line break in it."""
+    """Folded at 80 columns, the path would copy with a line break in it: in a terminal it is
+    whole on a line of its own; piped, the sentence is one line."""
     kept = Path("/var/tmp") / ("x" * 90) / "logs"
     done = result(runs=[], rows=[], verdict=no_verdict("the fusion-off run failed"), kept=kept)
-    assert f"logs kept in {kept}" in text(done, width=80).splitlines()
+    lines = text(done, width=80).splitlines()
+    assert lines[lines.index("logs kept in") + 1] == str(kept)
+    assert f"logs kept in {kept}" in text(done, width=80, force_terminal=False).splitlines()
     assert f"\x1b[2mlogs kept in {kept}\x1b[0m\n" in ansi(done)  # dim, as the other facts
