@@ -5,6 +5,7 @@ every rank, and the answer is the fastest that agrees with sglang's default."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +136,31 @@ def test_the_text_shows_each_configuration_and_its_answers_in_80_columns(tmp_pat
         line.startswith("answer: ") and line.endswith("`--enforce-disable-flashinfer-allreduce-fusion`)")
         for line in lines
     )
+
+
+@pytest.mark.offline
+@pytest.mark.parametrize("fake", ["normal", "nan-on"])
+def test_in_colour_a_wrong_answer_is_red_and_the_answers_facts_are_dim(tmp_path: Path, fake: str) -> None:
+    """A colour terminal as rich sees one (FORCE_COLOR): the wrong configuration's answers cell
+    and the answer line red, the agreement dim; a configuration without figures reads ``-``."""
+    package = fake_server_site(tmp_path, version="0.5.23", pcie_ipc=True)
+    code, _, err = run(
+        "bench", "server", "--sglang-path", str(package), "--tp", "2", *FAST, "--repeat", "1",
+        env={"COLUMNS": "200", "FORCE_COLOR": "1", "NO_COLOR": None, "TERM": "xterm", "FAKE_SGLANG": fake},
+    )  # fmt: skip
+    assert code == (0 if fake == "normal" else 1), err
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", err)
+    rows = {line.split()[1]: line for line in err.splitlines() if line.startswith("│ ")}
+    header = next(line for line in plain.splitlines() if line.startswith("┃ ") and "configuration" in line)
+    assert header.split("┃")[2:4] == ["          1 ", "          8 "]  # batch sizes, right-aligned
+    assert header.split("┃")[-2].strip() == "answers"
+    assert "\x1b[2manswers agree at cosine >= 0.9000 (calibrated 0.9; default vs default not" in err
+    assert "default vs default not measured (--repeat 1))" in " ".join(plain.split())
+    assert rows["pcie-ipc"].split("│")[2:4] == ["       8.13 ", "       9.00 "]
+    if fake == "normal":
+        assert "\x1b[1manswer: decode at TP 2: " in err and "\x1b[31m" not in "".join(rows.values())
+        assert rows["fusion"].split("│")[-2] == " agrees 1.0000         "
+        assert rows["pcie-ipc+fusion"].split("│")[2:4] == ["          - ", "          - "]  # no figure
+    else:
+        assert "\x1b[1;31manswer: " in err
+        assert "\x1b[31mnan" in rows["fusion"] and "\x1b[31m" not in rows["default"]
