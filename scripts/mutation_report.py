@@ -7,6 +7,7 @@
     python3 scripts/mutation_report.py --open                 # only what is not killed yet
     python3 scripts/mutation_report.py --together --children 16  # one mutmut run over every module
     python3 scripts/mutation_report.py --together --open      # after it: what is still not answered
+    python3 scripts/mutation_report.py --together --open MODULE ...  # only those modules' survivors
     python3 scripts/mutation_report.py --together --since REV # no mutants/ here: keep REV's statuses
                                                               # of the functions unchanged since REV
     python3 scripts/mutation_report.py --render               # only rewrite the report
@@ -257,16 +258,24 @@ def run_module(module: str, budget_s: float, open_only: bool, children: int) -> 
     return statuses, len(targets) if open_only else len(statuses)
 
 
-def run_together(budget_s: float, children: int, open_only: bool) -> float:
+def run_together(budget_s: float, children: int, open_only: bool, modules: list[str]) -> float:
     """One mutmut run over every mutant of the package (its tests' stats and the clean run
     once, not once per module): seconds it took.  Run again after a timeout, it goes on
     where it stopped (mutmut keeps each mutant's status).  With ``open_only``, the mutants
     checked and not answered yet (survivors, timeouts), named: for after a whole run, when
-    tests were added for them."""
+    tests were added for them (``modules``: only theirs, the modules those tests are for)."""
     start = time.monotonic()
     # the mutants never checked (and those of changed functions) are left to a run without
     # names: named, thousands of them would cost mutmut more to match than to run
-    targets = [name for name, status in open_targets().items() if status != "not checked"] if open_only else []
+    targets = (
+        [
+            name
+            for name, status in open_targets().items()
+            if status != "not checked" and (not modules or any(in_module(name, m) for m in modules))
+        ]
+        if open_only
+        else []
+    )
     if targets or not open_only:
         run_mutmut(targets, budget_s, children, "every module")
     return time.monotonic() - start
@@ -538,7 +547,7 @@ def main() -> int:
                 parser.error("--since starts a fresh mutants/: remove the one here first")
             print(f"kept {seed_since(args.since)} statuses from {args.since}", file=sys.stderr, flush=True)
             fresh = False
-        seconds = run_together(args.budget, args.children, args.open)
+        seconds = run_together(args.budget, args.children, args.open, args.modules)
         results = record_together(results, seconds, args.children, fresh)
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
