@@ -288,7 +288,7 @@ def record_together(results: dict[str, dict], seconds: float, children: int, fre
     after their tests, the functions changed since).  ``fresh``: mutmut had no statuses yet."""
     statuses = statuses_now()
     before = None if fresh else next((e["together"] for e in results.values() if "together" in e), None)
-    if before is not None and not before.get("unfinished"):  # the pass is done: a run after it
+    if before is not None and (not before.get("unfinished") or "after_seconds" in before):  # a run after the pass
         timing = {"seconds": before["seconds"], "after_seconds": round(before.get("after_seconds", 0) + seconds)}
     else:
         timing = {"seconds": round(seconds + (before["seconds"] if before is not None else 0))}
@@ -419,23 +419,20 @@ def timing(results: dict[str, dict]) -> str:
     together = next((e["together"] for e in results.values() if "together" in e), None)
     if together is not None:
         mutants = sum(len(e["statuses"]) for e in results.values())
-        return (
-            f"One mutmut run over every module took {together['seconds'] / 60:.0f} min for {mutants} mutants "
+        first = (
+            f"One mutmut run over every module took {together['seconds'] / 60:.0f} min "
             f"({together['children']} at a time, on a {together['cpus']}-core machine)"
-            + (
-                f"; it stopped with {_not_checked(results)} of them not checked yet (the slowest: mutmut "
-                "checks the quickest first)"
-                if together["unfinished"]
-                else ""
-            )
-            + (
-                f"; the runs after it (survivors again after their tests, functions changed since) "
-                f"took {together['after_seconds'] / 60:.0f} min"
-                if together.get("after_seconds")
-                else ""
-            )
-            + ". A killed mutant costs about a second; one that survives costs every test that reaches it."
         )
+        stopped = f"{_not_checked(results)} of them not checked yet (the slowest: mutmut checks the quickest first)"
+        if together.get("after_seconds"):
+            text = (
+                f"{first}; the runs after it (survivors again after their tests, functions changed since) took "
+                f"{together['after_seconds'] / 60:.0f} min, for {mutants} mutants now"
+                + (f", and stopped with {stopped}" if together["unfinished"] else "")
+            )
+        else:
+            text = f"{first} for {mutants} mutants" + (f"; it stopped with {stopped}" if together["unfinished"] else "")
+        return text + ". A killed mutant costs about a second; one that survives costs every test that reaches it."
     kept = {m: e.get("full_seconds", e["seconds"] if "checked" not in e else None) for m, e in results.items()}
     full: dict[str, int] = {m: seconds for m, seconds in kept.items() if seconds is not None}
     reruns = [e for e in results.values() if _kind(e)]
