@@ -278,16 +278,21 @@ def test_sought_orders_releases_as_versions_not_as_text() -> None:
     assert sought(rows) == "function f (seen in 0.5.4 - 0.5.23)"
 
 
+#: A role find saw the SM flags bound in ``sglang.srt.flags``, not in the gate's own module.
+FLAGS_ELSEWHERE = PatchContext(
+    None, lambda module, name: True, bound_elsewhere={"_is_sm120_supported": "sglang.srt.flags"}
+)
+
+
 def test_a_flag_bound_in_another_module_is_imported_beside_its_sm100_twin() -> None:
     """A role find saw the flags bound in ``sglang.srt.flags`` (``bound_elsewhere``): the gate's
     module imports ``_is_sm100_supported`` from there by name, so ``_is_sm120_supported`` goes
-    beside it, whatever the alias the module uses."""
-    ctx = PatchContext(None, lambda module, name: True, bound_elsewhere={"_is_sm120_supported": "sglang.srt.flags"})
+    beside it."""
     source = (
         "from sglang.srt.flags import _is_sm90_supported, _is_sm100_supported\n\n"
         "def gate(n):\n    return (_is_sm90_supported or _is_sm100_supported) and n > 0\n"
     )
-    module, finding = decide_gate(source, ctx)
+    module, finding = decide_gate(source, FLAGS_ELSEWHERE)
     assert finding.state is State.PENDING
     assert applied(module, finding) == (
         "from sglang.srt.flags import _is_sm90_supported, _is_sm100_supported, _is_sm120_supported\n\n"
@@ -296,10 +301,9 @@ def test_a_flag_bound_in_another_module_is_imported_beside_its_sm100_twin() -> N
 
 
 def test_a_flag_bound_elsewhere_but_not_imported_by_name_here_is_drift() -> None:
-    ctx = PatchContext(None, lambda module, name: True, bound_elsewhere={"_is_sm120_supported": "sglang.srt.flags"})
     source = (
         "from sglang.srt.other import _is_sm90_supported, _is_sm100_supported\n\n"
         "def gate(n):\n    return (_is_sm90_supported or _is_sm100_supported) and n > 0\n"
     )
-    finding = decide_gate(source, ctx)[1]
+    finding = decide_gate(source, FLAGS_ELSEWHERE)[1]
     assert finding.state is State.DRIFT and "_is_sm120_supported, which nothing binds" in finding.detail
