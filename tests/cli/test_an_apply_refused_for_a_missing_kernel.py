@@ -12,7 +12,7 @@ from tests.cli.test_fuse_up_to import LIMITED
 from tests.cli.test_unknown_sm_checks import COMM_WARNING, NEW_MODULE, NEW_SOURCE, NEW_WARNING, OUTSIDE_ANCHOR
 from tests.support.cli import jrun, tree_hashes
 from tests.support.fakes import fake_flashinfer
-from tests.support.mini_sglang import COMM, FILES, write_mini_sglang
+from tests.support.mini_sglang import COMM, FILES, SERVER_ARGS, write_mini_sglang
 
 REFUSED = "refusing to patch, nothing was written: FlashInfer 0.6.16 has no SM12x allreduce kernel ("
 
@@ -64,3 +64,21 @@ def test_the_refusal_stands_when_a_folder_links_out_of_the_package(tmp_path: Pat
     code, data = jrun("apply", "--sglang-path", str(package))
     assert code == 1 and data["written"] == [] and data["headline"].startswith(REFUSED)
     assert tree_hashes(tmp_path) == before
+
+
+def test_the_refusal_shows_the_auto_enable_form_asked(tmp_path: Path) -> None:
+    """The auto-enable widened at TP 2 (as apply writes it by default), then ``--auto-enable-tp
+    any`` refused: the auto-enable reads as pending the form asked, not as applied in the form
+    it has."""
+    at_tp2 = (
+        FILES[SERVER_ARGS]
+        .replace("is_sm100_supported\n", "is_sm100_supported, is_sm120_supported\n")
+        .replace("or is_sm100_supported())", "or is_sm100_supported() or (is_sm120_supported() and self.tp_size == 2))")
+    )
+    package = without_kernel(write_mini_sglang(tmp_path / "site", files={**FILES, SERVER_ARGS: at_tp2}))
+    before = tree_hashes(package)
+    code, data = jrun("apply", "--sglang-path", str(package), "--auto-enable-tp", "any")
+    assert (code, data["code"], data["written"]) == (1, "missing-kernel", [])
+    report = {r["id"]: r for r in data["patches"]}["server-args-auto-enable"]
+    assert report["state"] == "pending" and "auto-enable at any TP: will drop the TP conjunct" in report["detail"]
+    assert tree_hashes(package) == before

@@ -69,6 +69,20 @@ def test_what_the_options_refuse(tmp_path: Path) -> None:
     assert refused.exit_code == 2 and "0.5 is not in the range x>=1" in refused.output
 
 
+def test_a_refused_value_from_the_variable_names_the_variable(tmp_path: Path) -> None:
+    """Only where the value came from ``SM120PATCH_SGLANG_PATH``; typed, the option is named alone."""
+    command, _ = options_command()
+    a_file = tmp_path / "f"
+    a_file.write_text("")
+    refused = CliRunner().invoke(command, [], env={"SM120PATCH_SGLANG_PATH": str(a_file)})
+    assert refused.exit_code == 2
+    assert "Invalid value for SM120PATCH_SGLANG_PATH (the environment variable for '--sglang-path'):" in (
+        refused.output
+    )
+    typed = CliRunner().invoke(command, ["--sglang-path", str(a_file)], env={"SM120PATCH_SGLANG_PATH": None})
+    assert typed.exit_code == 2 and "Invalid value for '--sglang-path':" in typed.output
+
+
 def test_the_help_names_each_option_its_variable_and_default() -> None:
     command, _ = options_command()
     text = " ".join(CliRunner().invoke(command, ["--help"], terminal_width=400).output.split())

@@ -9,6 +9,7 @@ folder it was given, or fails as pip does.  The slow tier (test_demo.py) downloa
 
 from __future__ import annotations
 
+import io
 import shutil
 import subprocess
 import sys
@@ -19,11 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from sm120patch.errors import EnvironmentProblem
 from sm120patch.patcher.commands import demo
 from tests.support.cli import run
 from tests.support.mini_sglang import COMM, SERVER_ARGS, write_mini_sglang
+from tests.support.terminal import ANSI
 
 PLATFORMS = ["manylinux_2_34_x86_64", "manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "any"]
 
@@ -143,6 +146,7 @@ def test_a_download_that_fails_says_pips_last_line(
         demo.fetch_wheel("9.9")
     message = f"could not download sglang==9.9 with pip: {said}"
     assert str(raised.value) == (message if said == "no output" else message + " distribution found for sglang==9.9")
+    assert raised.value.code == "download"
 
 
 def test_pip_failing_after_writing_a_wheel_is_a_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -241,6 +245,7 @@ def test_a_refused_release_stops_the_demo_after_the_report_that_says_why(tmp_pat
     lines = err.splitlines()
     assert any(line.startswith("[release-refused] sglang 0.5.11 has no SM12x probe") for line in lines)
     assert not [line for line in lines if "FAILED" in line or "FlashInfer" in line or "failed: failed" in line]
+    assert lines[-2].strip("─ ") == "result"  # the rule before the verdict
     assert lines[-1] == (
         "demo stopped: sm120patch refuses sglang 0.5.11 (above), so there is no cycle to show; "
         "`sm120patch demo` alone runs it on sglang 0.5.9"
@@ -268,8 +273,10 @@ def test_a_file_that_is_no_zip_is_one_sentence_and_given_wheels_are_not_called_c
     with pytest.raises(EnvironmentProblem) as error:
         demo.install_wheel(wheel, tmp_path / "site")
     assert str(error.value) == f"--wheel {wheel}: not a readable wheel (File is not a zip file)"
+    assert error.value.code == "download"
     with pytest.raises(EnvironmentProblem) as error:
         demo.install_wheel(wheel, tmp_path / "site", cached=True)
+    assert error.value.code == "download"
     assert str(error.value) == (
         f"the cached wheel {wheel} is corrupt (File is not a zip file); delete it (rm '{wheel}') and run "
         "`sm120patch demo` again to download it afresh"
@@ -354,15 +361,34 @@ def test_on_a_colour_terminal_the_files_that_differ_are_plain(tmp_path: Path, sc
     assert f": not as released (RECORD): sglang/{COMM}, sglang/{SERVER_ARGS}" in err
 
 
-def test_a_failed_cycle_names_the_failed_steps_and_compares_no_files(tmp_path: Path, scratch_tmp: Path) -> None:
+def test_a_failed_cycle_names_the_failed_steps_and_compares_no_files(
+    tmp_path: Path, scratch_tmp: Path, colour: None
+) -> None:
     """A gate renamed by hand after the RECORD was written (drift): what failed is the cycle;
-    its files were never written, so they are not blamed on it."""
+    its files were never written, so they are not blamed on it.  On a colour terminal each
+    step that failed and the verdict are in bold red (escape code 1;31)."""
     site = write_mini_sglang(tmp_path / "site").parent
     comm = site / "sglang" / COMM
     comm.write_text(comm.read_text().replace("def apply_flashinfer_allreduce_fusion(", "def fusion_allowed("))
     code, _, err = run("demo", "--wheel", str(wheel_of(site, tmp_path / "sglang-0.5.11-py3-none-any.whl")))
     assert code == 1, err
-    assert err.splitlines()[-1] == "demo failed in apply, verify, apply again (must change nothing), revert"
+    assert "\n\x1b[1;31mFAILED\x1b[0m sm120patch verify: " in err
+    assert "\n\x1b[1;31mdemo failed\x1b[0m in apply, verify, " in err
+    lines = ANSI.sub("", err).splitlines()
+    assert lines[-1] == "demo failed in apply, verify, apply again (must change nothing), revert"
+    marks = [line.partition(":")[0] for line in lines if line.startswith(("ok ", "FAILED "))]
+    assert marks == [
+        "FAILED sm120patch verify",
+        "FAILED sm120patch apply again (must change nothing)",
+        "FAILED sm120patch revert",
+    ]
+
+
+def test_a_refused_release_of_no_known_version_says_so(tmp_path: Path) -> None:
+    """Where the tree names no version, the line that stops the demo says it is unknown."""
+    shown = io.StringIO()
+    assert demo._refused(Console(file=shown, width=200), None) == 1
+    assert "sm120patch refuses sglang (unknown version) (above)" in shown.getvalue()
 
 
 def test_a_scratch_folder_that_cannot_be_removed_does_not_change_the_result(

@@ -235,6 +235,7 @@ def test_a_changed_file_that_cannot_be_kept_aside_stops_the_revert_before_any_fi
     with pytest.raises(EnvironmentProblem) as raised:
         revert(from_directory(mini), force=True)
     assert str(raised.value) == f"cannot keep the changed {COMM} aside (No space left on device); nothing was written"
+    assert raised.value.code == "not-writable"
     assert contents(mini) == {**patched, COMM: edited}
     assert (mini / ".sm120patch" / "manifest.json").is_file()
 
@@ -623,6 +624,7 @@ def test_a_saved_state_of_another_version_over_edited_patched_files_is_refused_a
         outcome = revert(from_directory(mini), force=True, dry_run=dry_run)
         assert outcome.exit_code == ExitCode.NOT_AS_ASKED
         assert outcome.code == "no-backup"
+        assert outcome.headline.startswith("the saved state is from sglang (unknown version), not 0.5.11, but ")
         assert f"their backups in {mini / '.sm120patch'} are not restored from" in outcome.headline
         assert outcome.headline.endswith(f"extracted again from sglang 0.5.11's source archive into {mini}")
         assert (contents(mini), state_files(mini)) == before
@@ -967,4 +969,5 @@ def test_a_kept_state_restored_from_that_cannot_be_removed_says_the_files_are_ba
         f"the files are restored, but {busy if filename else aside} could not be removed (Permission denied); "
         f"remove {aside} by hand"
     )
+    assert raised.value.code == "not-writable"
     assert contents(mini) == ORIGINAL

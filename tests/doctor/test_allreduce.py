@@ -257,3 +257,9 @@ def test_pcie_ipc_is_not_mentioned_without_the_module_with_nvlink_or_on_other_gp
     assert pcie_ipc(with_module, host(4, nvlink=False, name=H200), 4) == []
     assert pcie_ipc(with_module, host(1, nvlink=None), None) == []
     assert pcie_ipc(None, host(4, nvlink=False), 4) == []
+
+
+def test_a_release_of_unknown_version_is_this_sglang(tmp_path: Path) -> None:
+    unknown = replace(tree(tmp_path, "0.5.23", pcie_ipc=True), version=None)
+    summary, _ = ipc(pcie_ipc(unknown, host(2, nvlink=False), 2))
+    assert summary.startswith("this sglang has a PCIe-IPC allreduce for PCIe SM12x hosts")

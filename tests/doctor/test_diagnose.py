@@ -364,3 +364,14 @@ def test_a_release_with_pcie_ipc_on_a_pcie_sm12x_host_says_so_after_the_allreduc
     assert "PCIe-IPC allreduce for PCIe SM12x hosts, off (" in found["summary"]
     assert "GroupCoordinator.all_reduce asks _can_use_flashinfer_allreduce first" in found["detail"]
     assert "`sm120patch bench server --tp 2` decides between them" in found["detail"]
+
+
+def test_the_pcie_ipc_finding_names_the_tp_asked_not_every_gpu(mini: Path) -> None:
+    """Four PCIe SM120 GPUs, doctor asked about TP 2: the bench it points at runs at TP 2."""
+    (mini / PCIE_IPC_MODULE).parent.mkdir(parents=True, exist_ok=True)
+    (mini / PCIE_IPC_MODULE).write_text("# sglang's PCIe-IPC allreduce\n")
+    tree = from_directory(mini)
+    four = tuple(Gpu(i, RTX_PRO_6000, (12, 0)) for i in range(4))
+    report = diagnose(tree, None, patch_states(tree), host_with(torch_gpus=four, smi=four), tp=2)
+    (found,) = [f for f in report.findings if f.id == "pcie-ipc"]
+    assert "`sm120patch bench server --tp 2` decides between them" in found.detail

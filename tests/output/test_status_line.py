@@ -24,3 +24,8 @@ def test_a_status_wider_than_the_terminal_is_cut_to_one_line(monkeypatch: pytest
         updated = shown.render_lines(status._status.renderable, shown.options)
     assert len(first) == len(updated) == 1
     assert "".join(s.text for s in first[0]).rstrip().endswith("…")
+
+
+@pytest.mark.parametrize(("width", "shown"), [(30, "x" * 27 + "…"), (4, "x…"), (3, "…"), (1, "…")])
+def test_a_status_leaves_two_columns_for_the_spinner_and_shows_at_least_the_ellipsis(width: int, shown: str) -> None:
+    assert console_module._one_line("x" * 50, width).plain == shown

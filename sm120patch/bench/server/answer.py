@@ -81,10 +81,9 @@ def decide(
         logs = [math.log(statistics.median(by_size[s]) / statistics.median(base[s])) for s in measured]
         ratio[name] = math.exp(statistics.fmean(logs))
         noise[name] = max(_noise(by_size[s], base[s]) for s in measured)
-    winners = {
-        s: min((c for c in figures if c in eligible), key=lambda c: statistics.median(figures[c][s])) for s in measured
-    }
     candidates = [c for c in figures if c in eligible]
+    # none agrees (the default's answers wrong, the rest wrong or unchecked): no winner at any size
+    winners = {s: min(candidates, key=lambda c: statistics.median(figures[c][s])) for s in measured if candidates}
     best = min(candidates, key=lambda c: ratio[c]) if candidates else None
     if best is not None and (1 - ratio[best]) * 100 <= noise[best]:
         best = DEFAULT if DEFAULT in eligible else best  # within the noise: no reason to change sglang's default
@@ -95,7 +94,7 @@ def decide(
         pct,
         noise[best] if best else SINGLE_RUN_PCT,
         {c: round(r, 4) for c, r in ratio.items()},
-        winners if candidates else {},
+        winners,
     )
 
 

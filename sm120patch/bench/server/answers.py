@@ -102,7 +102,7 @@ def threshold(default_self: float | None) -> float:
     return min(COSINE_MIN, default_self - SELF_MARGIN)
 
 
-def likely_cause(config: Config, status: Status) -> str:
+def likely_cause(config: Config) -> str:
     """The likely reason a configuration's answers are wrong, in one clause."""
     if config.fusion != "off":
         return (
@@ -124,8 +124,7 @@ def check(config: Config, runs: Sequence[Logits], reference: Logits | None, limi
             None,
             None,
             nonfinite,
-            f"{nonfinite} forward{'s' if nonfinite != 1 else ''} gave NaN or inf logits: "
-            f"{likely_cause(config, Status.NAN)}",
+            f"{nonfinite} forward{'s' if nonfinite != 1 else ''} gave NaN or inf logits: {likely_cause(config)}",
         )
     if config.name == DEFAULT:
         return Check(Status.REFERENCE, None, None, 0, "sglang's default: the answers the others are checked against")
@@ -150,7 +149,7 @@ def check(config: Config, runs: Sequence[Logits], reference: Logits | None, limi
             step,
             0,
             f"its first {step}'s logits disagree with sglang's default (cosine {low:.4f} < {limit:.4f}): "
-            f"{likely_cause(config, Status.DISAGREES)}",
+            f"{likely_cause(config)}",
         )
     return Check(Status.AGREES, low, step, 0, f"agrees with sglang's default (cosine {low:.4f} >= {limit:.4f})")
 

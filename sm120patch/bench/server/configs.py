@@ -79,10 +79,9 @@ BY_NAME = {c.name: c for c in CONFIGS}
 @dataclass(frozen=True)
 class Release:
     """What the configurations ask of a release and a host: read from the release's code
-    (``flags``, ``pcie_ipc``) and from the options (``tp``, ``dtype``, ``fuse_up_to``)."""
+    (``pcie_ipc``) and from the options (``tp``, ``dtype``, ``fuse_up_to``)."""
 
     version: str | None
-    flags: Flags
     pcie_ipc: bool
     tp: int
     dtype: str

@@ -88,8 +88,8 @@ class Settings:
     def modes(self) -> tuple[str, ...]:
         return (*MODES, LIMIT_MODE) if self.fuse_up_to is not None else MODES
 
-    def release(self, flags: Flags) -> configs.Release:
-        return configs.Release(self.version, flags, self.pcie_ipc, _tp(self), self.dtype, self.fuse_up_to)
+    def release(self) -> configs.Release:
+        return configs.Release(self.version, self.pcie_ipc, _tp(self), self.dtype, self.fuse_up_to)
 
     def token_limit(self, mode: str) -> int | None:
         """The limit the hook sets for a run of ``mode`` (None: the tree's own, untouched)."""
@@ -315,11 +315,11 @@ def config_env(settings: Settings, chosen: Config) -> dict[str, str]:
     return env
 
 
-def choose_configs(settings: Settings, flags: Flags) -> tuple[tuple[Config, ...], list[str]]:
+def choose_configs(settings: Settings) -> tuple[tuple[Config, ...], list[str]]:
     """The configurations this release and ``--tp`` run (``--configs``, else all that apply);
     one that was asked for and does not apply is refused with why (exit 2)."""
     try:
-        return configs.select(settings.config_names, settings.release(flags))
+        return configs.select(settings.config_names, settings.release())
     except ValueError as exc:
         raise EnvironmentProblem(str(exc), code="bench-host") from None
 
@@ -412,7 +412,7 @@ def run(
     if problem:
         raise EnvironmentProblem(problem, code="bench-host")
     settings = dataclasses.replace(settings, tp=settings.tp or len(probe["gpus"]))
-    chosen, chosen_notes = choose_configs(settings, flags)
+    chosen, chosen_notes = choose_configs(settings)
     scratch = Path(tempfile.mkdtemp(prefix="sm120patch-bench-server-"))
     keep = False
     try:

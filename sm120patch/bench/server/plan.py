@@ -19,8 +19,8 @@ def plan(settings: driver.Settings) -> dict[str, Any]:
     [{"name", "why"}], ...}``; EnvironmentProblem (exit 2) where the release cannot be
     benched or a configuration asked for does not apply."""
     module, flags = driver.refuse_release(settings)
-    chosen, notes = driver.choose_configs(settings, flags)
-    release = settings.release(flags)
+    chosen, notes = driver.choose_configs(settings)
+    release = settings.release()
     return {
         "sglang": {"version": settings.version, "location": str(settings.package_dir), "benchmark": module},
         "tp": settings.tp,

@@ -11,7 +11,7 @@ from sm120patch.bench.server.configs import BY_NAME, CONFIGS, NAMES, Release, pa
 from sm120patch.sglang.options import PCIE_IPC_FLAG
 from tests.bench.server.hand import FLAGS
 
-RELEASE = Release("0.5.23", FLAGS, pcie_ipc=True, tp=4, dtype="bf16", fuse_up_to=None)
+RELEASE = Release("0.5.23", pcie_ipc=True, tp=4, dtype="bf16", fuse_up_to=None)
 
 
 def names(found: tuple[configs.Config, ...]) -> list[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from sm120patch.patcher.kit.model import Anchor, Edit, Kind, Releases, State
+from sm120patch.patcher.kit.model import Anchor, Edit, Kind, Releases, Role, State
 from sm120patch.patcher.plan import registry
 from sm120patch.patcher.render.docs import patch_table_markdown, plain, render_docs, render_known_gates
 
@@ -208,3 +208,33 @@ def test_list_docs_in_colour_the_fused_path_headings_in_bold(colour: None) -> No
         f"{bold}the sweep of SM checks: on the fused path are{reset}",
         f"{bold}  known and deliberate, never reported:{reset}",
     ]
+
+
+@dataclass
+class StandInWithRole(StandInPatch):
+    """A stand-in that also says what its target does, to find it where no row matches."""
+
+    role: Role | None = None
+
+
+ROLES = [
+    StandInWithRole("gate", "g", "G.", (), role=Role("the function that gates the fusion")),
+    StandInWithRole("flag", "f", "F.", (), role=Role("the flag the gate reads", follows="gate")),
+]
+
+
+def test_list_docs_says_by_what_role_each_patch_is_found_and_whose_target_it_follows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(registry, "all_patches", lambda: ROLES)
+    assert [line for line in rendered() if "by role" in line] == [
+        "  where no row matches, by role: the function that gates the fusion",
+        "  where no row matches, by role: the flag the gate reads, followed from gate's target",
+    ]
+
+
+def test_list_docs_in_colour_the_role_line_in_bold(monkeypatch: pytest.MonkeyPatch, colour: None) -> None:
+    monkeypatch.setattr(registry, "all_patches", lambda: ROLES[:1])
+    out = io.StringIO()
+    render_docs(Console(file=out, width=100, highlight=False))
+    assert "\x1b[1m  where no row matches, by role: the function that gates the fusion\x1b[0m" in out.getvalue()

@@ -51,3 +51,25 @@ def test_a_read_only_mount_and_errors_no_permission_causes(tmp_path: Path) -> No
     assert "mounted read-only" in write_advice(refused(errno.EROFS, tmp_path))
     assert write_advice(refused(errno.EEXIST, tmp_path)) == ""
     assert write_advice(OSError(errno.EACCES, "Permission denied")) == ""  # no file named: nothing to say of it
+
+
+def test_a_refusal_where_neither_the_path_nor_its_folder_is_there_names_no_owner(tmp_path: Path) -> None:
+    assert write_advice(refused(errno.EACCES, tmp_path / "gone" / "file")) == (
+        "run as the user who owns the sglang install, or make it writable"
+    )
+
+
+def test_an_owner_with_no_user_name_is_named_by_uid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tree is another user's (this process's uid faked), one the password database does not list."""
+    import pwd
+
+    def unlisted(uid: int) -> pwd.struct_passwd:
+        """Fake ``pwd.getpwuid``: no entry for any uid (a container's build user)."""
+        raise KeyError(uid)
+
+    owner = tmp_path.stat().st_uid
+    monkeypatch.setattr(os, "geteuid", lambda: owner + 1)
+    monkeypatch.setattr(pwd, "getpwuid", unlisted)
+    assert write_advice(refused(errno.EACCES, tmp_path)) == (
+        f"{tmp_path} belongs to uid {owner}: run as uid {owner}, or have it made writable for you"
+    )
