@@ -77,7 +77,7 @@ def error(message: str, code: str | None = None) -> None:
 
     lead = Text("error: ", style="bold red")
     if code:
-        lead.append(f"[{code}] ", style="bold")
+        lead.append(f"[{code}] ")  # in the lead's own bold red
     put(console(), Text(printable(message)), lead=lead)
 
 
