@@ -34,7 +34,7 @@ from sm120patch.patcher.kit.cst_helpers import (
     imported_names,
     module_assignments,
 )
-from sm120patch.patcher.kit.model import FOUND_BY_ROLE, Anchor, Kind, Patch, Releases, State, known_rows
+from sm120patch.patcher.kit.model import FOUND_BY_ROLE, Anchor, Kind, Patch, Releases, Role, State, known_rows
 from sm120patch.patcher.transaction.state_dir import DIRNAME
 from sm120patch.sglang.layout import files_keeping
 from sm120patch.sglang.tree import SglangTree
@@ -234,10 +234,7 @@ def locate(
     it).  Returns the patches found by role, and why others could not be (a sentence)."""
     found: dict[str, Located] = {}
     why: dict[str, str] = {}
-    for patch in _leaders_first(patches):
-        role = patch.role
-        if role is None:
-            continue
+    for patch, role in _leaders_first(patches):
         if role.follows is None:
             if not calls_for_role(patch, asks.get(patch.id, State.APPLIED), version):
                 continue
@@ -271,15 +268,15 @@ def locate(
     return found, why
 
 
-def _leaders_first(patches: Iterable[Patch]) -> list[Patch]:
-    """The patches with a role, each after the one its role follows."""
-    pending = [p for p in patches if p.role is not None]
-    ordered: list[Patch] = []
+def _leaders_first(patches: Iterable[Patch]) -> list[tuple[Patch, Role]]:
+    """The patches with a role, and their role, each after the one its role follows."""
+    pending = [(p, p.role) for p in patches if p.role is not None]
+    ordered: list[tuple[Patch, Role]] = []
     while pending:
-        done = {p.id for p in ordered}
-        ready = [p for p in pending if p.role is not None and (p.role.follows is None or p.role.follows in done)]
+        done = {p.id for p, _ in ordered}
+        ready = [(p, r) for p, r in pending if r.follows is None or r.follows in done]
         ordered.extend(ready or pending)  # a leader without a role (or a cycle) leads nothing
-        pending = [p for p in pending if p not in ordered]
+        pending = [pair for pair in pending if pair not in ordered]
     return ordered
 
 

@@ -307,3 +307,15 @@ def test_a_flag_bound_elsewhere_but_not_imported_by_name_here_is_drift() -> None
     )
     finding = decide_gate(source, FLAGS_ELSEWHERE)[1]
     assert finding.state is State.DRIFT and "_is_sm120_supported, which nothing binds" in finding.detail
+
+
+def test_a_flag_bound_elsewhere_is_not_imported_beside_another_name_from_that_module() -> None:
+    """The gate's module imports ``_is_cuda`` from ``sglang.srt.flags`` but its SM100 flag from
+    another module: that import is not its twin's, so the SM120 flag has nowhere to go."""
+    source = (
+        "from sglang.srt.flags import _is_cuda\n"
+        "from sglang.srt.other import _is_sm90_supported, _is_sm100_supported\n\n"
+        "def gate(n):\n    return _is_cuda and (_is_sm90_supported or _is_sm100_supported) and n > 0\n"
+    )
+    finding = decide_gate(source, FLAGS_ELSEWHERE)[1]
+    assert finding.state is State.DRIFT and "_is_sm120_supported, which nothing binds" in finding.detail

@@ -99,6 +99,18 @@ def test_a_gate_holds_the_clause_beside_a_switch(other: str, found: bool) -> Non
     assert role_shapes.is_gate(function(GATE.replace("{other}", other))) is found
 
 
+def test_a_gate_after_an_early_return_that_tests_no_sm_clause_is_still_a_gate() -> None:
+    source = """
+def gate(batch_size):
+    if batch_size == 0:
+        return False
+    return (_is_sm90_supported or _is_sm100_supported) and batch_size <= FUSE_ALLREDUCE_MAX_BATCH_SIZE
+"""
+    [(_, clause)] = role_shapes.gate_tests(function(source))
+    assert [t.arch for t in clause.terms] == ["sm90", "sm100"]
+    assert role_shapes.is_gate(function(source))
+
+
 def test_a_gate_that_turns_the_fusion_on_is_the_auto_enable_not_the_gate() -> None:
     source = """
 def adjust(self, batch_size):

@@ -29,6 +29,8 @@ def package(tmp_path: Path, files: dict[str, str]) -> Package:
         ("sglang.srt.layers", "srt/layers/__init__.py"),
         (".flags", "srt/layers/flags.py"),
         ("..utils", "srt/utils.py"),
+        ("..layers.flags", "srt/layers/flags.py"),
+        (".Xflags", "srt/layers/Xflags.py"),
         (".", "srt/layers/__init__.py"),
         ("torch.cuda", None),
         ("sglang.srt.gone", None),
@@ -37,6 +39,7 @@ def package(tmp_path: Path, files: dict[str, str]) -> Package:
 )
 def test_a_module_file_is_found_as_its_importer_names_it(tmp_path: Path, dotted: str, found: str | None) -> None:
     files = {"srt/utils.py": "", "srt/layers/__init__.py": "", "srt/layers/flags.py": "", "srt/layers/gate.py": ""}
+    files["srt/layers/Xflags.py"] = ""  # starts with an X: only the dots before it are stripped
     assert package(tmp_path, files).module_file(dotted, "srt/layers/gate.py") == found
 
 
