@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.cli.test_an_apply_with_nothing_to_write import of_another_release
 from tests.support.cli import jrun, run
 from tests.support.fakes import fake_flashinfer
 from tests.support.mini_sglang import COMM, SERVER_ARGS
@@ -61,3 +62,12 @@ def test_a_second_revert_says_briefly_there_is_nothing_to_restore(mini: Path) ->
     assert "pending" not in err and "communicator-fusion-gate" not in err  # no list of patches to apply
     code, data = jrun("revert", "--sglang-path", str(mini))  # --json keeps every patch's state
     assert code == 0 and {p["state"] for p in data["patches"]} >= {"pending"}
+
+
+def test_the_state_of_another_release_has_no_such_warning(mini: Path) -> None:
+    """Not this tree's state (``same_tree``), though no file holds what its apply wrote: apply
+    sets it aside, revert never restores from it, so it has nothing to refuse."""
+    of_another_release(mini)
+    code, data = jrun("verify", "--sglang-path", str(mini))
+    assert (code, data["state"]["stale"]) == (0, True)
+    assert not [w for w in data["warnings"] if w.startswith("[revert-refuses]")]
