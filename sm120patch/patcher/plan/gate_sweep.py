@@ -33,6 +33,7 @@ uses it; anything else sweeps again.
 from __future__ import annotations
 
 import ast
+import contextlib
 import itertools
 import json
 import operator
@@ -754,6 +755,9 @@ def remember(tree: SglangTree, state: StateDir, manifest: Manifest, found: Sweep
         "unread": found.unread,
     }
     data["seal"] = _seal(data)
+    with contextlib.suppress(OSError, ValueError):
+        if json.loads(state.sweep_path.read_bytes()) == data:
+            return  # the record holds this already (an apply asked again): no write
     state.write_json(state.sweep_path, data)
 
 
