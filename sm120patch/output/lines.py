@@ -57,7 +57,7 @@ def longest_word(text: Text) -> int:
     return max((cell_len(word.group().rstrip()) for word in _WORD.finditer(text.plain)), default=0)
 
 
-def put(out: Console, text: Text | str, lead: Text | str = "", style: str = "", width: int | None = None) -> None:
+def put(out: Console, text: Text | str, lead: Text | str = "", width: int | None = None) -> None:
     """Print ``text`` wrapped to ``out``'s width after ``lead`` (an indent, a label): the first
     line starts with ``lead``, the others with as many spaces.  Printed as laid out here, so
     rich neither wraps again nor crops a word wider than the terminal.  A word too wide for
@@ -66,7 +66,7 @@ def put(out: Console, text: Text | str, lead: Text | str = "", style: str = "", 
     terminal (a log, a pipe), each of the text's lines is printed whole, however long.  ``width``:
     a terminal wider than it wraps there (a report kept to the width of its tables)."""
     lead = Text(lead) if isinstance(lead, str) else lead
-    text = Text(text, style=style) if isinstance(text, str) else text
+    text = Text(text) if isinstance(text, str) else text  # a styled sentence comes as a Text
     terminal = out.is_terminal
     indent = cell_len(lead.plain)
     room = max(min(out.width, width or out.width) - indent, MIN_ROOM)

@@ -255,6 +255,7 @@ def test_files_deleted_since_apply_are_refused_with_or_without_force_naming_each
             f"cannot restore {COMM}, {SERVER_ARGS}: deleted since apply, and revert only replaces files in place; "
             f"nothing was written. Get the originals back with `{PIP}0.5.11`"
         )
+        assert raised.value.code == "changed-since-apply"
     assert not (mini / COMM).exists() and not (mini / SERVER_ARGS).exists()
     assert (mini / FUSION).read_bytes() == patched[FUSION]
     assert state_files(mini) == state_before
@@ -275,6 +276,7 @@ def test_a_missing_or_damaged_backup_names_it_and_the_pip_command_and_nothing_is
     assert str(raised.value) == (
         f"backup {backup} is missing or damaged; nothing was written. Restore the originals with `{PIP}0.5.11`"
     )
+    assert raised.value.code == "state-damaged"
     assert contents(mini) == patched
 
 
@@ -284,7 +286,7 @@ def test_dry_run_says_how_many_files_it_would_restore_and_writes_nothing(mini: P
     before = tree_hashes(mini.parent)
     outcome = revert(from_directory(mini), force=True, dry_run=True)
     assert outcome.exit_code == ExitCode.OK
-    assert (outcome.code, outcome.headline.startswith("dry run: would restore 3 file(s)")) == (None, True)
+    assert (outcome.code, outcome.headline.startswith("dry run: would restore 3 file(s);")) == (None, True)
     assert (outcome.notes, outcome.written) == ([], [])  # the changed file is not kept aside either
     assert outcome.changes == [(COMM, edited, ORIGINAL[COMM])] + [
         (rel, patched[rel], ORIGINAL[rel]) for rel in (FUSION, SERVER_ARGS)
@@ -473,6 +475,7 @@ def test_a_state_of_another_release_that_cannot_be_removed_says_where(mini: Path
         "(nothing of sglang 0.5.12 to revert: the saved state is from sglang 0.5.11, and no file it names "
         f"differs from 0.5.12's RECORD); remove {root} by hand"
     )
+    assert raised.value.code == "not-writable"
 
 
 # -- a saved state whose version moved, and states kept aside --------------------------------
@@ -692,6 +695,7 @@ def test_a_kept_aside_state_of_another_release_whose_backups_record_lists_is_res
     relabel(aside / "manifest.json", "0.5.10")
     outcome = revert(from_directory(mini))
     assert_restored(outcome, 3, aside=aside)
+    assert f"from the state of sglang 0.5.10 kept aside in {aside};" in outcome.headline
     assert contents(mini) == ORIGINAL
 
 
