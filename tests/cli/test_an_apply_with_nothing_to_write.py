@@ -2,7 +2,8 @@
 process): what it still records in the saved state, and what it leaves as it found it.
 
 * the sweep record (``sweep.json``) that lets verify trust the tree without reading the
-  package again is made anew where it was lost, best effort (a full disk is no failure);
+  package again is made anew where it was lost or damaged, best effort (a full disk is no
+  failure);
 * a new source of the fusion token limit asked, for the limit already in the files, is
   recorded; so is a limit asked of a tree whose saved state was lost;
 * a state that holds, or one of another release, is not written to.
@@ -52,6 +53,19 @@ def test_a_lost_sweep_record_is_made_again_and_verify_then_need_not_sweep(
     code, data = jrun("verify", "--sglang-path", str(mini))
     assert code == 0 and {f["checked_by"] for f in data["files"]} == {"hash"}
     assert NEW_WARNING in data["warnings"]  # the gate, from the record
+
+
+def test_a_damaged_sweep_record_is_written_anew(mini: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record cut short (a disk that filled as it was copied) is no record to compare with:
+    apply writes it again and verify trusts it."""
+    applied_with_a_gate_no_patch_owns(mini)
+    sweep = StateDir(mini).sweep_path
+    sweep.write_bytes(sweep.read_bytes()[:40])
+    apply_again(mini)
+    assert json.loads(sweep.read_bytes())["seal"]
+    forbid_sweeping(monkeypatch)
+    code, data = jrun("verify", "--sglang-path", str(mini))
+    assert code == 0 and {f["checked_by"] for f in data["files"]} == {"hash"}
 
 
 def test_a_sweep_record_that_cannot_be_written_does_not_fail_apply(mini: Path, tmp_path: Path) -> None:
