@@ -249,6 +249,7 @@ def test_a_target_changed_by_someone_else_during_an_interrupted_apply_is_left_as
         f"({sha256(PATCHED[B])[:12]}) the operation; it was changed by something else. Left as is. "
         f"Compare it with {state.root}/staged/{B}, then remove {state.journal_path}"
     )
+    assert raised.value.code == "changed-since-apply"
     assert (package / B).read_bytes() == b"edited by hand\n"
     assert state.journal_path.is_file()
 
