@@ -73,6 +73,37 @@ def test_every_anchored_function_in_the_file_is_widened_and_named() -> None:
     )
 
 
+LOOK_ALIKES = [
+    "self.tp_size == 4",
+    "self.tp_size != 2",
+    "self.tp_size == '2'",
+    "self.tp_size == 2.0",
+    "self.tp_size == 2 == 2",
+    "self.tp_size",
+    "self.tp_rank == 2",
+    "self.x.tp_size == 2",
+    "f().tp_size == 2",
+    "tp_size == 2",
+]
+
+
+@pytest.mark.parametrize("test", LOOK_ALIKES)
+def test_only_the_tp_test_this_tool_writes_reads_as_the_tp2_form(test: str) -> None:
+    """``(is_sm120 and <receiver>.tp_size == 2)`` is what ``--auto-enable-tp 2`` writes and the
+    one conjunct read back as that form; a look-alike (another size, operator, type, field or
+    receiver) is someone else's condition: the clause is not read as applied."""
+    source = (
+        "class ServerArgs:\n"
+        "    def _handle_model_specific_adjustments(self):\n"
+        "        if get_platform().is_sm90 or get_platform().is_sm100 or (get_platform().is_sm120 and {test}):\n"
+        "            self.enable_flashinfer_allreduce_fusion = True\n"
+    )
+    written = PATCH.check(cst.parse_module(source.format(test="self.tp_size == 2")), bare_context(PATCH))
+    assert written.state is State.APPLIED
+    finding = PATCH.check(cst.parse_module(source.format(test=test)), bare_context(PATCH))
+    assert finding.state is State.DRIFT, finding.detail
+
+
 # --- generated variants of the auto-enable block -----------------------------------------
 
 

@@ -119,6 +119,7 @@ def test_a_journal_that_cannot_be_written_stops_the_apply_before_any_file(
     assert str(raised.value) == (
         f"apply stopped before changing any sglang file: cannot write {state.journal_path} (No space left on device)"
     )
+    assert raised.value.code == "not-writable"
     assert contents(package) == ORIGINAL
 
 
@@ -145,6 +146,7 @@ def test_a_target_changed_after_it_was_read_is_refused_before_the_journal(packag
     with pytest.raises(NotAsAsked) as raised:
         commit(state, entries, manifest, Op.APPLY)
     assert str(raised.value) == f"apply: {B} changed while sm120patch read it; nothing was written. Run it again"
+    assert raised.value.code == "changed-while-read"
     assert contents(package) == {A: ORIGINAL[A], B: b"edited meanwhile\n"}
     assert not state.journal_path.exists()
 
@@ -335,9 +337,31 @@ def test_a_target_that_cannot_be_written_is_refused_before_any_change(
         with pytest.raises(EnvironmentProblem) as raised:
             check_writable([package / A, package / B])
         assert str(raised.value) == cannot_replace(package / B, package / B)
+        assert raised.value.code == "not-writable"
         assert contents(package) == ORIGINAL
     finally:
         (package / B).chmod(0o644)
+
+
+def test_a_refusal_no_permission_is_at_fault_for_gives_no_advice(
+    package: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk: the folder takes no temp file, and no change of owner or mode would help."""
+    real = tempfile.NamedTemporaryFile
+
+    def full(*args: Any, dir: Any = None, **kwargs: Any) -> Any:
+        """Stands in for ``tempfile.NamedTemporaryFile`` on a full disk."""
+        if dir is not None and Path(dir) == (package / B).parent:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", full)
+    with pytest.raises(EnvironmentProblem) as raised:
+        check_writable([package / B])
+    assert (
+        str(raised.value) == f"{package / B}: cannot be replaced (No space left on device); no sglang file was changed"
+    )
+    assert raised.value.code == "not-writable"
 
 
 def test_a_directory_that_takes_no_new_file_is_refused_though_the_file_is_writable(
