@@ -55,6 +55,13 @@ def test_a_lost_sweep_record_is_made_again_and_verify_then_need_not_sweep(
     assert NEW_WARNING in data["warnings"]  # the gate, from the record
 
 
+def test_an_apply_asked_again_of_a_trusted_tree_recalls_its_sweep(mini: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record is read, not the package: an apply in every image build costs no sweep."""
+    applied_with_a_gate_no_patch_owns(mini)
+    forbid_sweeping(monkeypatch)
+    assert NEW_WARNING in apply_again(mini)["warnings"]  # the gate, from the record
+
+
 def test_a_damaged_sweep_record_is_written_anew(mini: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A record cut short (a disk that filled as it was copied) is no record to compare with:
     apply writes it again and verify trusts it."""

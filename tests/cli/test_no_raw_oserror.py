@@ -272,6 +272,7 @@ def test_a_lock_that_cannot_be_taken_names_the_lock_file(kind: str, name: str) -
     """Was ": No locks available" (a filesystem without flock, NFS say) or ": Input/output error"."""
     code, data = one_fault("fresh", "apply", (kind,), "", 1, name)
     assert code == 2 and f"{STATE}/lock (" in data["error"]
+    assert data["code"] == "not-writable"
 
 
 def test_a_lock_file_that_cannot_be_created_is_named() -> None:

@@ -78,8 +78,11 @@ def test_apply_strict_writes_nothing_and_apply_warns(gated: Path) -> None:
     assert (code, data["code"], data["written"], len(data["warnings"])) == (1, "strict", [], 2)
     assert data["warnings"] == [COMM_WARNING, NEW_WARNING]
     assert tree_hashes(gated) == before
+    # the form of the auto-enable in force is said of an apply that wrote, not of a refused one
+    assert not any("`sm120patch apply --auto-enable-tp any`" in m for m in data["messages"])
     code, data = jrun("apply", "--sglang-path", str(gated))
     assert code == 0 and len(data["written"]) == 3
+    assert any("`sm120patch apply --auto-enable-tp any`" in m for m in data["messages"])
     # The patched file gained lines above the gate (the import): the line is as it is now.
     assert data["warnings"] == [COMM_WARNING.replace(":20 ", ":22 "), NEW_WARNING]
 

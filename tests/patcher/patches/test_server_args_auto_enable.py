@@ -104,6 +104,20 @@ def test_only_the_tp_test_this_tool_writes_reads_as_the_tp2_form(test: str) -> N
     assert finding.state is State.DRIFT, finding.detail
 
 
+@pytest.mark.parametrize("term", ["get_platform().is_sm100", "get_platform().is_sm103", "foo()"])
+def test_a_tp_test_beside_another_term_than_sm120_is_not_the_tp2_form(term: str) -> None:
+    """The TP test this tool writes gates the SM120 term; beside another term it is someone
+    else's condition, as in a fork that limited SM100 to TP 2."""
+    source = (
+        "class ServerArgs:\n"
+        "    def _handle_model_specific_adjustments(self):\n"
+        f"        if get_platform().is_sm90 or ({term} and self.tp_size == 2):\n"
+        "            self.enable_flashinfer_allreduce_fusion = True\n"
+    )
+    finding = PATCH.check(cst.parse_module(source), bare_context(PATCH))
+    assert finding.state is State.DRIFT, finding.detail
+
+
 # --- generated variants of the auto-enable block -----------------------------------------
 
 

@@ -458,6 +458,7 @@ def test_a_temp_file_that_cannot_be_removed_is_one_sentence_and_nothing_changed(
     assert str(error.value) == (
         f"cannot remove {shown}, left by a run that was killed ({DENIED}); no sglang file was changed"
     )
+    assert error.value.code == "not-writable"
     assert contents(package) == ORIGINAL
 
 
@@ -514,6 +515,7 @@ def test_a_full_disk_while_staging_removes_what_was_staged_and_says_no_sglang_fi
         f"cannot write backups into {state.root}: {state.staged_path(B)} ({os.strerror(errno.ENOSPC)}); "
         "no sglang file was changed"
     )
+    assert raised.value.code == "not-writable"
     assert not (state.root / "staged").exists()
     assert contents(package) == ORIGINAL
 

@@ -50,6 +50,7 @@ def test_a_writer_that_waits_out_its_timeout_names_the_writer_holding_the_lock(
     with state.lock(), pytest.raises(EnvironmentProblem) as raised, state.lock(timeout=5):
         pass
     assert str(raised.value) == f"another sm120patch (pid {os.getpid()}) has held {state.lock_path} for over 5s"
+    assert raised.value.code == "locked"
     assert clock.now > 5
     # It looks again every few hundredths of a second: a writer starts soon after the holder is done.
     assert clock.pauses and max(clock.pauses) <= 0.1
