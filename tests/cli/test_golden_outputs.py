@@ -1,5 +1,5 @@
-"""The few whole outputs kept word for word (tests/golden/): what a user reads from apply,
-verify and revert on the miniature release, piped (one sentence per line), with a FlashInfer
+"""The few whole outputs kept word for word (tests/golden/): what a user reads from apply
+(and its ``--strict`` refusal), verify and revert on the miniature release, piped (one sentence per line), with a FlashInfer
 that has the SM12x kernel, on a host without nvidia-smi (an image build); and apply's and
 doctor's ``--help`` at 80 and 52 columns, as help.py lays them out.  Every other test
 asserts codes and facts, so a rewording is one golden file to read again, not dozens of asserts:
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.test_unknown_sm_checks import NEW_MODULE, NEW_SOURCE
 from tests.support.cli import run
 from tests.support.fakes import fake_flashinfer
 from tests.support.mini_sglang import COMM, write_mini_sglang
@@ -39,12 +40,19 @@ def _matches(name: str, text: str, site: Path) -> None:
     assert shown == golden.read_text(), f"{name}: reworded? SM120PATCH_UPDATE_GOLDEN=1 rewrites tests/golden/"
 
 
-@pytest.mark.parametrize("name", ["verify-pending", "apply", "verify-applied", "revert", "revert-refused"])
+@pytest.mark.parametrize(
+    "name", ["verify-pending", "apply", "apply-strict-refused", "verify-applied", "revert", "revert-refused"]
+)
 def test_each_golden_output_is_what_the_command_prints(tmp_path: Path, name: str) -> None:
     package, env = _host(tmp_path)
     where = ("--sglang-path", str(package))
     if name == "verify-pending":
         code, _, err = run("verify", *where, env=env)
+        assert code == 1
+    elif name == "apply-strict-refused":  # a fleet host's --strict, over a gate no patch owns
+        (package / NEW_MODULE).parent.mkdir(parents=True)
+        (package / NEW_MODULE).write_text(NEW_SOURCE)
+        code, _, err = run("apply", *where, "--strict", env=env)
         assert code == 1
     else:
         code, _, err = run("apply", *where, env=env)
