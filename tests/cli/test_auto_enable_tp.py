@@ -109,6 +109,7 @@ def test_the_form_asked_is_recorded_where_the_code_already_has_it(package: Path)
 def test_refused_where_the_patch_is_left_out(package: Path) -> None:
     code, out = jrun("apply", "--sglang-path", str(package), "--skip", PATCH, "--auto-enable-tp", "any")
     assert code == 2 and "--auto-enable-tp needs the server-args-auto-enable patch" in json.dumps(out)
+    assert out["code"] == "usage"
 
 
 def test_a_manifest_with_the_ask_says_so_to_an_older_sm120patch(package: Path, monkeypatch: pytest.MonkeyPatch) -> None:

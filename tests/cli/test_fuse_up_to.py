@@ -335,6 +335,8 @@ def test_a_dry_run_shows_the_new_limit_and_writes_nothing(package: Path) -> None
 def test_a_limit_with_the_limit_patch_left_out_is_a_usage_error(package: Path) -> None:
     code, _, err = run("apply", "--sglang-path", str(package), "--fuse-up-to", "640", "--skip", "fusion-token-limit")
     assert code == 2 and "--fuse-up-to needs the fusion-token-limit patch" in err
+    code, data = jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "640", "--skip", "fusion-token-limit")
+    assert (code, data["code"]) == (2, "usage")
     code, _ = jrun("apply", "--sglang-path", str(package), "--fuse-up-to", "640", "--only", "fusion-token-limit")
     assert code == 0 and limit_line(package) == "FUSE_ALLREDUCE_MAX_BATCH_SIZE = 640"
 

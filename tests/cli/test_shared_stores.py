@@ -159,6 +159,7 @@ def test_a_package_directory_linked_into_a_store_is_refused_and_nothing_is_writt
         "this environment's own files. Nothing was written. Install sglang with copied files (uv: --link-mode=copy) "
         "to patch it"
     )
+    assert refused.value.code == "shared-store"
     assert store_digest(store) == before and not (store / "sglang" / ".sm120patch").exists()
     with pytest.raises(EnvironmentProblem) as dry:  # a dry run says what the real one would do
         apply(from_directory(site), list(all_patches()), dry_run=True)
