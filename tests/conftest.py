@@ -9,8 +9,6 @@ from __future__ import annotations
 import compileall
 import functools
 import gc
-import json
-import math
 import os
 import re
 import shutil
@@ -215,34 +213,11 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.add_marker(pytest.mark.slow)
 
 
-def mutant_under_test() -> str | None:
-    """The mutant mutmut runs these tests against (``pkg.module.x_function__mutmut_3``), or
-    None: a plain run, or one of mutmut's own (its stats, its forced failure)."""
-    name = os.environ.get("MUTANT_UNDER_TEST", "")
-    return name if "__mutmut_" in name else None
-
-
-def quickest_first(items: list[pytest.Item], stats: Path) -> None:
-    """``items`` sorted by the time each took in mutmut's stats run, the quickest first: a
-    mutant's run stops at its first failing test (``-x``), and mutmut hands the tests over in
-    no order, so a mutant of a function the CLI tests reach waited on average through half a
-    minute of them before the test that kills it in milliseconds."""
-    try:
-        durations = json.loads(stats.read_text())["duration_by_test"]
-    except (OSError, ValueError, KeyError):  # no stats yet: mutmut's order
-        return
-    items.sort(key=lambda item: durations.get(item.nodeid, math.inf))
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (after deselection): the waiting tests spread over the workers.
-    Under mutmut, against a mutant: the quickest tests first (run in ``mutants/``, beside its
-    stats)."""
+    """Under pytest-xdist (after deselection): the waiting tests spread over the workers."""
     workers = getattr(config, "workerinput", {}).get("workercount", 0)
     if workers > 1:
         items[:] = spread_waiting(items, workers)
-    elif mutant_under_test():
-        quickest_first(items, Path("mutmut-stats.json"))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
