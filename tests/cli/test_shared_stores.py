@@ -182,6 +182,7 @@ def test_a_folder_of_the_package_linked_into_a_store_is_refused(tmp_path: Path, 
     with pytest.raises(EnvironmentProblem) as refused:
         apply_all(package)
     message = str(refused.value)
+    assert refused.value.code == "shared-store"
     assert f"{package / COMM}: its folder is a link to {store / 'sglang' / 'srt' / 'layers'}" in message
     assert "Nothing was written" in message
     assert store_digest(store) == before

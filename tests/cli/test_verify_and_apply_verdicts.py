@@ -571,6 +571,24 @@ def test_drift_that_lands_while_apply_waits_for_the_lock_stops_the_write(
     assert not (mini / ".sm120patch" / "manifest.json").exists()
 
 
+def test_a_plan_made_again_under_the_lock_keeps_what_was_asked(mini: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another run changed a file while apply waited for the lock: the plan made again writes
+    the auto-enable in the form asked (any TP), not the default."""
+    real_recover = apply_module.recover
+
+    def recover_then_an_edit(state: object) -> str | None:
+        """Fake: as apply takes the lock, someone adds a comment to the communicator."""
+        said = real_recover(state)  # type: ignore[arg-type]
+        (mini / COMM).write_text(FILES[COMM] + "# tuned\n")
+        return said
+
+    monkeypatch.setattr(apply_module, "recover", recover_then_an_edit)
+    code, data = jrun("apply", "--sglang-path", str(mini), "--auto-enable-tp", "any")
+    assert code == 0 and len(data["written"]) == 3
+    server_args = (mini / SERVER_ARGS).read_text()
+    assert "is_sm120_supported()" in server_args and ".tp_size == 2" not in server_args
+
+
 def test_each_file_is_reported_once_as_it_stands(mini: Path) -> None:
     code, data = jrun("apply", "--sglang-path", str(mini))
     assert code == 0

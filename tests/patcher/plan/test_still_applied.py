@@ -1,6 +1,7 @@
 """plan.left_out.still_applied: the note an apply prints where ``--only`` / ``--skip`` leave out
 patches an earlier apply applied: those patches named, and the commands that take them out,
-whose ``--skip`` names every patch left out (applied or not).  The note on the miniature
+whose ``--skip`` names every patch left out (applied or not); and where ``left_out`` names a
+patch left out.  The note on the miniature
 release, followed as printed: tests/cli/test_left_out_patches_and_strict.py."""
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from sm120patch.patcher.kit.model import State
+from sm120patch.patcher.plan.left_out import left_out as left_out_of
 from sm120patch.patcher.plan.left_out import still_applied
-from sm120patch.patcher.plan.types import PatchReport, Plan
+from sm120patch.patcher.plan.types import Evidence, PatchReport, Plan
 from sm120patch.sglang.tree import InstallKind, SglangTree
 
 TREE = SglangTree(Path("/site/sglang"), "0.5.11", InstallKind.WHEEL, None, "a test")
@@ -47,3 +49,14 @@ def test_the_applied_ones_are_named_and_the_apply_skips_every_one_left_out(
     (note,) = still_applied(left_out(*states))
     assert note.startswith(start) and note.endswith(end)
     assert "`sm120patch revert`, then " in note
+
+
+def test_a_patch_left_out_with_no_clause_found_is_named_by_its_file() -> None:
+    """A left-out patch whose target the release lacks has no line nor function to name: its
+    file and ``<module>``; one with evidence, the first line of it and its function."""
+    bare = PatchReport("workspace-preflight", "", (), "srt/f.py", State.SKIPPED, "")
+    found = PatchReport(
+        "server-args-auto-enable", "", (), "srt/g.py", State.SKIPPED, "", "ServerArgs.adjust", [Evidence(7, "if x:")]
+    )
+    first, second = left_out_of(Plan(TREE, [], left_out=[bare, found]))
+    assert (first.where, second.where) == ("sglang/srt/f.py <module>", "sglang/srt/g.py:7 ServerArgs.adjust")
