@@ -39,6 +39,19 @@ def test_a_target_file_that_is_not_there_is_drift_naming_it(tmp_path: Path) -> N
     assert next(f for f in plan.files if f.rel == FUSION).original is None
 
 
+def test_a_patch_that_follows_a_gate_not_found_is_drift_not_not_needed(tmp_path: Path) -> None:
+    """The token limit follows the fusion gate: where the gate was renamed, "no limit in the
+    gate" is unfounded, so the limit reads drift too, saying whose target it follows."""
+    moved = FILES[COMM].replace("def apply_flashinfer_allreduce_fusion(", "def fusion_allowed(")
+    package = write_mini_sglang(tmp_path / "site", files={**FILES, COMM: moved})
+    plan = make_plan(from_directory(package), list(all_patches()), change=False)
+    states = {r.id: r for r in plan.reports}
+    assert states["communicator-fusion-gate"].state is State.DRIFT
+    limit = states["fusion-token-limit"]
+    assert (limit.state, limit.state_after) == (State.DRIFT, State.DRIFT)
+    assert limit.detail.endswith(", but communicator-fusion-gate did not find the target this one follows")
+
+
 def test_a_target_file_that_cannot_be_read_is_an_environment_problem_naming_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
