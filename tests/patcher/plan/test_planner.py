@@ -68,6 +68,7 @@ def test_a_target_file_that_cannot_be_read_is_an_environment_problem_naming_it(
     with pytest.raises(EnvironmentProblem) as raised:
         make_plan(from_directory(package), list(all_patches()), change=False)
     assert str(raised.value) == f"{package / FUSION}: cannot read (Permission denied)"
+    assert raised.value.code == "unreadable"
 
 
 def test_before_the_release_that_added_it_a_missing_file_is_not_needed(tmp_path: Path) -> None:
@@ -262,6 +263,37 @@ MOVED_GATE = (
     "        and batch_size <= FUSE_ALLREDUCE_MAX_BATCH_SIZE\n"
     "    )\n"
 )
+
+
+GATE_ALONE = (
+    "from sglang.srt.layers.communicator import _is_sm90_supported, _is_sm100_supported\n\n\n"
+    "def ar_fusion_enabled(batch_size: int):\n"
+    "    return (\n"
+    "        (_is_sm90_supported or _is_sm100_supported)\n"
+    "        and get_global_server_args().enable_flashinfer_allreduce_fusion\n"
+    "    )\n"
+)
+
+
+def test_a_gate_moved_without_its_flags_imports_the_new_flag_from_where_the_flags_stayed(tmp_path: Path) -> None:
+    """The flags stay in communicator.py (patched there), the gate moved to a module that
+    imports them: the gate names the SM120 flag the flag patch writes in the other module, and
+    imports it from there beside the others (bound in this file, it would be a NameError)."""
+    from sm120patch.patcher.commands.apply import apply as apply_tree
+
+    moved = "srt/layers/fusion_gates.py"
+    package = write_mini_sglang(tmp_path / "site", files={**FILES, COMM: FLAGS, moved: GATE_ALONE})
+    outcome = apply_tree(from_directory(package))
+    assert outcome.exit_code == 0, outcome.headline
+    assert outcome.plan is not None
+    found = {r.id: r.file for r in outcome.plan.reports}
+    assert (found["communicator-flag"], found["communicator-fusion-gate"]) == (COMM, moved)
+    assert "_is_sm120_supported = _is_cuda and is_sm120_supported()" in (package / COMM).read_text()
+    gate = (package / moved).read_text()
+    assert gate.startswith(
+        "from sglang.srt.layers.communicator import _is_sm90_supported, _is_sm100_supported, _is_sm120_supported\n"
+    )
+    assert "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)" in gate
 
 
 def test_a_gate_moved_with_its_flags_and_limit_is_patched_there_and_bench_hooks_that_module(tmp_path: Path) -> None:
