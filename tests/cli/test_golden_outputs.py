@@ -1,6 +1,7 @@
 """The few whole outputs kept word for word (tests/golden/): what a user reads from apply
-(and its ``--strict`` refusal), verify and revert on the miniature release, piped (one sentence per line), with a FlashInfer
-that has the SM12x kernel, on a host without nvidia-smi (an image build); and apply's and
+(and its ``--strict`` refusal), verify and revert on the miniature release, piped (one
+sentence per line), with a FlashInfer that has the SM12x kernel, on a host without
+nvidia-smi (an image build); and apply's and
 doctor's ``--help`` at 80 and 52 columns, as help.py lays them out.  Every other test
 asserts codes and facts, so a rewording is one golden file to read again, not dozens of asserts:
 ``SM120PATCH_UPDATE_GOLDEN=1 pytest tests/cli/test_golden_outputs.py`` rewrites them, and the

@@ -19,7 +19,7 @@ import pytest
 from sm120patch.patcher.kit.model import FOUND_BY_ROLE, KNOWN_UP_TO, Anchor, Kind, Releases, State
 from sm120patch.patcher.patches.fusion_token_limit import LIMIT_NAME
 from sm120patch.patcher.plan.registry import by_id
-from sm120patch.patcher.plan.role_find import Located, Package, locate, search
+from sm120patch.patcher.plan.role_find import Located, Package, calls_for_role, locate, search
 from sm120patch.sglang.layout import ADD_NORM
 from sm120patch.sglang.tree import from_directory
 from tests.support.mini_sglang import COMM, FILES, SERVER_ARGS, write_mini_sglang
@@ -250,3 +250,12 @@ def test_a_module_either_parser_refuses_is_not_searched_and_the_search_goes_on(
         COMM: gate("ar_fusion_enabled"),
     }
     assert search_gates(tmp_path, files) == [(COMM, None, "ar_fusion_enabled")]
+
+
+def test_only_a_patch_with_a_role_calls_for_a_role_find() -> None:
+    """A drifted patch with a role asks for a role find; one without (a patch a fork adds to the
+    registry, say) has nothing to find by, and asks for none."""
+    gate = by_id()["communicator-fusion-gate"]
+    roleless = type("RolelessGate", (type(gate),), {"role": None})()
+    assert calls_for_role(gate, State.DRIFT, "0.5.11")
+    assert not calls_for_role(roleless, State.DRIFT, "0.5.11")

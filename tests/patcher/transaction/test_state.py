@@ -369,6 +369,7 @@ def test_a_reader_that_may_not_open_the_lock_file_is_told_which_and_why(
     with pytest.raises(EnvironmentProblem) as raised, state.lock(shared=True):
         pass
     assert str(raised.value) == f"cannot read {state.lock_path} (Permission denied)"
+    assert raised.value.code == "unreadable"
 
 
 def test_a_state_directory_that_cannot_be_made_is_named_as_the_system_named_it(state: StateDir) -> None:
