@@ -279,6 +279,7 @@ def test_a_lock_file_that_cannot_be_created_is_named() -> None:
     code, data = one_fault("fresh", "apply", ("open",), f"{STATE}/lock", 2, "EROFS")
     assert code == 2 and data["error"].startswith("cannot create the state directory")
     assert f"{STATE}/lock); its file system is mounted read-only" in data["error"]  # not "run as the user"
+    assert data["code"] == "not-writable"
 
 
 def test_a_backup_that_cannot_be_written_is_named() -> None:

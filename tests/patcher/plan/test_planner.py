@@ -296,6 +296,40 @@ def test_a_gate_moved_without_its_flags_imports_the_new_flag_from_where_the_flag
     assert "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)" in gate
 
 
+def test_a_gate_whose_known_function_no_longer_tests_the_sm_clause_is_found_where_it_went(tmp_path: Path) -> None:
+    """The release's row expects the gate in apply_flashinfer_allreduce_fusion; that function
+    is still there but tests nothing of the SM, so the gate is looked for by role, and found in
+    the module it went to."""
+    hollow = FLAGS + "\n\ndef apply_flashinfer_allreduce_fusion(batch_size: int):\n    return batch_size > 0\n"
+    moved = "srt/layers/fusion_gates.py"
+    package = write_mini_sglang(tmp_path / "site", files={**FILES, COMM: hollow, moved: GATE_ALONE})
+    plan = make_plan(from_directory(package), list(all_patches()), change=True)
+    (gate,) = [r for r in plan.reports if r.id == "communicator-fusion-gate"]
+    assert (gate.file, gate.found_by, gate.state) == (moved, "role", State.PENDING)
+
+
+def test_a_preflight_whose_known_function_no_longer_holds_the_multicast_is_looked_for_by_role(tmp_path: Path) -> None:
+    """The release's row expects the multicast statements in
+    _flashinfer_trtllm_workspace_allocation_sizes; it now calls a helper of another module for
+    them (nothing to change there), so the preflight is looked for by role: in the helper."""
+    hollow = (
+        "from sglang.srt.layers.multicast_sizes import multicast_aligned\n\n\n"
+        "def _flashinfer_trtllm_workspace_allocation_sizes(cuda_driver, prop, sizes):\n"
+        "    return [multicast_aligned(cuda_driver, prop, size) for size in sizes]\n"
+    )
+    helper = (
+        "def multicast_aligned(cuda_driver, prop, size):\n"
+        "    mc_prop = cuda_driver.CUmulticastObjectProp()\n"
+        "    err, mc_granularity = cuda_driver.cuMulticastGetGranularity(mc_prop, 0)\n"
+        "    return size + mc_granularity\n"
+    )
+    helper_rel = "srt/layers/multicast_sizes.py"
+    package = write_mini_sglang(tmp_path / "site", files={**FILES, FUSION: hollow, helper_rel: helper})
+    plan = make_plan(from_directory(package), list(all_patches()), change=False)
+    (preflight,) = [r for r in plan.reports if r.id == PREFLIGHT]
+    assert (preflight.file, preflight.found_by) == (helper_rel, "role")
+
+
 def test_a_gate_moved_with_its_flags_and_limit_is_patched_there_and_bench_hooks_that_module(tmp_path: Path) -> None:
     from sm120patch.patcher.commands.apply import apply as apply_tree
     from sm120patch.patcher.exports import gate_modules
