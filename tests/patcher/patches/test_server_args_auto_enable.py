@@ -118,6 +118,41 @@ def test_a_tp_test_beside_another_term_than_sm120_is_not_the_tp2_form(term: str)
     assert finding.state is State.DRIFT, finding.detail
 
 
+@pytest.mark.parametrize(
+    "test",
+    [
+        "not (get_platform().is_sm90 or get_platform().is_sm100)",
+        "self.ok and not (get_platform().is_sm90 or get_platform().is_sm100)",
+    ],
+    ids=["negated", "negated beside another condition"],
+)
+def test_fusion_turned_on_where_the_sm_check_fails_is_not_widened(test: str) -> None:
+    """``if not (<SM90> or <SM100>)`` turns fusion on for every other GPU: not the auto-enable
+    this patch widens (adding SM120 there would turn it off on SM12x)."""
+    source = (
+        "class ServerArgs:\n"
+        "    def _handle_model_specific_adjustments(self):\n"
+        f"        if {test}:\n"
+        "            self.enable_flashinfer_allreduce_fusion = True\n"
+    )
+    finding = PATCH.check(cst.parse_module(source), bare_context(PATCH))
+    assert finding.state is State.DRIFT and finding.apply is None, finding.detail
+
+
+def test_a_check_negated_twice_is_read_as_the_check_and_widened() -> None:
+    source = (
+        "class ServerArgs:\n"
+        "    def _handle_model_specific_adjustments(self):\n"
+        "        if not (not (get_platform().is_sm90 or get_platform().is_sm100)):\n"
+        "            self.enable_flashinfer_allreduce_fusion = True\n"
+    )
+    finding = PATCH.check(cst.parse_module(source), bare_context(PATCH))
+    assert finding.state is State.PENDING and finding.apply is not None, finding.detail
+    widened = finding.apply(cst.parse_module(source)).code
+    sm120 = "(get_platform().is_sm120 and self.tp_size == 2)"
+    assert f"not (not (get_platform().is_sm90 or get_platform().is_sm100 or {sm120}))" in widened
+
+
 # --- generated variants of the auto-enable block -----------------------------------------
 
 
@@ -259,3 +294,17 @@ def test_sglangs_own_auto_enable_admits_sm120_at_tp2_only_unless_asked_for_any_t
     assert fused_at(version, any_tp=False) == {"SM90": every, "SM100": every, "SM120": []}
     assert fused_at(version, any_tp=None) == {"SM90": every, "SM100": every, "SM120": [2]}
     assert fused_at(version, any_tp=True) == {"SM90": every, "SM100": every, "SM120": every}
+
+
+def test_an_sm120_term_in_its_own_parentheses_is_limited_to_tp2_without_them() -> None:
+    """The any-TP form as a hand edit may write it, ``(get_platform().is_sm120)``: limited to
+    TP 2, the term's own parentheses give way to the conjunction's, and the code compiles."""
+    source = (
+        "class ServerArgs:\n"
+        "    def _handle_model_specific_adjustments(self):\n"
+        "        if get_platform().is_sm90 or get_platform().is_sm100 or (get_platform().is_sm120):\n"
+        "            self.enable_flashinfer_allreduce_fusion = True\n"
+    )
+    limited = reshaped(source, any_tp=False)
+    compile(limited, "<limited>", "exec")
+    assert "or (get_platform().is_sm120 and self.tp_size == 2):" in limited

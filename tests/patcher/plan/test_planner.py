@@ -330,6 +330,27 @@ def test_a_preflight_whose_known_function_no_longer_holds_the_multicast_is_looke
     assert (preflight.file, preflight.found_by) == (helper_rel, "role")
 
 
+def test_a_limit_renamed_with_its_moved_gate_is_read_and_set_under_its_new_name(tmp_path: Path) -> None:
+    """The gate moved and its constant renamed: the role find reads the constant the gate
+    compares with, and the limit is shown and set under that name, with its value."""
+    moved = "srt/layers/fusion_gates.py"
+    gate = MOVED_GATE.replace("FUSE_ALLREDUCE_MAX_BATCH_SIZE", "MAX_FUSED_TOKENS")
+    files = {**FILES, COMM: "from sglang.srt.utils import is_cuda\n\n_is_cuda = is_cuda()\n", moved: gate}
+    package = write_mini_sglang(tmp_path / "site", files=files)
+    said = {}
+    for change in (False, True):
+        plan = make_plan(from_directory(package), list(all_patches()), change=change, token_limit=512)
+        (limit,) = [r for r in plan.reports if r.id == "fusion-token-limit"]
+        assert (limit.file, limit.found_by, limit.state) == (moved, "role", State.PENDING)
+        said[change] = (limit.state_after, limit.detail)
+    assert said[False] == (State.PENDING, "will set the fusion token limit to 512 (now MAX_FUSED_TOKENS = 2048)")
+    assert said[True] == (State.APPLIED, "fusion token limit 512: MAX_FUSED_TOKENS = 512")
+    plan = make_plan(from_directory(package), list(all_patches()), change=False)  # no limit asked
+    (limit,) = [r for r in plan.reports if r.id == "fusion-token-limit"]
+    assert limit.state is State.NOT_NEEDED
+    assert limit.detail.startswith("fusion token limit in force: 2048 (MAX_FUSED_TOKENS = 2048); ")
+
+
 def test_a_gate_moved_with_its_flags_and_limit_is_patched_there_and_bench_hooks_that_module(tmp_path: Path) -> None:
     from sm120patch.patcher.commands.apply import apply as apply_tree
     from sm120patch.patcher.exports import gate_modules
