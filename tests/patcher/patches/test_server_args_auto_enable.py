@@ -146,9 +146,10 @@ def test_a_check_negated_twice_is_read_as_the_check_and_widened() -> None:
         "        if not (not (get_platform().is_sm90 or get_platform().is_sm100)):\n"
         "            self.enable_flashinfer_allreduce_fusion = True\n"
     )
-    finding = PATCH.check(cst.parse_module(source), bare_context(PATCH))
+    module = cst.parse_module(source)
+    finding = PATCH.check(module, bare_context(PATCH))
     assert finding.state is State.PENDING and finding.apply is not None, finding.detail
-    widened = finding.apply(cst.parse_module(source)).code
+    widened = finding.apply(module).code
     sm120 = "(get_platform().is_sm120 and self.tp_size == 2)"
     assert f"not (not (get_platform().is_sm90 or get_platform().is_sm100 or {sm120}))" in widened
 
