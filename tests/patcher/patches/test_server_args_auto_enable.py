@@ -38,8 +38,9 @@ PATCH = by_id()["server-args-auto-enable"]
         ),
         ("nothing turns fusion on under an SM check", "ServerArgs._handle_model_specific_adjustments"),
         ("overrides that also pick other backends are left alone", "_flashinfer_allreduce_fusion_auto_enable"),
+        ("no parameter names the TP size", "_flashinfer_allreduce_fusion_auto_enable"),
     ],
-    ids=["second conjunct by hand", "no SM check turns fusion on", "overrides that pick other backends"],
+    ids=["second conjunct by hand", "no SM check turns fusion on", "overrides that pick other backends", "no TP size"],
 )
 def test_findings_that_change_nothing_name_the_function_they_read(name: str, where: str) -> None:
     (example,) = [e for e in PATCH.examples if e.name == name]
