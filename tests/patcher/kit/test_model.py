@@ -9,6 +9,7 @@ import pytest
 from packaging.version import Version
 
 from sm120patch.patcher.kit.model import (
+    KNOWN_UP_TO,
     Anchor,
     Edit,
     Example,
@@ -18,7 +19,9 @@ from sm120patch.patcher.kit.model import (
     PatchContext,
     Releases,
     State,
+    known_rows,
 )
+from sm120patch.patcher.plan.registry import by_id
 
 
 def test_the_words_reports_and_saved_state_use() -> None:
@@ -223,3 +226,12 @@ def test_an_example_keeps_its_first_line_as_written_after_the_blank_lines() -> N
     assert example.before == "XX_FLAG = 1\ny = 2\n"
     deeper = Example("deeper", "\n        x = 1\n    y = 2\n", state=State.NOT_NEEDED)
     assert deeper.before == "    x = 1\ny = 2\n"
+
+
+def test_a_row_first_seen_in_the_release_known_up_to_is_known(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``SM120PATCH_KNOWN_UP_TO=0.5.21``: the gate row first seen in 0.5.21 is known, the one
+    first seen in 0.5.22 is not yet."""
+    anchors = by_id()["communicator-fusion-gate"].anchors
+    assert {a.seen.first for a in anchors} == {"0.5.4", "0.5.8", "0.5.21", "0.5.22"}
+    monkeypatch.setenv(KNOWN_UP_TO, "0.5.21")
+    assert {a.seen.first for a in known_rows(anchors)} == {"0.5.4", "0.5.8", "0.5.21"}
