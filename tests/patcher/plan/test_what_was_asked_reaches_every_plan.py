@@ -17,13 +17,13 @@ from sm120patch.sglang.tree import from_directory
 from tests.patcher.plan.test_planner import RENAMED_GATE
 from tests.support.mini_sglang import COMM, FILES, SERVER_ARGS, write_mini_sglang
 
-AUTO = by_id()["server-args-auto-enable"]
-PREFLIGHT = by_id()["workspace-preflight"]
+AUTO = "server-args-auto-enable"
+PREFLIGHT = "workspace-preflight"
 ANY_TP_FORM = "with is_sm120_supported() and import"
 
 
 def auto_enable_detail(plan: Plan) -> str:
-    return next(r.detail for r in plan.reports if r.id == AUTO.id)
+    return next(r.detail for r in plan.reports if r.id == AUTO)
 
 
 @pytest.mark.parametrize(("any_tp", "tp2"), [(True, False), (None, True)], ids=["any TP asked", "the default"])
@@ -39,16 +39,16 @@ def test_the_plan_made_with_a_role_find_writes_the_form_asked(tmp_path: Path, an
 def test_the_plan_made_again_after_a_drift_reads_the_form_asked_and_what_was_left_out(tmp_path: Path) -> None:
     moved = FILES[COMM].replace("def apply_flashinfer_allreduce_fusion", "def fusion_applies")
     package = write_mini_sglang(tmp_path / "site", files={**FILES, COMM: moved})
-    chosen = [p for p in all_patches() if p is not PREFLIGHT]
-    plan = make_plan(from_directory(package), chosen, change=True, any_tp=True, left_out=[PREFLIGHT])
+    chosen = [p for p in all_patches() if p.id != PREFLIGHT]
+    plan = make_plan(from_directory(package), chosen, change=True, any_tp=True, left_out=[by_id()[PREFLIGHT]])
     assert plan.drift and not plan.changes
     assert ANY_TP_FORM in auto_enable_detail(plan)
-    assert [r.id for r in plan.left_out] == [PREFLIGHT.id]
+    assert [r.id for r in plan.left_out] == [PREFLIGHT]
 
 
 def test_a_left_out_auto_enable_is_read_in_the_form_asked(tmp_path: Path) -> None:
     package = write_mini_sglang(tmp_path / "site")
-    chosen = [p for p in all_patches() if p is not AUTO]
-    plan = make_plan(from_directory(package), chosen, change=True, any_tp=True, left_out=[AUTO])
+    chosen = [p for p in all_patches() if p.id != AUTO]
+    plan = make_plan(from_directory(package), chosen, change=True, any_tp=True, left_out=[by_id()[AUTO]])
     (left,) = plan.left_out
-    assert left.id == AUTO.id and ANY_TP_FORM in left.detail
+    assert left.id == AUTO and ANY_TP_FORM in left.detail
