@@ -74,6 +74,16 @@ def test_every_anchored_function_in_the_file_is_widened_and_named() -> None:
     )
 
 
+def adjustments(test: str) -> str:
+    """``ServerArgs._handle_model_specific_adjustments`` turning fusion on under ``if <test>:``."""
+    return (
+        "class ServerArgs:\n"
+        "    def _handle_model_specific_adjustments(self):\n"
+        f"        if {test}:\n"
+        "            self.enable_flashinfer_allreduce_fusion = True\n"
+    )
+
+
 LOOK_ALIKES = [
     "self.tp_size == 4",
     "self.tp_size != 2",
@@ -93,15 +103,10 @@ def test_only_the_tp_test_this_tool_writes_reads_as_the_tp2_form(test: str) -> N
     """``(is_sm120 and <receiver>.tp_size == 2)`` is what ``--auto-enable-tp 2`` writes and the
     one conjunct read back as that form; a look-alike (another size, operator, type, field or
     receiver) is someone else's condition: the clause is not read as applied."""
-    source = (
-        "class ServerArgs:\n"
-        "    def _handle_model_specific_adjustments(self):\n"
-        "        if get_platform().is_sm90 or get_platform().is_sm100 or (get_platform().is_sm120 and {test}):\n"
-        "            self.enable_flashinfer_allreduce_fusion = True\n"
-    )
-    written = PATCH.check(cst.parse_module(source.format(test="self.tp_size == 2")), bare_context(PATCH))
+    clause = "get_platform().is_sm90 or get_platform().is_sm100 or (get_platform().is_sm120 and {})"
+    written = PATCH.check(cst.parse_module(adjustments(clause.format("self.tp_size == 2"))), bare_context(PATCH))
     assert written.state is State.APPLIED
-    finding = PATCH.check(cst.parse_module(source.format(test=test)), bare_context(PATCH))
+    finding = PATCH.check(cst.parse_module(adjustments(clause.format(test))), bare_context(PATCH))
     assert finding.state is State.DRIFT, finding.detail
 
 
@@ -109,12 +114,7 @@ def test_only_the_tp_test_this_tool_writes_reads_as_the_tp2_form(test: str) -> N
 def test_a_tp_test_beside_another_term_than_sm120_is_not_the_tp2_form(term: str) -> None:
     """The TP test this tool writes gates the SM120 term; beside another term it is someone
     else's condition, as in a fork that limited SM100 to TP 2."""
-    source = (
-        "class ServerArgs:\n"
-        "    def _handle_model_specific_adjustments(self):\n"
-        f"        if get_platform().is_sm90 or ({term} and self.tp_size == 2):\n"
-        "            self.enable_flashinfer_allreduce_fusion = True\n"
-    )
+    source = adjustments(f"get_platform().is_sm90 or ({term} and self.tp_size == 2)")
     finding = PATCH.check(cst.parse_module(source), bare_context(PATCH))
     assert finding.state is State.DRIFT, finding.detail
 
@@ -130,24 +130,12 @@ def test_a_tp_test_beside_another_term_than_sm120_is_not_the_tp2_form(term: str)
 def test_fusion_turned_on_where_the_sm_check_fails_is_not_widened(test: str) -> None:
     """``if not (<SM90> or <SM100>)`` turns fusion on for every other GPU: not the auto-enable
     this patch widens (adding SM120 there would turn it off on SM12x)."""
-    source = (
-        "class ServerArgs:\n"
-        "    def _handle_model_specific_adjustments(self):\n"
-        f"        if {test}:\n"
-        "            self.enable_flashinfer_allreduce_fusion = True\n"
-    )
-    finding = PATCH.check(cst.parse_module(source), bare_context(PATCH))
+    finding = PATCH.check(cst.parse_module(adjustments(test)), bare_context(PATCH))
     assert finding.state is State.DRIFT and finding.apply is None, finding.detail
 
 
 def test_a_check_negated_twice_is_read_as_the_check_and_widened() -> None:
-    source = (
-        "class ServerArgs:\n"
-        "    def _handle_model_specific_adjustments(self):\n"
-        "        if not (not (get_platform().is_sm90 or get_platform().is_sm100)):\n"
-        "            self.enable_flashinfer_allreduce_fusion = True\n"
-    )
-    module = cst.parse_module(source)
+    module = cst.parse_module(adjustments("not (not (get_platform().is_sm90 or get_platform().is_sm100))"))
     finding = PATCH.check(module, bare_context(PATCH))
     assert finding.state is State.PENDING and finding.apply is not None, finding.detail
     widened = finding.apply(module).code
@@ -301,12 +289,8 @@ def test_sglangs_own_auto_enable_admits_sm120_at_tp2_only_unless_asked_for_any_t
 def test_an_sm120_term_in_its_own_parentheses_is_limited_to_tp2_without_them() -> None:
     """The any-TP form as a hand edit may write it, ``(get_platform().is_sm120)``: limited to
     TP 2, the term's own parentheses give way to the conjunction's, and the code compiles."""
-    source = (
-        "class ServerArgs:\n"
-        "    def _handle_model_specific_adjustments(self):\n"
-        "        if get_platform().is_sm90 or get_platform().is_sm100 or (get_platform().is_sm120):\n"
-        "            self.enable_flashinfer_allreduce_fusion = True\n"
+    limited = reshaped(
+        adjustments("get_platform().is_sm90 or get_platform().is_sm100 or (get_platform().is_sm120)"), any_tp=False
     )
-    limited = reshaped(source, any_tp=False)
     compile(limited, "<limited>", "exec")
     assert "or (get_platform().is_sm120 and self.tp_size == 2):" in limited
