@@ -93,6 +93,9 @@ TOP_K = 8
 IDS_HEAD = 16  # input ids kept beside them: a comparison is only fair for the same inputs
 
 _lock = threading.Lock()
+#: Held from snapshot to rename: the flusher thread and a call's flush otherwise race, and an
+#: older snapshot renamed last leaves stale counts (a capture call missing from the file).
+_write_lock = threading.Lock()
 _counts: Dict[str, Dict[str, int]] = {}
 _loaded: List[str] = []
 _guarded: List[str] = []
@@ -360,30 +363,31 @@ def _rank() -> Optional[int]:
 def flush() -> None:
     """Write this process's counts, atomically (a reader never sees half a file)."""
     directory = os.environ.get(COUNT_DIR_ENV)
-    with _lock:
-        if not directory or not _state["dirty"]:
-            return
-        data = {
-            "pid": os.getpid(),
-            "ppid": os.getppid(),
-            "rank": _rank(),
-            "argv0": sys.argv[0] if sys.argv else "",
-            "counts": {key: dict(value) for key, value in _counts.items()},
-            "loaded": list(_loaded),
-            "multicast_guarded": list(_guarded),
-            "token_limit": list(_limits),
-            "logits": json.loads(json.dumps(_logits)),
-            "numpy_seed": _state.get("numpy_seed"),
-        }
-        _state["dirty"] = False
-        _state["written"] = time.monotonic()
-    path = os.path.join(directory, "%d.json" % os.getpid())
-    try:
-        with open(path + ".tmp", "w") as handle:
-            json.dump(data, handle)
-        os.replace(path + ".tmp", path)
-    except OSError:
-        pass
+    with _write_lock:
+        with _lock:
+            if not directory or not _state["dirty"]:
+                return
+            data = {
+                "pid": os.getpid(),
+                "ppid": os.getppid(),
+                "rank": _rank(),
+                "argv0": sys.argv[0] if sys.argv else "",
+                "counts": {key: dict(value) for key, value in _counts.items()},
+                "loaded": list(_loaded),
+                "multicast_guarded": list(_guarded),
+                "token_limit": list(_limits),
+                "logits": json.loads(json.dumps(_logits)),
+                "numpy_seed": _state.get("numpy_seed"),
+            }
+            _state["dirty"] = False
+            _state["written"] = time.monotonic()
+        path = os.path.join(directory, "%d.json" % os.getpid())
+        try:
+            with open(path + ".tmp", "w") as handle:
+                json.dump(data, handle)
+            os.replace(path + ".tmp", path)
+        except OSError:
+            pass
 
 
 def _flusher() -> None:
