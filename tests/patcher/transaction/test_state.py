@@ -153,6 +153,7 @@ def test_a_manifest_of_the_wrong_shape_names_the_problem_and_how_to_get_pristine
         f"{state.manifest_path} is corrupted ('checked' is not an object of objects); move {state.root} away "
         "and reinstall sglang (pip install --force-reinstall --no-deps sglang==<version>) to get pristine files"
     )
+    assert caught.value.code == "state-damaged"
 
 
 @pytest.mark.parametrize("what", ["manifest", "journal"])
@@ -168,6 +169,7 @@ def test_a_damaged_manifest_or_journal_names_the_file_and_what_it_is(state: Stat
     with pytest.raises(EnvironmentProblem) as caught:
         state.load() if what == "manifest" else state.load_journal()
     assert str(caught.value) == corrupted(path, state.root, what)
+    assert caught.value.code == "state-damaged"
 
 
 @pytest.mark.parametrize("what", ["manifest", "journal"])
@@ -183,6 +185,7 @@ def test_a_manifest_or_journal_of_a_newer_or_unknown_format_asks_for_a_newer_too
         f"{path} was written by a newer sm120patch (state format {fmt}, this is "
         f"{__version__} with format 5); upgrade sm120patch"
     )
+    assert caught.value.code == "state-newer"
 
 
 @pytest.mark.parametrize("what", ["manifest", "journal"])
@@ -203,6 +206,7 @@ def test_an_unreadable_manifest_or_journal_names_the_file_what_it_is_and_why(
     with pytest.raises(EnvironmentProblem) as caught:
         state.load() if what == "manifest" else state.load_journal()
     assert str(caught.value) == f"{path}: cannot read the {what} ({DENIED})"
+    assert caught.value.code == "state-damaged"
 
 
 # -- set_aside -----------------------------------------------------------------------------
