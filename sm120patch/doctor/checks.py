@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from sm120patch.doctor.findings import HostFinding, Severity
 from sm120patch.doctor.host import Host, torch_view
 from sm120patch.doctor.remote import host_facts
+from sm120patch.output.words import counted
 from sm120patch.patcher.exports import State, keeps_fused_path_shut
 from sm120patch.runner.gpus import Gpu, describe_all
 from sm120patch.runner.visibility import VARIABLE, assignment, gpu_names, select
@@ -27,10 +28,6 @@ ALLOC_CONF_NAMES = host_facts.ALLOC_CONF_NAMES
 
 def _indices(indices: Sequence[int]) -> str:
     return f"GPU {indices[0]}" if len(indices) == 1 else "GPUs " + ", ".join(map(str, indices))
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def gpus(
@@ -95,7 +92,7 @@ def torch_gpus(host: Host) -> list[HostFinding]:
     if view is None:
         return []
     which = f"hidden: {gpu_names(view.hidden)}" if view.hidden else "which ones cannot be told (no UUIDs to match)"
-    summary = f"torch sees {view.seen} of the {_plural(view.listed, 'GPU')} nvidia-smi lists"
+    summary = f"torch sees {view.seen} of the {counted(view.listed, 'GPU')} nvidia-smi lists"
     severity = Severity.INFO if view.explained and view.seen else Severity.WARNING
     detail = f"{which}; {view.why}; the server started from this environment sees the same"
     source = f"torch.cuda.device_count() in {host.python}; {host.gpus.source}"
@@ -203,7 +200,7 @@ def skipped(host: Host) -> list[HostFinding]:
         why = f" ({assignment(value)})" if value is not None else ""
         detail = f"the CUDA driver in {host.python} lists no GPU{why}: there is no device to ask"
         if listed:
-            detail += f", while nvidia-smi lists {_plural(len(listed), 'GPU')}"
+            detail += f", while nvidia-smi lists {counted(len(listed), 'GPU')}"
         severity = Severity.WARNING if listed else Severity.INFO
         return [HostFinding("host-checks", severity, f"skipped: {names}", detail, where)]
     else:
@@ -224,7 +221,7 @@ def p2p(host: Host, blocking: Severity, tp: int | None = None) -> list[HostFindi
         wanted = tp is not None and tp > max(count, 1)
         detail = f"--tp {tp} needs peer access between {tp} GPUs" if wanted else ""
         severity = Severity.WARNING if wanted else Severity.INFO
-        summary = f"P2P: torch sees {_plural(count, 'GPU')}, no pair to check"
+        summary = f"P2P: torch sees {counted(count, 'GPU')}, no pair to check"
         return [HostFinding("p2p", severity, summary, detail, source)]
     expected = count * (count - 1)
     pairs = facts.p2p
@@ -376,14 +373,14 @@ def tp_gpus(host: Host, tp: int | None, blocking: Severity) -> list[HostFinding]
         detail = "neither nvidia-smi nor torch in the serving interpreter answered"
         return [HostFinding("tp-gpus", Severity.WARNING, summary, detail, "--tp")]
     if tp <= visible:
-        summary = f"TP {tp}: {who} shows {_plural(visible, 'GPU')}"
+        summary = f"TP {tp}: {who} shows {counted(visible, 'GPU')}"
         return [HostFinding("tp-gpus", Severity.OK, summary, note.removeprefix("; "), source)]
     listed = len(host.gpus.gpus)
-    detail = f"sglang needs one GPU per rank; {who} shows {_plural(visible, 'GPU')}"
+    detail = f"sglang needs one GPU per rank; {who} shows {counted(visible, 'GPU')}"
     if host.gpus.answered and listed > visible:
         detail += f" of the {listed} nvidia-smi lists" + (" (see torch-gpus)" if host.facts.torch_answered else "")
     return [
         HostFinding(
-            "tp-gpus", blocking, f"TP {tp} needs {_plural(tp, 'GPU')}, {visible} visible", detail + note, source
+            "tp-gpus", blocking, f"TP {tp} needs {counted(tp, 'GPU')}, {visible} visible", detail + note, source
         )
     ]

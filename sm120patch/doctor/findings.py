@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from sm120patch.output.words import counted
 from sm120patch.runner.gpus import Gpu
 
 
@@ -51,9 +52,9 @@ class DoctorReport:
         errors = [f for f in self.findings if f.severity is Severity.ERROR]
         warnings = [f for f in self.findings if f.severity is Severity.WARNING]
         if errors:
-            return f"{len(errors)} error(s) stand between this host and the fused allreduce: " + ", ".join(
-                f.id for f in errors
-            )
+            verb = "stands" if len(errors) == 1 else "stand"
+            ids = ", ".join(f.id for f in errors)
+            return f"{counted(len(errors), 'error')} {verb} between this host and the fused allreduce: {ids}"
         if warnings:
-            return f"no blocking error; {len(warnings)} warning(s) to read"
+            return f"no blocking error; {counted(len(warnings), 'warning')} to read"
         return "nothing stands in the way of the fused allreduce"

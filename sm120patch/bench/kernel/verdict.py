@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from sm120patch.output.words import counted
 from sm120patch.patcher.exports import AUTO_ENABLE_OFF
 
 NOISE_PCT = 3.0
@@ -80,7 +81,7 @@ class Verdict:
 
 def _span(points: Sequence[Point]) -> str:
     low, high = points[0].tokens, points[-1].tokens
-    return f"{low} token{'s' if low != 1 else ''}" if low == high else f"{low} to {high} tokens"
+    return counted(low, "token") if low == high else f"{low} to {high} tokens"
 
 
 def _pct(points: Sequence[Point]) -> str:

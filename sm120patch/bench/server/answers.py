@@ -21,6 +21,7 @@ from enum import Enum
 
 from sm120patch.bench.server.configs import DEFAULT, Config
 from sm120patch.bench.server.counter import Logits
+from sm120patch.output.words import counted
 
 #: The lowest cosine of a configuration's logits against sglang's default that still agrees.
 #: Calibrated on an H100 with sglang 0.5.13 at TP 1, bundled model (hidden 1024, 2 layers,
@@ -124,7 +125,7 @@ def check(config: Config, runs: Sequence[Logits], reference: Logits | None, limi
             None,
             None,
             nonfinite,
-            f"{nonfinite} forward{'s' if nonfinite != 1 else ''} gave NaN or inf logits: {likely_cause(config)}",
+            f"{counted(nonfinite, 'forward')} gave NaN or inf logits: {likely_cause(config)}",
         )
     if config.name == DEFAULT:
         return Check(Status.REFERENCE, None, None, 0, "sglang's default: the answers the others are checked against")

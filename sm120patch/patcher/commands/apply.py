@@ -7,6 +7,7 @@ import contextlib
 from dataclasses import dataclass
 
 from sm120patch.errors import EnvironmentProblem, ExitCode
+from sm120patch.output.words import counted
 from sm120patch.patcher.commands import shared_files
 from sm120patch.patcher.commands.kernel_blockers import (
     HOST_HINT,
@@ -209,7 +210,7 @@ def _judge(
         return None
     if strict and outcome.warnings:
         headline = (
-            f"nothing was written: --strict refuses the {len(outcome.warnings)} warning(s) that say the fused "
+            f"nothing was written: --strict refuses the {counted(len(outcome.warnings), 'warning')} that say the fused "
             "path would still not run on SM12x"
         )
         outcome.refused_as = "strict"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from sm120patch.errors import ExitCode
+from sm120patch.output.words import counted
 from sm120patch.patcher.commands import shared_files
 from sm120patch.patcher.commands.kernel_blockers import (
     HOST_HINT,
@@ -87,7 +88,8 @@ def verify(tree: SglangTree, runtime_timeout: float | None = None, strict: bool 
     if outcome.exit_code == ExitCode.OK and strict and outcome.warnings:
         outcome.exit_code, outcome.refused_as = ExitCode.NOT_AS_ASKED, "strict"
         outcome.headline = (
-            f"{outcome.headline}, but --strict refuses the {len(outcome.warnings)} warning(s) about the fused path"
+            f"{outcome.headline}, but --strict refuses the {counted(len(outcome.warnings), 'warning')} "
+            "about the fused path"
         )
     if manifest is not None and judged.own:  # after --strict: not about the fused path
         outcome.warnings += _revert_refuses(outcome.files, manifest)

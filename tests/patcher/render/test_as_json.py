@@ -275,7 +275,7 @@ def test_doctor_with_and_without_an_sglang() -> None:
         "command": "doctor",
         "ok": False,
         "exit_code": 1,
-        "headline": "1 error(s) stand between this host and the fused allreduce: kernel",
+        "headline": "1 error stands between this host and the fused allreduce: kernel",
         "sglang": None,
         "findings": [f.to_json() for f in findings],
         "refusal": "refused",

@@ -629,7 +629,7 @@ def test_doctor_one_block_per_finding_under_its_severity(capsys: pytest.CaptureF
         "        from: nvidia-smi topo -m",
         "info    pin: pinned",
         "        0.6.16",
-        "1 error(s) stand between this host and the fused allreduce: kernel",
+        "1 error stands between this host and the fused allreduce: kernel",
     ]
 
 
@@ -646,7 +646,7 @@ def test_doctor_wraps_at_words_inside_the_indent_with_no_trailing_space(
         "        zeta eta theta iota kappa",
         "        from:",
         "/" + "p" * 40,  # a word wider than the column: whole, from the left edge
-        "no blocking error; 1 warning(s) to read",
+        "no blocking error; 1 warning to read",
     ]
 
 
@@ -680,12 +680,12 @@ def test_doctor_in_colour(capsys: pytest.CaptureFixture[str], colour: None) -> N
         "        \x1b[2mfrom: src\x1b[0m",
         "\x1b[36minfo    \x1b[0m\x1b[1mb\x1b[0m: s",
         "\x1b[33mwarning \x1b[0m\x1b[1mc\x1b[0m: s",
-        "\x1b[1;32mno blocking error; 1 warning(s) to read\x1b[0m",
+        "\x1b[1;32mno blocking error; 1 warning to read\x1b[0m",
     ):
         assert painted in err
     err = "\n".join(doctor_lines(capsys, HostFinding("d", Severity.ERROR, "s")))
     assert "\x1b[1;31merror   \x1b[0m" in err
-    assert "\x1b[1;31m1 error(s) stand between this host and the fused allreduce: d\x1b[0m" in err
+    assert "\x1b[1;31m1 error stands between this host and the fused allreduce: d\x1b[0m" in err
 
 
 # --- errors, the diff, the status line -----------------------------------------------------
