@@ -6,6 +6,7 @@ import inspect
 import re
 from typing import TYPE_CHECKING
 
+from sm120patch.output.lines import put
 from sm120patch.patcher.kit.model import Edit, State
 
 if TYPE_CHECKING:
@@ -39,42 +40,39 @@ def plain(doc: str) -> str:
 
 
 def render_docs(out: Console) -> None:
-    """Each patch's description and the anchor rows it searches (``list --docs``): rendered
-    text, wrapped to the terminal, for stdout."""
-    from rich.padding import Padding
+    """Each patch's description and the anchor rows it searches (``list --docs``), for stdout:
+    wrapped to a terminal, one line per paragraph or row in a pipe (``output.lines.put``)."""
     from rich.text import Text
 
     from sm120patch.patcher.plan.registry import all_patches
 
     for patch in all_patches():
-        out.print(Text(f"\n{patch.id}: {patch.summary}", style="bold"))
+        put(out, Text(f"\n{patch.id}: {patch.summary}", style="bold"))
         for paragraph in plain(patch.doc).split("\n\n"):
-            out.print(Padding(Text(" ".join(paragraph.split())), (0, 0, 1, 2)))
-        out.print(Text("  where it looks:", style="bold"))
+            put(out, " ".join(paragraph.split()), lead="  ")
+            out.print()
+        put(out, Text("  where it looks:", style="bold"))
         for anchor in patch.anchors:
             expect = "" if anchor.expect is State.PENDING else f" [{anchor.expect.value}]"
             note = f" — {anchor.note}" if anchor.note else ""
-            out.print(
-                Padding(Text(f"sglang/{anchor.file}: {anchor.describe()}, {anchor.seen}{expect}{note}"), (0, 0, 0, 4))
-            )
+            put(out, f"sglang/{anchor.file}: {anchor.describe()}, {anchor.seen}{expect}{note}", lead="    ")
         role = getattr(patch, "role", None)  # where no row matches (a release that moved it)
         if role is not None:
             follows = f", followed from {role.follows}'s target" if role.follows else ""
-            out.print(Text(f"  where no row matches, by role: {role.what}{follows}", style="bold"))
+            put(out, Text(f"where no row matches, by role: {role.what}{follows}", style="bold"), lead="  ")
 
 
 def render_known_gates(out: Console) -> None:
     """``list --docs``: what the sweep of SM checks takes as the fused path, and the checks on
     it it knows to be deliberate (``sglang/fusion_path.py``), each with its reason."""
-    from rich.padding import Padding
     from rich.text import Text
 
     from sm120patch.sglang.fusion_path import KNOWN_GATES, ON_PATH
 
-    out.print(Text("\nthe sweep of SM checks: on the fused path are", style="bold"))
+    put(out, Text("\nthe sweep of SM checks: on the fused path are", style="bold"))
     for place in ON_PATH:
-        out.print(Padding(Text(f"{place.pattern.pattern}: {place.reason}"), (0, 0, 0, 4)))
-    out.print(Text("  known and deliberate, never reported:", style="bold"))
+        put(out, f"{place.pattern.pattern}: {place.reason}", lead="    ")
+    put(out, Text("  known and deliberate, never reported:", style="bold"))
     for known in KNOWN_GATES:
         where = f"sglang/{known.module}: {known.function} ({', '.join(sorted(known.archs))}), {known.seen}"
-        out.print(Padding(Text(f"{known.kind}: {where} — {known.reason}"), (0, 0, 0, 4)))
+        put(out, f"{known.kind}: {where} — {known.reason}", lead="    ")

@@ -84,10 +84,10 @@ def test_a_docstring_as_plain_text() -> None:
     assert plain("a `single` and ``double``") == "a `single` and double"
 
 
-def rendered(width: int = 100) -> list[str]:
+def rendered(width: int = 100, terminal: bool = False) -> list[str]:
     out = io.StringIO()
-    render_docs(Console(file=out, width=width, no_color=True, highlight=False))
-    return [line.rstrip() for line in out.getvalue().split("\n")]
+    render_docs(Console(file=out, width=width, force_terminal=terminal, color_system=None, highlight=False))
+    return out.getvalue().split("\n")
 
 
 def test_list_docs_each_patch_its_paragraphs_and_where_it_looks(stand_ins: None) -> None:
@@ -116,8 +116,20 @@ def test_list_docs_each_patch_its_paragraphs_and_where_it_looks(stand_ins: None)
 def test_list_docs_wraps_paragraphs_to_the_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     long = StandInPatch("p", "s", " ".join(["word"] * 30), ())
     monkeypatch.setattr(registry, "all_patches", lambda: [long])
-    lines = rendered(width=40)
+    lines = rendered(width=40, terminal=True)
     assert lines[2:6] == ["  " + " ".join(["word"] * 7)] * 4 and lines[6] == "  word word"
+
+
+def test_list_docs_piped_keeps_each_paragraph_and_row_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pipe or a log (for grep): one line per paragraph and per row, whatever the width."""
+    long = StandInPatch(
+        "p", "s", " ".join(["word"] * 30), (Anchor("srt/layers/" + "a" * 60 + ".py", "fuse", Releases("0.5.8")),)
+    )
+    monkeypatch.setattr(registry, "all_patches", lambda: [long])
+    lines = rendered(width=40)
+    assert lines[2] == "  " + " ".join(["word"] * 30)
+    assert lines[5] == f"    sglang/srt/layers/{'a' * 60}.py: function fuse, 0.5.8 - now"
+    assert all(line == line.rstrip() for line in lines)
 
 
 @pytest.fixture
@@ -140,12 +152,12 @@ def test_list_docs_in_colour_each_patch_and_where_it_looks_in_bold(stand_ins: No
         f"{bold}import: import the probe{reset}",
         f"{bold}  where it looks:{reset}",
     ]
-    assert "  Widen the gate with SM12x." + " " * 72 in lines  # the paragraphs stay plain
+    assert "  Widen the gate with SM12x." in lines  # the paragraphs stay plain, and unpadded
 
 
 def test_list_docs_fills_each_line_to_the_terminals_last_column(monkeypatch: pytest.MonkeyPatch) -> None:
     """At 54 columns a 52-character paragraph line (indented 2) and a 50-character anchor row
-    (indented 4) fit exactly: nothing is kept free on the right."""
+    (indented 4) fit exactly: nothing is kept free on the right, and no line is padded."""
     patch = StandInPatch(
         "p",
         "s",
@@ -154,13 +166,13 @@ def test_list_docs_fills_each_line_to_the_terminals_last_column(monkeypatch: pyt
     )
     monkeypatch.setattr(registry, "all_patches", lambda: [patch])
     out = io.StringIO()
-    render_docs(Console(file=out, width=54, no_color=True, highlight=False))
+    render_docs(Console(file=out, width=54, force_terminal=True, color_system=None, highlight=False))
     assert out.getvalue().split("\n") == [
         "",
         "p: s",
         "  The gate reads the flags once, at import: the probes",
-        "  set them." + " " * 43,
-        " " * 54,
+        "  set them.",
+        "",
         "  where it looks:",
         "    sglang/srt/layers/a.py: function fuse, 0.5.8 - now",
         "",
@@ -189,7 +201,9 @@ def test_list_docs_names_the_fused_path_and_each_known_gate_filling_the_terminal
     monkeypatch.setattr(fusion_path, "ON_PATH", (fusion_path.OnPath(re.compile("allreduce"), path_row[11:]),))
     monkeypatch.setattr(fusion_path, "KNOWN_GATES", (known,))
     out = io.StringIO()
-    render_known_gates(Console(file=out, width=len(gate_row) + 4, no_color=True, highlight=False))
+    render_known_gates(
+        Console(file=out, width=len(gate_row) + 4, force_terminal=True, color_system=None, highlight=False)
+    )
     assert out.getvalue().split("\n") == [
         "",
         "the sweep of SM checks: on the fused path are",
@@ -237,4 +251,4 @@ def test_list_docs_in_colour_the_role_line_in_bold(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(registry, "all_patches", lambda: ROLES[:1])
     out = io.StringIO()
     render_docs(Console(file=out, width=100, highlight=False))
-    assert "\x1b[1m  where no row matches, by role: the function that gates the fusion\x1b[0m" in out.getvalue()
+    assert "  \x1b[1mwhere no row matches, by role: the function that gates the fusion\x1b[0m" in out.getvalue()
