@@ -494,8 +494,8 @@ def _run_all(
     found = answer.answer(
         chosen,
         checks,
-        _figures(runs, "decode"),
-        _figures(runs, "prefill"),
+        figures(runs, "decode"),
+        figures(runs, "prefill"),
         settings.batch_sizes,
         flags,
         settings.fuse_up_to,
@@ -541,8 +541,9 @@ def check_answers(chosen: tuple[Config, ...], runs: list[Run]) -> tuple[dict[str
     return checks, self_cosine, limit
 
 
-def _figures(runs: list[Run], part: str) -> dict[str, dict[int, list[float]]]:
-    """Each configuration's latencies (ms) of ``part`` by batch size, over its runs."""
+def figures(runs: list[Run], part: str) -> dict[str, dict[int, list[float]]]:
+    """Each configuration's latencies (ms) of ``part`` by batch size, over its runs (the answer
+    weighs them; the report shows their medians)."""
     found: dict[str, dict[int, list[float]]] = {}
     for run in runs:
         if run.error is not None or run.unused is not None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from sm120patch import __version__
 from sm120patch.bench.server.answers import SELF_MARGIN
 from sm120patch.bench.server.configs import Config, fusion_args
-from sm120patch.bench.server.driver import TABLE, Run, ServerResult
+from sm120patch.bench.server.driver import TABLE, Run, ServerResult, figures
 from sm120patch.bench.server.verdict import Compare, Kind
 from sm120patch.output.lines import put
 
@@ -119,15 +119,8 @@ def to_json(result: ServerResult) -> dict[str, Any]:
 
 
 def _medians(result: ServerResult, name: str, part: str) -> dict[int, float]:
-    found: dict[int, list[float]] = {}
-    for run in result.runs:
-        if run.config != name or run.error is not None or run.unused is not None:
-            continue
-        for m in run.measurements:
-            value = m.decode_ms if part == "decode" else m.prefill_latency_s
-            if value is not None:
-                found.setdefault(m.batch_size, []).append(value if part == "decode" else value * 1000.0)
-    return {size: statistics.median(values) for size, values in sorted(found.items())}
+    by_size = figures(result.runs, part).get(name, {})
+    return {size: statistics.median(values) for size, values in sorted(by_size.items())}
 
 
 def _config_json(result: ServerResult, config: Config) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Each configuration's figures by batch size, as the answer weighs them (``driver._figures``:
+"""Each configuration's figures by batch size, as the answer weighs them (``driver.figures``:
 every run's, in ms) and as the JSON shows them (``render``: the median, in ms), with the
 JSON of the answer and of the agreement it was held to.  Results built by hand (hand.py)."""
 
@@ -30,8 +30,8 @@ RUNS = [
 
 
 def test_the_figures_the_answer_weighs_are_every_runs_in_ms() -> None:
-    decode = driver._figures(RUNS, "decode")
-    prefill = driver._figures(RUNS, "prefill")
+    decode = driver.figures(RUNS, "decode")
+    prefill = driver.figures(RUNS, "prefill")
     assert decode == {"default": {1: [pytest.approx(10.0), pytest.approx(10.4)]}, "fusion": {1: [pytest.approx(9.0)]}}
     assert prefill == {
         "default": {1: [pytest.approx(30.0), pytest.approx(34.0)], 8: [pytest.approx(20.0)]},
