@@ -50,10 +50,12 @@ def gpus(
     torch_sm12x = [g for g in torch_gpus if g.sm12x]
     if sm12x:
         return [
-            HostFinding("gpus", Severity.OK, f"{len(sm12x)} SM12x GPU(s): the patches matter here", described, source)
+            HostFinding(
+                "gpus", Severity.OK, f"{counted(len(sm12x), 'SM12x GPU')}: the patches matter here", described, source
+            )
         ]
     if unknown and torch_sm12x:
-        summary = f"torch sees {len(torch_sm12x)} SM12x GPU(s): the patches matter here"
+        summary = f"torch sees {counted(len(torch_sm12x), 'SM12x GPU')}: the patches matter here"
         detail = f"{described}; torch: {describe_all(torch_gpus)}"
         return [HostFinding("gpus", Severity.OK, summary, detail, source)]
     if unknown:

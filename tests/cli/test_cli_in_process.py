@@ -357,7 +357,7 @@ def test_the_text_report_of_a_dry_run_says_would_apply_and_the_diff_goes_to_stdo
     code, out, _ = run("apply", "--sglang-path", str(mini))
     assert (code, out) == (0, "")  # a real apply prints no diff
     code, out, err = run("revert", "--sglang-path", str(mini), "--dry-run")
-    assert code == 0 and out.startswith(f"--- a/sglang/{COMM}\n") and "dry run: would restore 3 file(s)" in err
+    assert code == 0 and out.startswith(f"--- a/sglang/{COMM}\n") and "dry run: would restore 3 files" in err
     code, out, _ = run("revert", "--sglang-path", str(mini))
     assert code == 0 and out == ""  # the diff only for a dry run
 

@@ -44,7 +44,7 @@ def test_apply_verify_apply_again_revert(mini: Path) -> None:
 def test_dry_run_prints_a_plain_diff_and_writes_nothing(mini: Path) -> None:
     before = tree_hashes(mini)
     code, out, err = run("apply", "--sglang-path", str(mini), "--dry-run")
-    assert code == 0 and "dry run: would change 3 file(s); nothing written" in err
+    assert code == 0 and "dry run: would change 3 files; nothing written" in err
     assert out.startswith(f"--- a/sglang/{COMM}\n+++ b/sglang/{COMM}\n") and "\x1b[" not in out
     assert "+        if not is_sm120_supported():\n" in out
     assert tree_hashes(mini) == before

@@ -58,7 +58,7 @@ def test_human_report_goes_to_stderr_and_json_to_stdout(release) -> None:
     evidence = err[err.index("evidence:") :]  # the file once, then each line number and its code
     assert f"sglang/{COMM}\n" in evidence
     assert re.search(r"^ +75 +_is_sm120_supported = _is_cuda and is_sm120_supported\(\) *$", evidence, re.M)
-    assert "patched 2 file(s)" in err
+    assert "patched 2 files" in err
     code, out, err = run("apply", "--sglang-path", str(package))
     assert code == 0 and "already applied" in err
 

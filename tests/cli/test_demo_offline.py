@@ -190,11 +190,11 @@ def test_demo_downloads_the_pinned_release_and_runs_the_cycle(
     full = lines[rules["sm120patch apply"] + 1 : rules["then"]]
     assert f"sglang 0.5.11  {scratch}/site-packages/sglang  [wheel]" in full
     assert any(line.startswith("  communicator-fusion-gate   pending -> applied") for line in full)
-    assert full[-1] == f"patched 3 file(s); backups in {scratch}/site-packages/sglang/.sm120patch"
+    assert full[-1] == f"patched 3 files; backups in {scratch}/site-packages/sglang/.sm120patch"
     assert not any("evidence" in line or "RECORD" in line for line in full)
     assert "ok sm120patch verify: all patches applied" in lines
     assert "ok sm120patch apply again (must change nothing): already applied: nothing to change" in lines
-    assert any(line.startswith("ok sm120patch revert: restored 3 file(s)") for line in lines)
+    assert any(line.startswith("ok sm120patch revert: restored 3 files") for line in lines)
     assert err.count("warning: [kernel-missing] FlashInfer is not installed here") == 1  # said once, not once a step
     assert err.count("pending -> applied") == 5  # the full report once
     assert "the gates are open" not in err and "no NVIDIA GPU seen" not in err  # notes are not repeated
@@ -260,7 +260,7 @@ def test_a_release_whose_files_differ_from_its_record_fails_the_demo(tmp_path: P
     comm.write_text(comm.read_text() + "# changed after the RECORD was written\n")
     code, _, err = run("demo", "--wheel", str(wheel_of(site, tmp_path / "sglang-0.5.11-py3-none-any.whl")))
     assert code == 1, err
-    assert "ok sm120patch revert: restored 3 file(s)" in err
+    assert "ok sm120patch revert: restored 3 files" in err
     assert err.splitlines()[-1] == f"demo failed: not as released (RECORD): sglang/{COMM}"
 
 
@@ -320,7 +320,7 @@ def test_on_a_colour_terminal_only_the_verdict_words_are_coloured(
     assert code == 0, err
     assert "\x1b[" in err  # colour is on
     for plain in (
-        "sm120patch revert: restored 3 file(s)",
+        "sm120patch revert: restored 3 files",
         "[kernel-missing] FlashInfer is not installed here; sglang 0.5.11 pins",
         ": sglang 0.5.11 patched, verified, re-applied as a no-op and reverted; its 3 files match",
         "(pipx: add --python /path/to/env/bin/python).",

@@ -348,7 +348,7 @@ def test_a_killed_runs_temp_file_that_cannot_be_removed_is_named(setup: str, com
 def test_a_state_folder_that_cannot_be_removed_after_revert_is_named() -> None:
     code, data = one_fault("applied", "revert", ("os.remove",), f"{STATE}/lock", 1, "EACCES")
     assert code == 2 and "/.sm120patch/lock could not be removed (Permission denied) once the revert" in data["error"]
-    assert "(restored 3 file(s)" in data["error"]  # what the revert did is said with it
+    assert "(restored 3 files" in data["error"]  # what the revert did is said with it
 
 
 @pytest.mark.parametrize("name", ["ENOSPC", "EACCES", "EISDIR"])

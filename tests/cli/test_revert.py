@@ -39,7 +39,7 @@ def applied(package: Path) -> dict[str, bytes]:
 
 
 def assert_restored(outcome: Outcome, count: int, aside: Path | None = None) -> None:
-    """What "restored N file(s) byte for byte; state removed" says, as facts: done, no code, ``count``
+    """What "restored N files byte for byte; state removed" says, as facts: done, no code, ``count``
     files written back; one restored from a state kept aside names that folder.  The sentence
     itself is asserted once, in test_as_text's golden outputs."""
     assert (outcome.exit_code, outcome.code, len(outcome.written)) == (ExitCode.OK, None, count), outcome.headline
@@ -286,7 +286,7 @@ def test_dry_run_says_how_many_files_it_would_restore_and_writes_nothing(mini: P
     before = tree_hashes(mini.parent)
     outcome = revert(from_directory(mini), force=True, dry_run=True)
     assert outcome.exit_code == ExitCode.OK
-    assert (outcome.code, outcome.headline.startswith("dry run: would restore 3 file(s);")) == (None, True)
+    assert (outcome.code, outcome.headline.startswith("dry run: would restore 3 files;")) == (None, True)
     assert (outcome.notes, outcome.written) == ([], [])  # the changed file is not kept aside either
     assert outcome.changes == [(COMM, edited, ORIGINAL[COMM])] + [
         (rel, patched[rel], ORIGINAL[rel]) for rel in (FUSION, SERVER_ARGS)
@@ -517,7 +517,7 @@ def test_a_kept_aside_state_whose_files_are_in_place_is_restored_and_named(mini:
     for force in (False, True):  # --force reads the same files the same way
         outcome = revert(from_directory(mini), force=force, dry_run=True)
         assert (outcome.exit_code, outcome.code, outcome.written) == (ExitCode.OK, None, [])
-        assert f"would restore 3 file(s) from the state kept aside in {aside};" in outcome.headline
+        assert f"would restore 3 files from the state kept aside in {aside};" in outcome.headline
     outcome = revert(from_directory(mini), force=True)
     assert outcome.exit_code == ExitCode.OK
     assert_restored(outcome, 3, aside=aside)
@@ -549,7 +549,7 @@ def test_a_version_that_appeared_beside_a_hand_edited_file_is_refused_then_force
         assert outcome.notes == []
         assert (contents(mini), state_files(mini)) == before  # the state is where it was: nothing moved
     dry = revert(from_directory(mini), force=True, dry_run=True)
-    assert (dry.code, dry.written, dry.headline.startswith("dry run: would restore 3 file(s)")) == (None, [], True)
+    assert (dry.code, dry.written, dry.headline.startswith("dry run: would restore 3 files")) == (None, [], True)
     outcome = revert(from_directory(mini), force=True)
     assert_restored(outcome, 3)
     [overwritten] = (mini / ".sm120patch").glob("stale-overwritten*")
@@ -893,7 +893,7 @@ def test_a_kept_state_in_place_is_restored_past_the_saved_state_of_another_relea
     before = contents(package), state_files(package)
     dry = revert(from_directory(package), dry_run=True)
     assert (dry.exit_code, dry.code, dry.written) == (ExitCode.OK, None, [])
-    assert f"would restore 3 file(s) from the state kept aside in {aside};" in dry.headline
+    assert f"would restore 3 files from the state kept aside in {aside};" in dry.headline
     assert dry.notes == [unknown]
     assert (contents(package), state_files(package)) == before
     outcome = revert(from_directory(package))

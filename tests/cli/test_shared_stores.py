@@ -137,7 +137,7 @@ def test_a_dry_run_apply_says_what_it_would_do_with_the_links_and_touches_none(t
     a = linked_site(store, tmp_path / "a")
     links_before, store_before = links_of(a, TARGETS), store_digest(store)
     dry = apply(from_directory(a), list(all_patches()), dry_run=True)
-    assert (dry.code, dry.written, dry.headline.startswith("dry run: would change 3 file(s)")) == (None, [], True)
+    assert (dry.code, dry.written, dry.headline.startswith("dry run: would change 3 files")) == (None, [], True)
     names = ", ".join(f"sglang/{rel}" for rel in TARGETS)
     assert (
         f"{names} are links into {store / 'sglang'} (an installer's cache, as uv's --link-mode=symlink makes): apply "

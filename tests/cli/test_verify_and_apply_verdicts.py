@@ -273,7 +273,7 @@ def test_apply_on_an_sm12x_host_has_no_gpu_note(mini: Path, tmp_path: Path, monk
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     code, data = jrun("apply", "--sglang-path", str(mini))
     assert code == 0 and [m.split(" for the models")[0] for m in data["messages"]] == [AT_TP2, HOST_HINT]
-    assert data["headline"] == f"patched 3 file(s); backups in {mini / '.sm120patch'}"
+    assert data["headline"] == f"patched 3 files; backups in {mini / '.sm120patch'}"
 
 
 def test_apply_without_a_gpu_says_so_first(mini: Path, no_nvidia_smi: None) -> None:
@@ -287,7 +287,7 @@ def test_dry_runs_say_what_they_would_change(mini: Path, no_nvidia_smi: None) ->
     code, data = jrun("apply", "--sglang-path", str(mini), "--dry-run")
     assert (code, data["headline"], [m.split(" for the models")[0] for m in data["messages"]]) == (
         0,
-        "dry run: would change 3 file(s); nothing written",
+        "dry run: would change 3 files; nothing written",
         [NO_GPU, AT_TP2],
     )
     applied(mini)

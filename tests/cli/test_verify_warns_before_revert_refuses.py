@@ -38,7 +38,7 @@ def test_verify_warns_that_revert_will_refuse_and_revert_force_works_as_printed(
     assert code == 0 and "warning: [revert-refuses] changed since apply" in " ".join(err.split())
     assert jrun("revert", "--sglang-path", str(mini))[0] == 1  # as warned
     code, data = jrun("revert", "--force", "--sglang-path", str(mini))
-    assert code == 0 and data["headline"].startswith("restored 3 file(s) byte for byte")
+    assert code == 0 and data["headline"].startswith("restored 3 files byte for byte")
 
 
 def test_every_changed_file_is_named_once(mini: Path) -> None:

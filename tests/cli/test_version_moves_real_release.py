@@ -70,7 +70,7 @@ def test_apply_before_the_version_file_then_revert(tmp_path: Path) -> None:
     assert (code, again["headline"], again["written"]) == (0, "already applied: nothing to change", [])
     assert again["state"]["sglang_version"] == VERSION  # the state now names the version it found
     code, reverted = jrun("revert", "--sglang-path", str(package))
-    assert (code, reverted["headline"]) == (0, "restored 3 file(s) byte for byte; state removed")
+    assert (code, reverted["headline"]) == (0, "restored 3 files byte for byte; state removed")
     assert_restored(package, rels)
     code, forced = jrun("revert", "--force", "--sglang-path", str(package))
     assert code == 0 and "files as released" not in forced["headline"], forced["headline"]
@@ -93,7 +93,7 @@ def test_apply_then_a_tag_then_revert(tmp_path: Path) -> None:
     git(root, "tag", f"v{VERSION}")
     assert_verified_as_own(package, VERSION)
     code, reverted = jrun("revert", "--sglang-path", str(package))
-    assert (code, reverted["headline"]) == (0, "restored 3 file(s) byte for byte; state removed")
+    assert (code, reverted["headline"]) == (0, "restored 3 files byte for byte; state removed")
     assert_restored(package, rels)
     assert git(root, "status", "--porcelain", "--untracked-files=no") == ""
 
@@ -107,7 +107,7 @@ def test_apply_then_a_version_change_then_revert_force(tmp_path: Path) -> None:
     version_file(package, "0.5.24.dev3")  # another release by its version; the same files
     assert_verified_as_own(package, "0.5.24.dev3")
     code, reverted = jrun("revert", "--force", "--sglang-path", str(package))
-    assert (code, reverted["headline"]) == (0, "restored 3 file(s) byte for byte; state removed")
+    assert (code, reverted["headline"]) == (0, "restored 3 files byte for byte; state removed")
     assert_restored(package, rels)
 
 
@@ -124,12 +124,12 @@ def test_a_state_an_earlier_sm120patch_set_aside_is_restored_from_where_it_was_k
     code, forced = jrun("revert", "--force", "--dry-run", "--sglang-path", str(package))
     assert (code, forced["headline"]) == (
         0,
-        f"dry run: would restore 3 file(s) from the state kept aside in {aside}; nothing written",
+        f"dry run: would restore 3 files from the state kept aside in {aside}; nothing written",
     )
     code, reverted = jrun("revert", "--sglang-path", str(package))
     assert (code, reverted["headline"]) == (
         0,
-        f"restored 3 file(s) byte for byte from the state of sglang (unknown version) kept aside in {aside}; "
+        f"restored 3 files byte for byte from the state of sglang (unknown version) kept aside in {aside}; "
         "state removed",
     )
     assert_restored(package, rels)

@@ -84,7 +84,7 @@ def judged(expected: HostFinding, blocking: Severity) -> HostFinding:
             HostFinding(
                 "gpus",
                 Severity.OK,
-                "1 SM12x GPU(s): the patches matter here",
+                "1 SM12x GPU: the patches matter here",
                 f"GPU 0: {RTX} (cc 12.0); GPU 2: NVIDIA H200 (cc 9.0); "
                 "nvidia-smi also printed: ?? | Unable to determine | garbage",
                 SMI,
@@ -97,7 +97,7 @@ def judged(expected: HostFinding, blocking: Severity) -> HostFinding:
             HostFinding(
                 "gpus",
                 Severity.OK,
-                "1 SM12x GPU(s): the patches matter here",
+                "1 SM12x GPU: the patches matter here",
                 f"GPU 0: {SAYS_NA}; GPU 1: {RTX} (cc 12.0)",
                 SMI,
             ),
@@ -109,7 +109,7 @@ def judged(expected: HostFinding, blocking: Severity) -> HostFinding:
             HostFinding(
                 "gpus",
                 Severity.OK,
-                "torch sees 2 SM12x GPU(s): the patches matter here",
+                "torch sees 2 SM12x GPUs: the patches matter here",
                 f"2× {SAYS_NA}: GPUs 0-1; torch: 2× {RTX} (cc 12.0): GPUs 0-1",
                 SMI,
             ),

@@ -307,7 +307,7 @@ def test_nvidia_smi_s_unread_lines_and_the_locate_error_reach_the_report() -> No
         HostFinding(
             "gpus",
             Severity.OK,
-            "2 SM12x GPU(s): the patches matter here",
+            "2 SM12x GPUs: the patches matter here",
             f"{GPU_DETAIL}; nvidia-smi also printed: No devices were found",
             "nvidia-smi",
         ),

@@ -58,7 +58,7 @@ def box(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Box:
 def test_na_capability_with_torch_seeing_two_sm12x_is_an_sm12x_host(box: Box) -> None:
     report, found = box.run(two_rtx("[N/A]"))
     gpus = found["gpus"]
-    assert gpus.severity is Severity.OK and gpus.summary == "2 SM12x GPU(s): the patches matter here"
+    assert gpus.severity is Severity.OK and gpus.summary == "2 SM12x GPUs: the patches matter here"
     assert "(cc 12.0 per torch, same UUID; nvidia-smi says [N/A])" in gpus.detail
     assert gpus.source.endswith("; torch.cuda.get_device_capability in " + str(box.root / "env/python"))
     assert [g.capability for g in report.gpus] == [(12, 0), (12, 0)]

@@ -369,14 +369,16 @@ def _report_plan(outcome: Outcome, plan: Plan, state: StateDir, dry_run: bool, b
     elif dry_run:
         outcome.changes = plan_changes(plan)
         outcome.headline = (
-            f"dry run: would change {len(plan.changes)} file(s); nothing written"
+            f"dry run: would change {counted(len(plan.changes), 'file')}; nothing written"
             if plan.changes
             else "dry run: nothing to change"
         )
     else:
         written = len(outcome.written)
         outcome.headline = (
-            f"patched {written} file(s); backups in {state.root}" if written else "already applied: nothing to change"
+            f"patched {counted(written, 'file')}; backups in {state.root}"
+            if written
+            else "already applied: nothing to change"
         )
         if not shut_warning(outcome.left_out):  # a gate left shut as asked: not "open"
             outcome.notes.append(HOST_HINT)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sm120patch.errors import EnvironmentProblem, ExitCode, NotAsAsked
+from sm120patch.output.words import counted
 from sm120patch.patcher.commands.planning import plan_tree
 from sm120patch.patcher.commands.state_report import file_statuses, set_aside, state_summary, version_text
 from sm120patch.patcher.kit.model import State
@@ -320,18 +321,18 @@ def _restore(outcome: Outcome, state: StateDir, manifest: Manifest, dry_run: boo
     outcome.changes = diffs
     if dry_run:
         source = f" from the state kept aside in {state.root / folder}" if folder else ""
-        outcome.headline = f"dry run: would restore {len(entries)} file(s){source}; nothing written"
+        outcome.headline = f"dry run: would restore {counted(len(entries), 'file')}{source}; nothing written"
         return outcome
     check_writable([Path(e.path) for e in entries])
     commit(state, entries, None, Op.REVERT)
     outcome.written = [e.rel for e in entries]
     outcome.files = file_statuses(tree, sorted(manifest.files), None)
     outcome.state = state_summary(state, None, tree)
-    outcome.headline = f"restored {len(entries)} file(s) byte for byte; state removed"
+    outcome.headline = f"restored {counted(len(entries), 'file')} byte for byte; state removed"
     if folder:
         _drop_kept(state, folder)
         outcome.headline = (
-            f"restored {len(entries)} file(s) byte for byte from the state of sglang "
+            f"restored {counted(len(entries), 'file')} byte for byte from the state of sglang "
             f"{version_text(manifest.sglang_version)} kept aside in {state.root / folder}; state removed"
         )
     if any(e.link is not None for e in entries):
