@@ -77,6 +77,7 @@ def test_apply_strict_writes_nothing_and_apply_warns(gated: Path) -> None:
     code, data = jrun("apply", "--sglang-path", str(gated), "--strict")
     assert (code, data["code"], data["written"], len(data["warnings"])) == (1, "strict", [], 2)
     assert data["warnings"] == [COMM_WARNING, NEW_WARNING]
+    assert data["headline"].endswith("refuses the 2 warnings that say the fused path would still not run on SM12x")
     assert tree_hashes(gated) == before
     # the form of the auto-enable in force is said of an apply that wrote, not of a refused one
     assert not any("`sm120patch apply --auto-enable-tp any`" in m for m in data["messages"])
@@ -120,6 +121,7 @@ def test_a_trusted_tree_still_reports_them_and_verify_strict_refuses(gated: Path
     assert data["warnings"] == [COMM_WARNING.replace(":20 ", ":22 "), NEW_WARNING]
     code, data = jrun("verify", "--sglang-path", str(gated), "--strict")
     assert (code, data["code"], len(data["warnings"])) == (1, "strict", 2)
+    assert data["headline"].endswith(", but --strict refuses the 2 warnings about the fused path")
     code, data = jrun("apply", "--sglang-path", str(gated), "--strict")
     assert (code, data["code"], data["written"]) == (1, "strict", [])
 

@@ -209,9 +209,10 @@ def _judge(
         _refuse(outcome, selected, state, refusal, swept, warnings, asks)
         return None
     if strict and outcome.warnings:
+        say = "says" if len(outcome.warnings) == 1 else "say"
         headline = (
-            f"nothing was written: --strict refuses the {counted(len(outcome.warnings), 'warning')} that say the fused "
-            "path would still not run on SM12x"
+            f"nothing was written: --strict refuses the {counted(len(outcome.warnings), 'warning')} that {say} "
+            "the fused path would still not run on SM12x"
         )
         outcome.refused_as = "strict"
         _refuse(outcome, selected, state, headline, swept, warnings, asks)
