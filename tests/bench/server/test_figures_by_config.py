@@ -29,7 +29,7 @@ RUNS = [
 ]
 
 
-def test_the_figures_the_answer_weighs_are_every_runs_in_ms() -> None:
+def test_figures_are_each_configurations_latencies_in_ms_by_batch_size() -> None:
     decode = driver.figures(RUNS, "decode")
     prefill = driver.figures(RUNS, "prefill")
     assert decode == {"default": {1: [pytest.approx(10.0), pytest.approx(10.4)]}, "fusion": {1: [pytest.approx(9.0)]}}
@@ -44,7 +44,7 @@ def shown(**changes: Any) -> dict[str, Any]:
     return json.loads(json.dumps(render.to_json(done)))  # plain JSON types only
 
 
-def test_each_configurations_json_has_its_median_figures_and_answers() -> None:
+def test_each_configurations_json_has_the_medians_of_its_figures_and_its_answers() -> None:
     checked = Check(Status.NAN, None, "decode", 3, "2 forwards had a NaN")
     data = shown(chosen=(BY_NAME["default"], BY_NAME["fusion"]), checks={"fusion": checked})
     default, fusion = data["configs"]
