@@ -43,6 +43,7 @@ def assert_restored(outcome: Outcome, count: int, aside: Path | None = None) -> 
     files written back; one restored from a state kept aside names that folder.  The sentence
     itself is asserted once, in test_as_text's golden outputs."""
     assert (outcome.exit_code, outcome.code, len(outcome.written)) == (ExitCode.OK, None, count), outcome.headline
+    assert outcome.headline.startswith(f"restored {'1 file' if count == 1 else f'{count} files'} byte for byte")
     if aside is not None:
         assert f"kept aside in {aside};" in outcome.headline
 
