@@ -62,8 +62,11 @@ def test_tp2_by_default_then_any_then_back_each_recorded_and_kept(package: Path)
     )
     code, out = jrun("verify", "--sglang-path", str(package))
     assert code == 0 and state(out) == "applied"  # judged against the recorded ask, not the default
-    code, out = jrun("apply", "--sglang-path", str(package))  # a plain apply keeps it
+    code, out = jrun("apply", "--sglang-path", str(package))  # a plain apply keeps it, and says why
     assert code == 0 and clause(package) == ANY and recorded(package) == "any" and not out["written"]
+    assert said(out)[0].startswith(
+        "auto-enable on SM12x at any TP for the models sglang lists (as `--auto-enable-tp any` asked)"
+    )
 
     code, out = jrun("apply", "--sglang-path", str(package), "--auto-enable-tp", "2")
     assert code == 0 and clause(package) == TP2 and recorded(package) == "2"

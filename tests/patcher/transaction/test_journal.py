@@ -272,6 +272,7 @@ def test_an_interrupted_revert_whose_backup_was_damaged_leaves_the_file_as_is(
     with pytest.raises(NotAsAsked) as raised:
         recover(state)
     assert str(raised.value) == f"interrupted revert: {state.root}/backups/{A} is damaged; {A} left as is"
+    assert raised.value.code == "state-damaged"
     assert contents(package) == PATCHED
 
 
